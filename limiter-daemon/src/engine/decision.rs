@@ -1,0 +1,163 @@
+//! What a decision says: the contract between the engine and the HTTP surfaces.
+//!
+//! Fields may be added; existing names and meanings stay, because the proxy, the decision API
+//! and the nginx endpoint all render responses from these values.
+
+use std::time::Duration;
+
+/// A rung of the tier ladder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    Anon,
+    Session,
+    Sponsor,
+}
+
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Anon => "anon",
+            Tier::Session => "session",
+            Tier::Sponsor => "sponsor",
+        }
+    }
+    /// The rung above, named in a 429's upgrade hint; `None` at the top.
+    pub fn next(self) -> Option<Tier> {
+        match self {
+            Tier::Anon => Some(Tier::Session),
+            Tier::Session => Some(Tier::Sponsor),
+            Tier::Sponsor => None,
+        }
+    }
+    /// One rung down (how an unverified API key is metered).
+    pub fn below(self) -> Tier {
+        match self {
+            Tier::Sponsor => Tier::Session,
+            Tier::Session | Tier::Anon => Tier::Anon,
+        }
+    }
+}
+
+/// Why a request was rejected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    Burst,
+    Hourly,
+    Daily,
+    KeyHourly,
+    Locked,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Burst => "burst",
+            Reason::Hourly => "hourly",
+            Reason::Daily => "daily",
+            Reason::KeyHourly => "key_hourly",
+            Reason::Locked => "locked",
+        }
+    }
+}
+
+/// Which scan delay applies (daily quota in `delay` mode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DelayKind {
+    Soft,
+    Hard,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Forward at once.
+    Allow,
+    /// Hold for `Decision::delay`, then forward (never a 429).
+    Delay,
+    /// Answer 429 (`Decision::reason` says why).
+    Reject,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Allow => "allow",
+            Action::Delay => "delay",
+            Action::Reject => "reject",
+        }
+    }
+}
+
+/// Names of the windows, as used in `RateLimit-Policy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowKind {
+    Burst,
+    Hourly,
+    Daily,
+    KeyHourly,
+}
+
+impl WindowKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WindowKind::Burst => "burst",
+            WindowKind::Hourly => "hourly",
+            WindowKind::Daily => "daily",
+            WindowKind::KeyHourly => "key_hourly",
+        }
+    }
+}
+
+/// Use of one window after this request was counted (or refused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct WindowState {
+    pub kind: WindowKind,
+    /// Units allowed in the window.
+    pub limit: u64,
+    /// Units left (0 when exhausted).
+    pub remaining: u64,
+    /// Window length in seconds (60, 3600, 86400).
+    pub window_secs: u64,
+    /// Seconds until the window frees capacity (fixed windows: until rollover).
+    pub reset_secs: u64,
+}
+
+/// A decision: everything a response needs, whatever surface renders it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub action: Action,
+    pub tier: Tier,
+    /// Set when `action == Reject`.
+    pub reason: Option<Reason>,
+    /// Seconds the caller should wait before retrying (rejects; also the lockout remainder).
+    pub retry_after_secs: Option<u64>,
+    /// How long to hold the request (`Duration::ZERO` unless `action == Delay`).
+    pub delay: Duration,
+    pub delay_kind: Option<DelayKind>,
+    /// Windows that applied to this request, in the order burst, hourly, daily, key_hourly.
+    pub windows: Vec<WindowState>,
+    /// Daily units left when at or below the warn threshold: the response carries a reminder.
+    pub warn_remaining: Option<u64>,
+    /// Stable, hashed identity of the caller (never a raw IP, token or key), used to bound held
+    /// requests per identity and for logs.
+    pub identity: String,
+}
+
+impl Decision {
+    /// The window named `kind`, if it applied.
+    pub fn window(&self, kind: WindowKind) -> Option<&WindowState> {
+        self.windows.iter().find(|w| w.kind == kind)
+    }
+    /// The hourly budget that applied (the tighter of tier budget and key limit, if both did).
+    pub fn hourly_limit(&self) -> Option<u64> {
+        let tier = self.window(WindowKind::Hourly).map(|w| w.limit);
+        let key = self.window(WindowKind::KeyHourly).map(|w| w.limit);
+        match (tier, key) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! http (placeholder until its issue lands).

@@ -1,0 +1,1 @@
+//! identity (placeholder until its issue lands).

