@@ -58,8 +58,14 @@ mod tests {
         let mut b = Bucket::first(0, 3);
         assert!(b.take(0, 3, 1));
         assert!(b.take(0, 3, 1));
-        assert!(!b.take(0, 3, 1), "fourth SYN within the same instant is over a burst of 3");
-        assert!(!b.take(500_000_000, 3, 1), "half a second refills half a token");
+        assert!(
+            !b.take(0, 3, 1),
+            "fourth SYN within the same instant is over a burst of 3"
+        );
+        assert!(
+            !b.take(500_000_000, 3, 1),
+            "half a second refills half a token"
+        );
         assert!(b.take(1_000_000_000, 3, 1));
         assert!(!b.take(1_000_000_000, 3, 1));
     }

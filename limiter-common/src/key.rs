@@ -74,7 +74,9 @@ mod tests {
 
     #[test]
     fn v6_masks_to_prefix() {
-        let a = [0x20, 0x01, 0x0d, 0xb8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
+        let a = [
+            0x20, 0x01, 0x0d, 0xb8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+        ];
         assert_eq!(IpKey::from_v6(a, 64).addr[8..], [0; 8]);
         assert_eq!(IpKey::from_v6(a, 64).addr[..8], a[..8]);
         assert_eq!(IpKey::from_v6(a, 128).addr, a);

@@ -3,7 +3,11 @@
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "limiter-daemon", version, about = "Host limiter: XDP/TC dataplane + tiered HTTP metering")]
+#[command(
+    name = "limiter-daemon",
+    version,
+    about = "Host limiter: XDP/TC dataplane + tiered HTTP metering"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 /// True when running in CI, where a missing capability must fail a test instead of skipping it.
 pub fn in_ci() -> bool {
-    std::env::var("CI").map(|v| v == "true" || v == "1").unwrap_or(false)
+    std::env::var("CI")
+        .map(|v| v == "true" || v == "1")
+        .unwrap_or(false)
 }
 
 /// Returns `false` (and says why) when a test needing `what` should skip; panics under CI.
@@ -28,7 +30,10 @@ pub fn is_root() -> bool {
 
 /// Workspace root (the directory holding the top-level Cargo.toml).
 pub fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// Polls `f` until it returns `Some`, or panics with `what` after `timeout`.

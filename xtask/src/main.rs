@@ -57,7 +57,10 @@ fn main() {
 }
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn sh(cmd: &mut Command) -> Result<()> {
@@ -130,7 +133,14 @@ fn run(task: Task) -> Result<()> {
                 BenchKind::Engine => "engine",
                 BenchKind::Proxy => "proxy",
             };
-            sh(cargo().args(["build", "--profile", "bench-fast", "-p", "limiter-daemon", "--bins"]))?;
+            sh(cargo().args([
+                "build",
+                "--profile",
+                "bench-fast",
+                "-p",
+                "limiter-daemon",
+                "--bins",
+            ]))?;
             sh(cargo().args(["bench", "-p", "limiter-daemon", "--bench", name]))
         }
     }

@@ -1,1 +1,7 @@
-//! config (placeholder until its issue lands).
+//! Configuration: one TOML file, validated in two stages (raw serde structs → validated types),
+//! with environment overrides. Errors name the field; nothing falls back silently.
+
+pub mod error;
+pub mod kernel;
+
+pub use error::ConfigError;

@@ -1,0 +1,32 @@
+//! The configuration error: always names the field (and the line when the parser knows it).
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {path}{}: {message}", line.map(|l| format!(", line {l}")).unwrap_or_default())]
+    Parse {
+        path: PathBuf,
+        line: Option<usize>,
+        message: String,
+    },
+    #[error("config field `{field}`: {message}")]
+    Invalid { field: String, message: String },
+    #[error("environment variable {var}: {message}")]
+    Env { var: String, message: String },
+}
+
+impl ConfigError {
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
