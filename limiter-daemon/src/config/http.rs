@@ -1,6 +1,6 @@
 //! The `[http]` section: where the three HTTP surfaces listen, the upstream the proxy forwards
 //! to, its timeouts, the bounds on held (delayed) requests, header limits, the peers trusted to
-//! say who the client is (`X-Real-IP` on `/v1/auth`), and the paths named in upgrade hints.
+//! say who the client is (`X-Real-IP` on `/v1/auth`). Upgrade paths named in 429s live in `[upgrade]`.
 //!
 //! Two stages, like every section: [`RawHttp`] mirrors the file, [`HttpSettings`] holds checked
 //! values. Every error names the field.
@@ -44,14 +44,12 @@ pub struct RawHttp {
     pub header_read_timeout: Option<String>,
     /// Peers whose `X-Real-IP` is believed on `/v1/auth` (CIDRs; default loopback only).
     pub trusted_peers: Option<Vec<String>>,
-    /// Where an anonymous caller signs in (named in 429 `upgrade`; default `/login`).
-    pub login_path: Option<String>,
-    /// Where a signed-in caller gets an API key (named in 429 `upgrade`; default `/account`).
-    pub account_path: Option<String>,
     /// Base URI of problem `type`s; the reason is appended (default: `about:blank`, no base).
     pub problem_type_base: Option<String>,
     /// On shutdown, how long in-flight (and held) requests may finish (default 10s).
     pub shutdown_grace: Option<String>,
+    /// `[http.admin]` belongs to the admin API, which validates it; passed over here.
+    pub admin: Option<toml::Table>,
 }
 
 /// The validated `[http]` section.
@@ -70,8 +68,6 @@ pub struct HttpSettings {
     pub max_header_bytes: NonZeroUsize,
     pub header_read_timeout: Duration,
     pub trusted_peers: Vec<IpNet>,
-    pub login_path: String,
-    pub account_path: String,
     pub problem_type_base: Option<String>,
     pub shutdown_grace: Duration,
 }
@@ -117,17 +113,6 @@ fn addrs(field: &str, value: Option<Vec<String>>, default: &[&str]) -> Result<Ve
             })
         })
         .collect()
-}
-
-fn path(field: &str, value: Option<String>, default: &str) -> Result<String, ConfigError> {
-    let p = value.unwrap_or_else(|| default.to_string());
-    if !p.starts_with('/') && !p.starts_with("https://") && !p.starts_with("http://") {
-        return Err(ConfigError::invalid(field, format!("{p:?} must be a path starting with `/` or an http(s) URL")));
-    }
-    if p.chars().any(|c| c.is_control()) {
-        return Err(ConfigError::invalid(field, "must not contain control characters"));
-    }
-    Ok(p)
 }
 
 impl HttpSettings {
@@ -205,11 +190,19 @@ impl HttpSettings {
             max_header_bytes: non_zero("http.max_header_bytes", raw.max_header_bytes, 16 * 1024)?,
             header_read_timeout: duration("http.header_read_timeout", raw.header_read_timeout, Duration::from_secs(30))?,
             trusted_peers,
-            login_path: path("http.login_path", raw.login_path, "/login")?,
-            account_path: path("http.account_path", raw.account_path, "/account")?,
             problem_type_base,
             shutdown_grace: duration("http.shutdown_grace", raw.shutdown_grace, Duration::from_secs(10))?,
         })
+    }
+
+    /// Validates the `[http]` table as kept raw by the whole-file config.
+    pub fn from_table(table: toml::Table) -> Result<Self, ConfigError> {
+        let raw = RawHttp::deserialize(table).map_err(|e| ConfigError::Parse {
+            path: "[http]".into(),
+            line: None,
+            message: e.to_string(),
+        })?;
+        HttpSettings::validate(raw)
     }
 
     /// Parses and validates an `[http]` table given as TOML text (the section's body).
@@ -236,8 +229,6 @@ mod tests {
         let s = HttpSettings::default();
         assert!(s.proxy_listen.is_empty());
         assert_eq!(s.api_listen, vec!["127.0.0.1:8081".parse::<SocketAddr>().unwrap()]);
-        assert_eq!(s.login_path, "/login");
-        assert_eq!(s.account_path, "/account");
         assert_eq!(s.max_held_per_identity.get(), 8);
     }
 
@@ -256,7 +247,6 @@ mod tests {
         assert!(err("max_held = 0").contains("http.max_held"));
         assert!(err("max_held = 2\nmax_held_per_identity = 3").contains("http.max_held_per_identity"));
         assert!(err("trusted_peers = [\"10.0.0.0/33\"]").contains("http.trusted_peers"));
-        assert!(err("login_path = \"login\"").contains("http.login_path"));
         assert!(err("problem_type_base = \"x\"").contains("http.problem_type_base"));
     }
 

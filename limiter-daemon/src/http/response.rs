@@ -39,16 +39,21 @@ pub struct Hints {
 
 impl Default for Hints {
     fn default() -> Self {
-        Hints::from_settings(&HttpSettings::default())
+        Hints {
+            login_path: "/login".into(),
+            account_path: "/account".into(),
+            problem_type_base: None,
+        }
     }
 }
 
 impl Hints {
-    pub fn from_settings(s: &HttpSettings) -> Self {
+    /// Paths from `[upgrade]`, the problem type base from `[http]`.
+    pub fn new(login_path: impl Into<String>, account_path: impl Into<String>, settings: &HttpSettings) -> Self {
         Hints {
-            login_path: s.login_path.clone(),
-            account_path: s.account_path.clone(),
-            problem_type_base: s.problem_type_base.clone(),
+            login_path: login_path.into(),
+            account_path: account_path.into(),
+            problem_type_base: settings.problem_type_base.clone(),
         }
     }
 

@@ -63,9 +63,12 @@ async fn bind_all(addrs: &[SocketAddr], role: &'static str) -> Result<Vec<TcpLis
 }
 
 impl HttpServer {
-    pub async fn bind(settings: &HttpSettings, decider: Arc<dyn Decider>) -> Result<Self, ServeError> {
+    pub async fn bind(
+        settings: &HttpSettings,
+        hints: Hints,
+        decider: Arc<dyn Decider>,
+    ) -> Result<Self, ServeError> {
         let gate = HoldGate::new(settings.max_held.get(), settings.max_held_per_identity.get());
-        let hints = Hints::from_settings(settings);
         let proxy = settings.upstream.as_ref().map(|up| {
             Arc::new(ProxyState {
                 decider: Arc::clone(&decider),
@@ -154,10 +157,11 @@ impl HttpServer {
 /// Serves `settings`' listeners with `decider` until `shutdown` resolves.
 pub async fn serve(
     settings: &HttpSettings,
+    hints: Hints,
     decider: Arc<dyn Decider>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let server = HttpServer::bind(settings, decider).await?;
+    let server = HttpServer::bind(settings, hints, decider).await?;
     for a in server.proxy_addrs()? {
         tracing::info!(addr = %a, "reverse proxy listening");
     }
