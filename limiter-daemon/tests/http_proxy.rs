@@ -12,8 +12,8 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, StreamBody};
-use hyper::body::Frame;
 use http_support::*;
+use hyper::body::Frame;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const BIG: u64 = 64 * 1024 * 1024;
@@ -27,8 +27,11 @@ async fn large_upload_streams_through_intact() {
     for i in 0..chunks {
         expect.update(&chunk(i, CHUNK));
     }
-    let stream = futures_util::stream::iter(0..chunks).map(|i| Ok::<_, std::io::Error>(Frame::data(chunk(i, CHUNK))));
-    let req = Request::post(d.proxy_url("/upload")).body(BodyExt::boxed(StreamBody::new(stream))).unwrap();
+    let stream = futures_util::stream::iter(0..chunks)
+        .map(|i| Ok::<_, std::io::Error>(Frame::data(chunk(i, CHUNK))));
+    let req = Request::post(d.proxy_url("/upload"))
+        .body(BodyExt::boxed(StreamBody::new(stream)))
+        .unwrap();
     let (parts, bytes) = send(req).await;
     assert_eq!(parts.status, StatusCode::OK);
     let v = json(&bytes);
@@ -42,7 +45,11 @@ async fn large_download_streams_through_intact() {
     let up = start_upstream().await;
     let d = start(settings(Some(up.addr), ""), by_header()).await;
     let resp = client()
-        .request(Request::get(d.proxy_url(&format!("/download/{BIG}"))).body(empty()).unwrap())
+        .request(
+            Request::get(d.proxy_url(&format!("/download/{BIG}")))
+                .body(empty())
+                .unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
@@ -67,7 +74,10 @@ async fn large_download_streams_through_intact() {
 async fn response_body_is_streamed_not_buffered() {
     let up = start_upstream().await;
     let d = start(settings(Some(up.addr), ""), by_header()).await;
-    let resp = client().request(Request::get(d.proxy_url("/trickle")).body(empty()).unwrap()).await.unwrap();
+    let resp = client()
+        .request(Request::get(d.proxy_url("/trickle")).body(empty()).unwrap())
+        .await
+        .unwrap();
     let mut body = resp.into_body();
     let first = tokio::time::timeout(Duration::from_secs(10), body.frame())
         .await
@@ -91,7 +101,10 @@ async fn request_body_is_streamed_not_buffered() {
         let st = st.clone();
         async move {
             match step {
-                0 => Some((Ok::<_, std::io::Error>(Frame::data(Bytes::from_static(b"first"))), 1)),
+                0 => Some((
+                    Ok::<_, std::io::Error>(Frame::data(Bytes::from_static(b"first"))),
+                    1,
+                )),
                 1 => {
                     st.first_chunk_seen.notified().await;
                     Some((Ok(Frame::data(Bytes::from_static(b"second"))), 2))
@@ -100,7 +113,9 @@ async fn request_body_is_streamed_not_buffered() {
             }
         }
     });
-    let req = Request::post(d.proxy_url("/upload-gated")).body(BodyExt::boxed(StreamBody::new(stream))).unwrap();
+    let req = Request::post(d.proxy_url("/upload-gated"))
+        .body(BodyExt::boxed(StreamBody::new(stream)))
+        .unwrap();
     let (parts, bytes) = tokio::time::timeout(Duration::from_secs(10), send(req))
         .await
         .expect("upload should complete: the proxy must forward the first chunk before the last");
@@ -118,7 +133,12 @@ async fn upstream_status_headers_and_body_pass_through() {
         assert_eq!(body, format!("body of {code}"));
         assert_eq!(header(&parts, "x-upstream"), "yes");
         assert_eq!(header(&parts, "content-type"), "text/x-test");
-        let cookies: Vec<_> = parts.headers.get_all("set-cookie").iter().map(|v| v.to_str().unwrap()).collect();
+        let cookies: Vec<_> = parts
+            .headers
+            .get_all("set-cookie")
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .collect();
         assert_eq!(cookies, vec!["a=1; Path=/", "b=2; Path=/"]);
         // Hop-by-hop fields named by the upstream's Connection header stop at the proxy.
         assert!(parts.headers.get("x-upstream-hop").is_none());
@@ -154,7 +174,13 @@ async fn forwarded_for_is_appended_and_hop_by_hop_fields_stripped() {
     assert_eq!(v["uri"], "/headers?x=1&y=%20");
     assert_eq!(v["method"], "GET");
     let headers: Vec<(String, String)> = serde_json::from_value(v["headers"].clone()).unwrap();
-    let get = |n: &str| headers.iter().filter(|(k, _)| k == n).map(|(_, v)| v.clone()).collect::<Vec<_>>();
+    let get = |n: &str| {
+        headers
+            .iter()
+            .filter(|(k, _)| k == n)
+            .map(|(_, v)| v.clone())
+            .collect::<Vec<_>>()
+    };
     assert_eq!(get("x-forwarded-for"), vec!["198.51.100.7, 127.0.0.1"]);
     assert_eq!(get("x-custom"), vec!["kept as is"]);
     assert_eq!(get("cookie"), vec!["session=abc"]);
@@ -176,52 +202,84 @@ async fn upstream_connections_are_kept_alive_and_reused() {
     }
     assert_eq!(up.state.requests.load(Ordering::SeqCst), 20);
     let conns = up.state.connections.load(Ordering::SeqCst);
-    assert!(conns <= 2, "20 sequential requests opened {conns} upstream connections");
+    assert!(
+        conns <= 2,
+        "20 sequential requests opened {conns} upstream connections"
+    );
 }
 
 #[tokio::test]
 async fn upstream_down_gives_502_problem() {
     let dead = dead_addr().await;
-    let d = start(settings(Some(dead), "connect_timeout = \"2s\"\n"), by_header()).await;
+    let d = start(
+        settings(Some(dead), "connect_timeout = \"2s\"\n"),
+        by_header(),
+    )
+    .await;
     let (parts, body) = get(&d.proxy_url("/anything"), &[]).await;
     assert_eq!(parts.status, StatusCode::BAD_GATEWAY);
     assert_eq!(header(&parts, "content-type"), "application/problem+json");
     let v = json(&body);
     assert_eq!(v["status"], 502);
     assert_eq!(v["title"], "Bad Gateway");
-    assert!(v["detail"].as_str().unwrap().contains("cannot be reached"), "{v}");
+    assert!(
+        v["detail"].as_str().unwrap().contains("cannot be reached"),
+        "{v}"
+    );
 }
 
 #[tokio::test]
 async fn slow_upstream_gives_504_problem_within_the_timeout() {
     let up = start_upstream().await;
-    let d = start(settings(Some(up.addr), "response_timeout = \"300ms\"\n"), by_header()).await;
+    let d = start(
+        settings(Some(up.addr), "response_timeout = \"300ms\"\n"),
+        by_header(),
+    )
+    .await;
     let t0 = Instant::now();
     let (parts, body) = get(&d.proxy_url("/hang"), &[]).await;
     let took = t0.elapsed();
     assert_eq!(parts.status, StatusCode::GATEWAY_TIMEOUT);
     assert_eq!(header(&parts, "content-type"), "application/problem+json");
     assert_eq!(json(&body)["status"], 504);
-    assert!(took >= Duration::from_millis(300) && took < Duration::from_secs(5), "took {took:?}");
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(5),
+        "took {took:?}"
+    );
 }
 
 #[tokio::test]
 async fn header_limits_give_431_and_malformed_heads_400_without_harm() {
     let up = start_upstream().await;
-    let d = start(settings(Some(up.addr), "max_header_count = 20\nmax_header_bytes = 2048\n"), by_header()).await;
+    let d = start(
+        settings(
+            Some(up.addr),
+            "max_header_count = 20\nmax_header_bytes = 2048\n",
+        ),
+        by_header(),
+    )
+    .await;
     // Over our count: problem document naming the limit.
     let many: Vec<(String, String)> = (0..30).map(|i| (format!("x-h{i}"), "v".into())).collect();
     let many_ref: Vec<(&str, &str)> = many.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let (parts, body) = get(&d.proxy_url("/"), &many_ref).await;
     assert_eq!(parts.status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
-    assert!(json(&body)["detail"].as_str().unwrap().contains("31 header fields"));
+    assert!(json(&body)["detail"]
+        .as_str()
+        .unwrap()
+        .contains("31 header fields"));
     // Over our byte budget.
     let big = "v".repeat(3000);
     let (parts, body) = get(&d.proxy_url("/"), &[("x-big", big.as_str())]).await;
     assert_eq!(parts.status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
-    assert!(json(&body)["detail"].as_str().unwrap().contains("bytes of header fields"));
+    assert!(json(&body)["detail"]
+        .as_str()
+        .unwrap()
+        .contains("bytes of header fields"));
     // Far over: hyper's parser stops it (still a 431, connection closed, nothing panics).
-    let mut raw = tokio::net::TcpStream::connect(d.proxy.unwrap()).await.unwrap();
+    let mut raw = tokio::net::TcpStream::connect(d.proxy.unwrap())
+        .await
+        .unwrap();
     let mut head = String::from("GET / HTTP/1.1\r\nhost: x\r\n");
     for i in 0..500 {
         head.push_str(&format!("x-flood-{i}: v\r\n"));
@@ -230,17 +288,31 @@ async fn header_limits_give_431_and_malformed_heads_400_without_harm() {
     raw.write_all(head.as_bytes()).await.unwrap();
     let mut answer = Vec::new();
     raw.read_to_end(&mut answer).await.unwrap();
-    assert!(answer.starts_with(b"HTTP/1.1 431"), "{}", String::from_utf8_lossy(&answer));
+    assert!(
+        answer.starts_with(b"HTTP/1.1 431"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
     // Malformed request line.
-    let mut raw = tokio::net::TcpStream::connect(d.proxy.unwrap()).await.unwrap();
+    let mut raw = tokio::net::TcpStream::connect(d.proxy.unwrap())
+        .await
+        .unwrap();
     raw.write_all(b"NOT A REQUEST\x01\r\n\r\n").await.unwrap();
     let mut answer = Vec::new();
     raw.read_to_end(&mut answer).await.unwrap();
-    assert!(answer.starts_with(b"HTTP/1.1 400"), "{}", String::from_utf8_lossy(&answer));
+    assert!(
+        answer.starts_with(b"HTTP/1.1 400"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
     // The proxy still serves.
     let (parts, _) = get(&d.proxy_url("/"), &[]).await;
     assert_eq!(parts.status, StatusCode::OK);
-    assert_eq!(up.state.requests.load(Ordering::SeqCst), 1, "rejected heads must not reach the upstream");
+    assert_eq!(
+        up.state.requests.load(Ordering::SeqCst),
+        1,
+        "rejected heads must not reach the upstream"
+    );
 }
 
 #[tokio::test]
@@ -251,5 +323,8 @@ async fn shutdown_future_stops_the_listeners() {
     let (parts, _) = get(&d.proxy_url("/"), &[]).await;
     assert_eq!(parts.status, StatusCode::OK);
     d.stop().await;
-    assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "listener still open after shutdown");
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "listener still open after shutdown"
+    );
 }

@@ -85,7 +85,11 @@ impl Default for HttpSettings {
     }
 }
 
-fn duration(field: &str, value: Option<String>, default: Duration) -> Result<Duration, ConfigError> {
+fn duration(
+    field: &str,
+    value: Option<String>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
     match value {
         None => Ok(default),
         Some(s) => {
@@ -99,17 +103,28 @@ fn duration(field: &str, value: Option<String>, default: Duration) -> Result<Dur
     }
 }
 
-fn non_zero(field: &str, value: Option<usize>, default: usize) -> Result<NonZeroUsize, ConfigError> {
+fn non_zero(
+    field: &str,
+    value: Option<usize>,
+    default: usize,
+) -> Result<NonZeroUsize, ConfigError> {
     NonZeroUsize::new(value.unwrap_or(default))
         .ok_or_else(|| ConfigError::invalid(field, "must be at least 1"))
 }
 
-fn addrs(field: &str, value: Option<Vec<String>>, default: &[&str]) -> Result<Vec<SocketAddr>, ConfigError> {
+fn addrs(
+    field: &str,
+    value: Option<Vec<String>>,
+    default: &[&str],
+) -> Result<Vec<SocketAddr>, ConfigError> {
     let list = value.unwrap_or_else(|| default.iter().map(|s| s.to_string()).collect());
     list.iter()
         .map(|s| {
             s.parse::<SocketAddr>().map_err(|_| {
-                ConfigError::invalid(field, format!("{s:?} is not an address:port (e.g. \"127.0.0.1:8080\")"))
+                ConfigError::invalid(
+                    field,
+                    format!("{s:?} is not an address:port (e.g. \"127.0.0.1:8080\")"),
+                )
             })
         })
         .collect()
@@ -132,7 +147,9 @@ impl HttpSettings {
                 if uri.path_and_query().is_some_and(|p| p.as_str() != "/") {
                     return Err(ConfigError::invalid(
                         "http.upstream",
-                        format!("{s:?}: give only scheme, host and port; the request's path is kept"),
+                        format!(
+                            "{s:?}: give only scheme, host and port; the request's path is kept"
+                        ),
                     ));
                 }
                 let authority = uri.authority().cloned().ok_or_else(|| {
@@ -155,11 +172,17 @@ impl HttpSettings {
             .map(|s| {
                 s.parse::<IpNet>()
                     .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
-                    .map_err(|_| ConfigError::invalid("http.trusted_peers", format!("{s:?} is not an IP or CIDR")))
+                    .map_err(|_| {
+                        ConfigError::invalid(
+                            "http.trusted_peers",
+                            format!("{s:?} is not an IP or CIDR"),
+                        )
+                    })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let max_held = non_zero("http.max_held", raw.max_held, 10_000)?;
-        let max_held_per_identity = non_zero("http.max_held_per_identity", raw.max_held_per_identity, 8)?;
+        let max_held_per_identity =
+            non_zero("http.max_held_per_identity", raw.max_held_per_identity, 8)?;
         if max_held_per_identity > max_held {
             return Err(ConfigError::invalid(
                 "http.max_held_per_identity",
@@ -168,7 +191,11 @@ impl HttpSettings {
         }
         let problem_type_base = match raw.problem_type_base {
             None => None,
-            Some(b) if b.starts_with("https://") || b.starts_with("http://") || b.starts_with('/') => Some(b),
+            Some(b)
+                if b.starts_with("https://") || b.starts_with("http://") || b.starts_with('/') =>
+            {
+                Some(b)
+            }
             Some(b) => {
                 return Err(ConfigError::invalid(
                     "http.problem_type_base",
@@ -180,18 +207,38 @@ impl HttpSettings {
             proxy_listen,
             api_listen: addrs("http.api_listen", raw.api_listen, &["127.0.0.1:8081"])?,
             upstream,
-            connect_timeout: duration("http.connect_timeout", raw.connect_timeout, Duration::from_secs(2))?,
-            response_timeout: duration("http.response_timeout", raw.response_timeout, Duration::from_secs(30))?,
-            pool_idle_timeout: duration("http.pool_idle_timeout", raw.pool_idle_timeout, Duration::from_secs(90))?,
+            connect_timeout: duration(
+                "http.connect_timeout",
+                raw.connect_timeout,
+                Duration::from_secs(2),
+            )?,
+            response_timeout: duration(
+                "http.response_timeout",
+                raw.response_timeout,
+                Duration::from_secs(30),
+            )?,
+            pool_idle_timeout: duration(
+                "http.pool_idle_timeout",
+                raw.pool_idle_timeout,
+                Duration::from_secs(90),
+            )?,
             pool_max_idle: raw.pool_max_idle.unwrap_or(256),
             max_held,
             max_held_per_identity,
             max_header_count: non_zero("http.max_header_count", raw.max_header_count, 100)?,
             max_header_bytes: non_zero("http.max_header_bytes", raw.max_header_bytes, 16 * 1024)?,
-            header_read_timeout: duration("http.header_read_timeout", raw.header_read_timeout, Duration::from_secs(30))?,
+            header_read_timeout: duration(
+                "http.header_read_timeout",
+                raw.header_read_timeout,
+                Duration::from_secs(30),
+            )?,
             trusted_peers,
             problem_type_base,
-            shutdown_grace: duration("http.shutdown_grace", raw.shutdown_grace, Duration::from_secs(10))?,
+            shutdown_grace: duration(
+                "http.shutdown_grace",
+                raw.shutdown_grace,
+                Duration::from_secs(10),
+            )?,
         })
     }
 
@@ -228,7 +275,10 @@ mod tests {
     fn defaults_listen_on_loopback_api_only() {
         let s = HttpSettings::default();
         assert!(s.proxy_listen.is_empty());
-        assert_eq!(s.api_listen, vec!["127.0.0.1:8081".parse::<SocketAddr>().unwrap()]);
+        assert_eq!(
+            s.api_listen,
+            vec!["127.0.0.1:8081".parse::<SocketAddr>().unwrap()]
+        );
         assert_eq!(s.max_held_per_identity.get(), 8);
     }
 
@@ -245,7 +295,9 @@ mod tests {
         assert!(err("connect_timeout = \"soon\"").contains("http.connect_timeout"));
         assert!(err("response_timeout = \"0s\"").contains("http.response_timeout"));
         assert!(err("max_held = 0").contains("http.max_held"));
-        assert!(err("max_held = 2\nmax_held_per_identity = 3").contains("http.max_held_per_identity"));
+        assert!(
+            err("max_held = 2\nmax_held_per_identity = 3").contains("http.max_held_per_identity")
+        );
         assert!(err("trusted_peers = [\"10.0.0.0/33\"]").contains("http.trusted_peers"));
         assert!(err("problem_type_base = \"x\"").contains("http.problem_type_base"));
     }
@@ -257,9 +309,15 @@ mod tests {
 
     #[test]
     fn upstream_keeps_authority() {
-        let s = HttpSettings::from_toml("proxy_listen = [\"127.0.0.1:0\"]\nupstream = \"http://127.0.0.1:9000\"").unwrap();
+        let s = HttpSettings::from_toml(
+            "proxy_listen = [\"127.0.0.1:0\"]\nupstream = \"http://127.0.0.1:9000\"",
+        )
+        .unwrap();
         assert_eq!(s.upstream.unwrap().authority.as_str(), "127.0.0.1:9000");
         let bare = HttpSettings::from_toml("trusted_peers = [\"10.1.2.3\"]").unwrap();
-        assert_eq!(bare.trusted_peers, vec!["10.1.2.3/32".parse::<IpNet>().unwrap()]);
+        assert_eq!(
+            bare.trusted_peers,
+            vec!["10.1.2.3/32".parse::<IpNet>().unwrap()]
+        );
     }
 }

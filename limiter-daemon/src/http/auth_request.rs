@@ -36,7 +36,10 @@ pub fn client_ip(state: &ApiState, peer: IpAddr, headers: &HeaderMap) -> IpAddr 
     if !state.is_trusted(peer) {
         return peer;
     }
-    match headers.get(&X_REAL_IP).map(|v| v.to_str().map(|s| s.trim().parse::<IpAddr>())) {
+    match headers
+        .get(&X_REAL_IP)
+        .map(|v| v.to_str().map(|s| s.trim().parse::<IpAddr>()))
+    {
         Some(Ok(Ok(ip))) => ip,
         None => peer,
         Some(_) => {
@@ -63,8 +66,10 @@ pub async fn auth(
     };
     let path = uri.split('?').next().unwrap_or("/").to_string();
     if !path.starts_with('/') {
-        return problem::bad_request(format!("Header X-Original-URI {path:?} must start with `/`."))
-            .map(Body::from);
+        return problem::bad_request(format!(
+            "Header X-Original-URI {path:?} must start with `/`."
+        ))
+        .map(Body::from);
     }
     let method = headers
         .get(&X_ORIGINAL_METHOD)
@@ -74,7 +79,12 @@ pub async fn auth(
     headers.remove(&X_ORIGINAL_URI);
     headers.remove(&X_ORIGINAL_METHOD);
 
-    let d = state.decider.decide(&RequestView { peer: client, method: &method, path: &path, headers: &headers });
+    let d = state.decider.decide(&RequestView {
+        peer: client,
+        method: &method,
+        path: &path,
+        headers: &headers,
+    });
     match d.action {
         Action::Reject => {
             let mut resp = rejection(&d, &state.hints);

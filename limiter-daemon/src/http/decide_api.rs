@@ -55,10 +55,16 @@ impl DescribeError {
 }
 
 fn invalid(field: impl Into<String>, message: impl Into<String>) -> DescribeError {
-    DescribeError::Invalid { field: field.into(), message: message.into() }
+    DescribeError::Invalid {
+        field: field.into(),
+        message: message.into(),
+    }
 }
 
-fn string<'a>(obj: &'a Map<String, Value>, field: &'static str) -> Result<Option<&'a str>, DescribeError> {
+fn string<'a>(
+    obj: &'a Map<String, Value>,
+    field: &'static str,
+) -> Result<Option<&'a str>, DescribeError> {
     match obj.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -68,7 +74,8 @@ fn string<'a>(obj: &'a Map<String, Value>, field: &'static str) -> Result<Option
 
 /// Parses and checks a `/v1/decide` body.
 pub fn parse(body: &[u8]) -> Result<Described, DescribeError> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| DescribeError::NotJson(e.to_string()))?;
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| DescribeError::NotJson(e.to_string()))?;
     let obj = value.as_object().ok_or(DescribeError::NotObject)?;
 
     let ip_text = string(obj, "ip")?.ok_or(DescribeError::Missing("ip"))?;
@@ -84,7 +91,10 @@ pub fn parse(body: &[u8]) -> Result<Described, DescribeError> {
 
     let path_text = string(obj, "path")?.ok_or(DescribeError::Missing("path"))?;
     if !path_text.starts_with('/') {
-        return Err(invalid("path", format!("{path_text:?} must start with `/`")));
+        return Err(invalid(
+            "path",
+            format!("{path_text:?} must start with `/`"),
+        ));
     }
     let path = path_text.split('?').next().unwrap_or("/").to_string();
 
@@ -100,21 +110,35 @@ pub fn parse(body: &[u8]) -> Result<Described, DescribeError> {
                     Value::String(s) => vec![s.as_str()],
                     Value::Array(items) => items
                         .iter()
-                        .map(|i| i.as_str().ok_or_else(|| invalid(field(), "list items must be strings")))
+                        .map(|i| {
+                            i.as_str()
+                                .ok_or_else(|| invalid(field(), "list items must be strings"))
+                        })
                         .collect::<Result<_, _>>()?,
                     _ => return Err(invalid(field(), "must be a string or a list of strings")),
                 };
                 for s in values {
-                    let hv = HeaderValue::from_str(s)
-                        .map_err(|_| invalid(field(), "value has characters not allowed in a header"))?;
+                    let hv = HeaderValue::from_str(s).map_err(|_| {
+                        invalid(field(), "value has characters not allowed in a header")
+                    })?;
                     headers.append(hn.clone(), hv);
                 }
             }
         }
-        Some(_) => return Err(invalid("headers", "must be an object of header names to values")),
+        Some(_) => {
+            return Err(invalid(
+                "headers",
+                "must be an object of header names to values",
+            ))
+        }
     }
     drop_forwarding(&mut headers);
-    Ok(Described { ip, method, path, headers })
+    Ok(Described {
+        ip,
+        method,
+        path,
+        headers,
+    })
 }
 
 pub async fn decide(State(state): State<ApiState>, body: Bytes) -> Response {
@@ -125,7 +149,10 @@ pub async fn decide(State(state): State<ApiState>, body: Bytes) -> Response {
             if let Some(field) = err.field() {
                 p = p.with("field", field);
             }
-            return p.into_response().map(axum::body::Body::from).into_response();
+            return p
+                .into_response()
+                .map(axum::body::Body::from)
+                .into_response();
         }
     };
     let d = state.decider.decide(&RequestView {
@@ -138,7 +165,12 @@ pub async fn decide(State(state): State<ApiState>, body: Bytes) -> Response {
     write_headers(&d, &mut h);
     let headers: Map<String, Value> = h
         .iter()
-        .map(|(k, v)| (k.as_str().to_string(), Value::String(String::from_utf8_lossy(v.as_bytes()).into_owned())))
+        .map(|(k, v)| {
+            (
+                k.as_str().to_string(),
+                Value::String(String::from_utf8_lossy(v.as_bytes()).into_owned()),
+            )
+        })
         .collect();
     let rejected = d.action == Action::Reject;
     let mut out = json!({
@@ -175,14 +207,32 @@ mod tests {
     #[test]
     fn errors_name_the_field() {
         assert_eq!(field_of(r#"{"path":"/"}"#).as_deref(), Some("ip"));
-        assert_eq!(field_of(r#"{"ip":"nope","path":"/"}"#).as_deref(), Some("ip"));
+        assert_eq!(
+            field_of(r#"{"ip":"nope","path":"/"}"#).as_deref(),
+            Some("ip")
+        );
         assert_eq!(field_of(r#"{"ip":5,"path":"/"}"#).as_deref(), Some("ip"));
         assert_eq!(field_of(r#"{"ip":"1.2.3.4"}"#).as_deref(), Some("path"));
-        assert_eq!(field_of(r#"{"ip":"1.2.3.4","path":"x"}"#).as_deref(), Some("path"));
-        assert_eq!(field_of(r#"{"ip":"1.2.3.4","path":"/","method":"G E T"}"#).as_deref(), Some("method"));
-        assert_eq!(field_of(r#"{"ip":"1.2.3.4","path":"/","headers":[]}"#).as_deref(), Some("headers"));
-        assert_eq!(field_of(r#"{"ip":"1.2.3.4","path":"/","headers":{"bad name":"v"}}"#).as_deref(), Some("headers.bad name"));
-        assert_eq!(field_of(r#"{"ip":"1.2.3.4","path":"/","headers":{"x":"a\nb"}}"#).as_deref(), Some("headers.x"));
+        assert_eq!(
+            field_of(r#"{"ip":"1.2.3.4","path":"x"}"#).as_deref(),
+            Some("path")
+        );
+        assert_eq!(
+            field_of(r#"{"ip":"1.2.3.4","path":"/","method":"G E T"}"#).as_deref(),
+            Some("method")
+        );
+        assert_eq!(
+            field_of(r#"{"ip":"1.2.3.4","path":"/","headers":[]}"#).as_deref(),
+            Some("headers")
+        );
+        assert_eq!(
+            field_of(r#"{"ip":"1.2.3.4","path":"/","headers":{"bad name":"v"}}"#).as_deref(),
+            Some("headers.bad name")
+        );
+        assert_eq!(
+            field_of(r#"{"ip":"1.2.3.4","path":"/","headers":{"x":"a\nb"}}"#).as_deref(),
+            Some("headers.x")
+        );
         assert_eq!(parse(b"{nope").unwrap_err().field(), None);
         assert_eq!(parse(b"[1]").unwrap_err(), DescribeError::NotObject);
     }

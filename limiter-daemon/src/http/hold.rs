@@ -131,7 +131,9 @@ mod tests {
     #[test]
     fn memory_is_released_with_the_last_permit() {
         let gate = HoldGate::new(100_000, 1);
-        let permits: Vec<_> = (0..1000).map(|i| gate.try_hold(&format!("id{i}")).unwrap()).collect();
+        let permits: Vec<_> = (0..1000)
+            .map(|i| gate.try_hold(&format!("id{i}")).unwrap())
+            .collect();
         assert_eq!(gate.identities(), 1000);
         drop(permits);
         assert_eq!(gate.identities(), 0);

@@ -27,11 +27,17 @@ impl HeaderLimits {
     pub fn check(&self, h: &HeaderMap) -> Result<(), HeaderLimitError> {
         let count = h.len();
         if count > self.max_count {
-            return Err(HeaderLimitError::Count { count, max: self.max_count });
+            return Err(HeaderLimitError::Count {
+                count,
+                max: self.max_count,
+            });
         }
         let bytes: usize = h.iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
         if bytes > self.max_bytes {
-            return Err(HeaderLimitError::Bytes { bytes, max: self.max_bytes });
+            return Err(HeaderLimitError::Bytes {
+                bytes,
+                max: self.max_bytes,
+            });
         }
         Ok(())
     }
@@ -60,15 +66,27 @@ mod tests {
 
     #[test]
     fn count_and_bytes_are_enforced() {
-        let limits = HeaderLimits { max_count: 2, max_bytes: 40 };
+        let limits = HeaderLimits {
+            max_count: 2,
+            max_bytes: 40,
+        };
         let mut h = HeaderMap::new();
         h.insert(HeaderName::from_static("a"), HeaderValue::from_static("1"));
         h.insert(HeaderName::from_static("b"), HeaderValue::from_static("2"));
         assert_eq!(limits.check(&h), Ok(()));
         h.insert(HeaderName::from_static("c"), HeaderValue::from_static("3"));
-        assert_eq!(limits.check(&h), Err(HeaderLimitError::Count { count: 3, max: 2 }));
+        assert_eq!(
+            limits.check(&h),
+            Err(HeaderLimitError::Count { count: 3, max: 2 })
+        );
         let mut big = HeaderMap::new();
-        big.insert(HeaderName::from_static("x"), HeaderValue::from_str(&"v".repeat(50)).unwrap());
-        assert!(matches!(limits.check(&big), Err(HeaderLimitError::Bytes { bytes: 55, max: 40 })));
+        big.insert(
+            HeaderName::from_static("x"),
+            HeaderValue::from_str(&"v".repeat(50)).unwrap(),
+        );
+        assert!(matches!(
+            limits.check(&big),
+            Err(HeaderLimitError::Bytes { bytes: 55, max: 40 })
+        ));
     }
 }

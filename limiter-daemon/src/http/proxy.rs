@@ -29,7 +29,11 @@ pub struct ProxyState {
 }
 
 /// Answers one request from `peer` (the TCP peer's address).
-pub async fn handle(state: &ProxyState, peer: IpAddr, req: Request<Incoming>) -> Response<ProxyBody> {
+pub async fn handle(
+    state: &ProxyState,
+    peer: IpAddr,
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
     if let Err(err) = state.limits.check(req.headers()) {
         tracing::debug!(%peer, %err, "request head over limits");
         return too_large(err).map(full);
@@ -74,9 +78,9 @@ pub async fn handle(state: &ProxyState, peer: IpAddr, req: Request<Incoming>) ->
                     "The upstream application did not answer within {} s. Retry later.",
                     timeout.as_secs_f64()
                 )),
-                UpstreamError::Unreachable { .. } => problem::bad_gateway(
-                    "The upstream application cannot be reached. Retry later.",
-                ),
+                UpstreamError::Unreachable { .. } => {
+                    problem::bad_gateway("The upstream application cannot be reached. Retry later.")
+                }
                 UpstreamError::Failed { .. } | UpstreamError::Uri(_) => problem::bad_gateway(
                     "The upstream application broke off the exchange. Retry later.",
                 ),

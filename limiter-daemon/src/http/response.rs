@@ -49,7 +49,11 @@ impl Default for Hints {
 
 impl Hints {
     /// Paths from `[upgrade]`, the problem type base from `[http]`.
-    pub fn new(login_path: impl Into<String>, account_path: impl Into<String>, settings: &HttpSettings) -> Self {
+    pub fn new(
+        login_path: impl Into<String>,
+        account_path: impl Into<String>,
+        settings: &HttpSettings,
+    ) -> Self {
         Hints {
             login_path: login_path.into(),
             account_path: account_path.into(),
@@ -170,7 +174,11 @@ pub fn write_headers(d: &Decision, h: &mut HeaderMap) {
         h.insert(X_RATELIMIT_LIMIT, HeaderValue::from(w.limit));
         let remaining = if rejected { 0 } else { w.remaining };
         h.insert(X_RATELIMIT_REMAINING, HeaderValue::from(remaining));
-        let reset = if rejected { retry_after(d) } else { w.reset_secs };
+        let reset = if rejected {
+            retry_after(d)
+        } else {
+            w.reset_secs
+        };
         h.insert(X_RATELIMIT_RESET, HeaderValue::from(reset));
     } else if rejected {
         h.insert(X_RATELIMIT_REMAINING, HeaderValue::from(0u64));
@@ -221,7 +229,10 @@ pub fn detail(d: &Decision) -> String {
             "This caller is locked out after repeated bursts; the lockout ends in {wait} s. \
              Retrying earlier extends nothing but is refused."
         ),
-        (Some(r), None) => format!("Rate limit ({}) exceeded for tier {tier}; retry in {wait} s.", r.as_str()),
+        (Some(r), None) => format!(
+            "Rate limit ({}) exceeded for tier {tier}; retry in {wait} s.",
+            r.as_str()
+        ),
         (None, _) => format!("Rate limit exceeded for tier {tier}; retry in {wait} s."),
     }
 }
@@ -229,7 +240,10 @@ pub fn detail(d: &Decision) -> String {
 /// The 429 problem document's members (also returned by `/v1/decide` for rejects).
 pub fn problem(d: &Decision, hints: &Hints) -> Problem {
     let reason = d.reason.map(Reason::as_str).unwrap_or("burst");
-    let type_uri = hints.problem_type_base.as_ref().map(|b| format!("{b}{reason}"));
+    let type_uri = hints
+        .problem_type_base
+        .as_ref()
+        .map(|b| format!("{b}{reason}"));
     Problem::new(StatusCode::TOO_MANY_REQUESTS, type_uri, detail(d))
         .with("tier", d.tier.as_str())
         .with(
@@ -240,7 +254,10 @@ pub fn problem(d: &Decision, hints: &Hints) -> Problem {
         .with("retryAfter", retry_after(d))
         .with(
             "upgrade",
-            hints.upgrade(d.tier).map(Value::from).unwrap_or(Value::Null),
+            hints
+                .upgrade(d.tier)
+                .map(Value::from)
+                .unwrap_or(Value::Null),
         )
 }
 
@@ -268,7 +285,8 @@ pub fn hold_overflow(d: &Decision) -> Response<Bytes> {
     .with("retryAfter", wait)
     .into_response();
     write_headers(d, resp.headers_mut());
-    resp.headers_mut().insert(RETRY_AFTER, HeaderValue::from(wait));
+    resp.headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from(wait));
     resp
 }
 
@@ -277,8 +295,20 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn win(kind: WindowKind, limit: u64, remaining: u64, window_secs: u64, reset_secs: u64) -> WindowState {
-        WindowState { kind, limit, remaining, window_secs, reset_secs }
+    fn win(
+        kind: WindowKind,
+        limit: u64,
+        remaining: u64,
+        window_secs: u64,
+        reset_secs: u64,
+    ) -> WindowState {
+        WindowState {
+            kind,
+            limit,
+            remaining,
+            window_secs,
+            reset_secs,
+        }
     }
 
     fn decision(action: Action, reason: Option<Reason>) -> Decision {
@@ -325,7 +355,11 @@ mod tests {
 
     #[test]
     fn upgrade_names_next_rung_and_configured_paths() {
-        let hints = Hints { login_path: "/signin".into(), account_path: "/me/keys".into(), problem_type_base: None };
+        let hints = Hints {
+            login_path: "/signin".into(),
+            account_path: "/me/keys".into(),
+            problem_type_base: None,
+        };
         assert!(hints.upgrade(Tier::Anon).unwrap().contains("/signin"));
         assert!(hints.upgrade(Tier::Session).unwrap().contains("/me/keys"));
         assert_eq!(hints.upgrade(Tier::Sponsor), None);

@@ -51,7 +51,10 @@ pub struct HttpServer {
     settings: HttpSettings,
 }
 
-async fn bind_all(addrs: &[SocketAddr], role: &'static str) -> Result<Vec<TcpListener>, ServeError> {
+async fn bind_all(
+    addrs: &[SocketAddr],
+    role: &'static str,
+) -> Result<Vec<TcpListener>, ServeError> {
     let mut out = Vec::with_capacity(addrs.len());
     for &addr in addrs {
         let l = TcpListener::bind(addr)
@@ -68,7 +71,10 @@ impl HttpServer {
         hints: Hints,
         decider: Arc<dyn Decider>,
     ) -> Result<Self, ServeError> {
-        let gate = HoldGate::new(settings.max_held.get(), settings.max_held_per_identity.get());
+        let gate = HoldGate::new(
+            settings.max_held.get(),
+            settings.max_held_per_identity.get(),
+        );
         let proxy = settings.upstream.as_ref().map(|up| {
             Arc::new(ProxyState {
                 decider: Arc::clone(&decider),
@@ -102,11 +108,17 @@ impl HttpServer {
     }
 
     pub fn proxy_addrs(&self) -> Result<Vec<SocketAddr>, ServeError> {
-        self.proxy_listeners.iter().map(|l| l.local_addr().map_err(ServeError::LocalAddr)).collect()
+        self.proxy_listeners
+            .iter()
+            .map(|l| l.local_addr().map_err(ServeError::LocalAddr))
+            .collect()
     }
 
     pub fn api_addrs(&self) -> Result<Vec<SocketAddr>, ServeError> {
-        self.api_listeners.iter().map(|l| l.local_addr().map_err(ServeError::LocalAddr)).collect()
+        self.api_listeners
+            .iter()
+            .map(|l| l.local_addr().map_err(ServeError::LocalAddr))
+            .collect()
     }
 
     /// Held-request gauge and refusal counter, for metrics.
@@ -120,7 +132,12 @@ impl HttpServer {
         let mut tasks = JoinSet::new();
         if let Some(state) = &self.proxy {
             for listener in self.proxy_listeners {
-                tasks.spawn(proxy_loop(listener, Arc::clone(state), self.settings.clone(), stop_rx.clone()));
+                tasks.spawn(proxy_loop(
+                    listener,
+                    Arc::clone(state),
+                    self.settings.clone(),
+                    stop_rx.clone(),
+                ));
             }
         }
         let app = router(self.api.clone());

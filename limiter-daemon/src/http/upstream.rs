@@ -31,7 +31,10 @@ pub enum UpstreamError {
         source: hyper_util::client::legacy::Error,
     },
     #[error("upstream {authority} sent no response within {timeout:?}")]
-    Timeout { authority: Authority, timeout: Duration },
+    Timeout {
+        authority: Authority,
+        timeout: Duration,
+    },
     #[error("cannot build the upstream URI")]
     Uri(#[from] http::Error),
 }
@@ -76,7 +79,10 @@ impl Upstream {
 
     /// Sends `req` (its URI is replaced by the upstream origin + the request's path and query;
     /// its headers are sent as given) and returns the response head with its body unread.
-    pub async fn send(&self, mut req: Request<Incoming>) -> Result<Response<Incoming>, UpstreamError> {
+    pub async fn send(
+        &self,
+        mut req: Request<Incoming>,
+    ) -> Result<Response<Incoming>, UpstreamError> {
         let pq = req
             .uri()
             .path_and_query()
@@ -91,11 +97,17 @@ impl Upstream {
             Ok(Ok(resp)) => Ok(resp),
             Ok(Err(source)) if source.is_connect() => {
                 self.counters.unreachable.fetch_add(1, Ordering::Relaxed);
-                Err(UpstreamError::Unreachable { authority: self.authority.clone(), source })
+                Err(UpstreamError::Unreachable {
+                    authority: self.authority.clone(),
+                    source,
+                })
             }
             Ok(Err(source)) => {
                 self.counters.failed.fetch_add(1, Ordering::Relaxed);
-                Err(UpstreamError::Failed { authority: self.authority.clone(), source })
+                Err(UpstreamError::Failed {
+                    authority: self.authority.clone(),
+                    source,
+                })
             }
             Err(_) => {
                 self.counters.timeouts.fetch_add(1, Ordering::Relaxed);

@@ -1,7 +1,10 @@
 //! Shared by the `http_*` tests: a real upstream server on 127.0.0.1:0, a scripted decider for
 //! the mechanics tests, the daemon's HTTP server started in-process, and a plain client.
 
-#![allow(dead_code, reason = "each test file uses a different part of this support module")]
+#![allow(
+    dead_code,
+    reason = "each test file uses a different part of this support module"
+)]
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -20,7 +23,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use limiter_daemon::config::http::HttpSettings;
-use limiter_daemon::engine::decision::{Action, Decision, DelayKind, Reason, Tier, WindowKind, WindowState};
+use limiter_daemon::engine::decision::{
+    Action, Decision, DelayKind, Reason, Tier, WindowKind, WindowState,
+};
 use limiter_daemon::http::hold::HoldGate;
 use limiter_daemon::http::response::Hints;
 use limiter_daemon::http::server::HttpServer;
@@ -118,7 +123,12 @@ async fn upstream_route(state: Arc<UpstreamState>, req: Request<Incoming>) -> Re
         let headers: Vec<(String, String)> = req
             .headers()
             .iter()
-            .map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .map(|(k, v)| {
+                (
+                    k.to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
             .collect();
         let body = serde_json::json!({
             "method": req.method().as_str(),
@@ -146,7 +156,10 @@ async fn upstream_route(state: Arc<UpstreamState>, req: Request<Incoming>) -> Re
             }
         }
         let (h, len) = sum.finish();
-        return text(StatusCode::OK, serde_json::json!({"hash": h.to_string(), "len": len}).to_string());
+        return text(
+            StatusCode::OK,
+            serde_json::json!({"hash": h.to_string(), "len": len}).to_string(),
+        );
     }
     if let Some(n) = path.strip_prefix("/download/") {
         let total: u64 = n.parse().unwrap_or(0);
@@ -165,7 +178,10 @@ async fn upstream_route(state: Arc<UpstreamState>, req: Request<Incoming>) -> Re
             let st = Arc::clone(&st);
             async move {
                 match step {
-                    0 => Some((Ok::<_, std::io::Error>(Frame::data(Bytes::from_static(b"first"))), 1)),
+                    0 => Some((
+                        Ok::<_, std::io::Error>(Frame::data(Bytes::from_static(b"first"))),
+                        1,
+                    )),
                     1 => {
                         st.release.notified().await;
                         Some((Ok(Frame::data(Bytes::from_static(b"second"))), 2))
@@ -177,7 +193,11 @@ async fn upstream_route(state: Arc<UpstreamState>, req: Request<Incoming>) -> Re
         return Response::new(BodyExt::boxed(StreamBody::new(stream)));
     }
     if let Some(code) = path.strip_prefix("/status/") {
-        let status = code.parse::<u16>().ok().and_then(|c| StatusCode::from_u16(c).ok()).unwrap_or(StatusCode::OK);
+        let status = code
+            .parse::<u16>()
+            .ok()
+            .and_then(|c| StatusCode::from_u16(c).ok())
+            .unwrap_or(StatusCode::OK);
         let mut r = text(status, format!("body of {code}"));
         let h = r.headers_mut();
         h.insert("x-upstream", "yes".parse().unwrap());
@@ -201,7 +221,9 @@ pub async fn start_upstream() -> TestUpstream {
     let st = Arc::clone(&state);
     tokio::spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else { return };
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
             st.connections.fetch_add(1, Ordering::SeqCst);
             let st = Arc::clone(&st);
             tokio::spawn(async move {
@@ -235,7 +257,13 @@ pub fn window(kind: WindowKind, limit: u64, remaining: u64) -> WindowState {
         WindowKind::Hourly | WindowKind::KeyHourly => (3600, 1800),
         WindowKind::Daily => (86400, 40000),
     };
-    WindowState { kind, limit, remaining, window_secs, reset_secs }
+    WindowState {
+        kind,
+        limit,
+        remaining,
+        window_secs,
+        reset_secs,
+    }
 }
 
 pub fn allow(tier: Tier, identity: &str) -> Decision {
@@ -300,15 +328,25 @@ impl<F: Fn(&RequestView<'_>) -> Decision + Send + Sync + 'static> Decider for Sc
     }
 }
 
-pub fn scripted<F: Fn(&RequestView<'_>) -> Decision + Send + Sync + 'static>(f: F) -> Arc<Scripted<F>> {
-    Arc::new(Scripted { f, seen: parking_lot::Mutex::new(Vec::new()) })
+pub fn scripted<F: Fn(&RequestView<'_>) -> Decision + Send + Sync + 'static>(
+    f: F,
+) -> Arc<Scripted<F>> {
+    Arc::new(Scripted {
+        f,
+        seen: parking_lot::Mutex::new(Vec::new()),
+    })
 }
 
 /// Decides from the `x-test-who` header: `scanner` is delayed by `x-test-delay-ms`, `burst`
 /// rejected, anyone else allowed.
 pub fn by_header() -> Arc<impl Decider> {
     scripted(|req: &RequestView<'_>| {
-        let who = req.headers.get("x-test-who").and_then(|v| v.to_str().ok()).unwrap_or("anon").to_string();
+        let who = req
+            .headers
+            .get("x-test-who")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("anon")
+            .to_string();
         let ms = req
             .headers
             .get("x-test-delay-ms")
@@ -354,14 +392,18 @@ impl Running {
 pub fn settings(upstream: Option<SocketAddr>, extra: &str) -> HttpSettings {
     let mut text = String::from("api_listen = [\"127.0.0.1:0\"]\n");
     if let Some(up) = upstream {
-        text.push_str(&format!("proxy_listen = [\"127.0.0.1:0\"]\nupstream = \"http://{up}\"\n"));
+        text.push_str(&format!(
+            "proxy_listen = [\"127.0.0.1:0\"]\nupstream = \"http://{up}\"\n"
+        ));
     }
     text.push_str(extra);
     HttpSettings::from_toml(&text).unwrap()
 }
 
 pub async fn start(settings: HttpSettings, decider: Arc<dyn Decider>) -> Running {
-    let server = HttpServer::bind(&settings, Hints::default(), decider).await.unwrap();
+    let server = HttpServer::bind(&settings, Hints::default(), decider)
+        .await
+        .unwrap();
     let proxy = server.proxy_addrs().unwrap().first().copied();
     let api = server.api_addrs().unwrap()[0];
     let gate = server.hold_gate();
@@ -374,7 +416,13 @@ pub async fn start(settings: HttpSettings, decider: Arc<dyn Decider>) -> Running
             .await
             .unwrap();
     });
-    Running { proxy, api, gate, stop: Some(tx), task }
+    Running {
+        proxy,
+        api,
+        gate,
+        stop: Some(tx),
+        task,
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -409,7 +457,8 @@ pub async fn get(url: &str, headers: &[(&str, &str)]) -> (http::response::Parts,
 }
 
 pub fn json(bytes: &Bytes) -> serde_json::Value {
-    serde_json::from_slice(bytes).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(bytes)))
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(bytes)))
 }
 
 pub fn header<'a>(parts: &'a http::response::Parts, name: &str) -> &'a str {
@@ -425,7 +474,10 @@ pub fn header<'a>(parts: &'a http::response::Parts, name: &str) -> &'a str {
 pub async fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while !f() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         tokio::task::yield_now().await;
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
