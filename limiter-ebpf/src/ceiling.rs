@@ -6,7 +6,11 @@ use limiter_common::{
     Bucket, CeilingEvent, IpKey, KernelConfig,
 };
 
-use crate::maps::{LIM_BUCKET, LIM_EVENTS, LIM_TIER};
+use crate::{
+    clock::now_ns,
+    maps::{LIM_BUCKET, LIM_EVENTS, LIM_TIER},
+    parse::Packet,
+};
 
 /// The tier the daemon verified for `key`, if that entry has not expired; else anonymous.
 #[inline(always)]
@@ -32,7 +36,11 @@ pub fn tier_of(key: &IpKey, now: u64) -> u32 {
 #[inline(always)]
 pub fn admit(key: &IpKey, cfg: &KernelConfig, tier: u32, now: u64) -> bool {
     // Bounds the index for the verifier; `tier_of` already guarantees it.
-    let t = if (tier as usize) < TIER_COUNT { tier as usize } else { 0 };
+    let t = if (tier as usize) < TIER_COUNT {
+        tier as usize
+    } else {
+        0
+    };
     let burst = cfg.ceiling_burst[t];
     let mut per_sec = cfg.ceiling_per_sec[t];
     if per_sec > MAX_PER_SEC {
@@ -55,18 +63,22 @@ pub fn admit(key: &IpKey, cfg: &KernelConfig, tier: u32, now: u64) -> bool {
 }
 
 /// Sends one event for every `sample_every`-th over-ceiling drop on this CPU (`nth` is this CPU's
-/// drop count including this one). A full ring buffer loses the event, never the verdict.
+/// drop count including this one). The tier is looked up again only for the sampled few. A full
+/// ring buffer loses the event, never the verdict.
 #[inline(always)]
-pub fn sample(cfg: &KernelConfig, nth: u64, key: &IpKey, tier: u32, dport: u16, now: u64) {
+pub fn sample(cfg: &KernelConfig, nth: u64, pkt: &Packet) {
     let every = cfg.sample_every as u64;
-    if every == 0 || nth % every != 0 {
+    if every == 0 || !nth.is_multiple_of(every) {
         return;
     }
+    let key = pkt.key(cfg.v6_prefix_len);
+    let now = now_ns();
     let event = CeilingEvent {
         addr: key.addr,
         ts_ns: now,
-        tier,
-        dport: dport as u32,
+        tier: tier_of(&key, now),
+        dport: pkt.dport as u32,
     };
+    // Losing an event to a full ring buffer is accepted: events feed metrics and logs only.
     let _lost_when_full = LIM_EVENTS.output::<CeilingEvent>(&event, 0);
 }

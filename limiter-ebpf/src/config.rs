@@ -31,7 +31,10 @@ fn log_missing_once<C: EbpfContext>(ctx: &C) {
     unsafe {
         if core::ptr::read_volatile(flag) == 0 {
             core::ptr::write_volatile(flag, 1);
-            warn!(ctx, "limiter: no config in LIM_CONFIG yet, using built-in defaults");
+            warn!(
+                ctx,
+                "limiter: no config in LIM_CONFIG yet, using built-in defaults"
+            );
         }
     }
 }

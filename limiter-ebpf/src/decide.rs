@@ -5,14 +5,16 @@
 //! Lockouts and the deny-list apply to TCP to protected ports, or to every packet from the source
 //! when `FLAG_LOCK_ALL_PORTS` is set; the ceiling applies to SYN-without-ACK to protected ports.
 
-use aya_ebpf::{helpers::bpf_ktime_get_boot_ns, maps::lpm_trie::Key, EbpfContext};
+use aya_ebpf::{maps::lpm_trie::Key, EbpfContext};
 use limiter_common::{
     config::{FLAG_HAS_ALLOW, FLAG_HAS_DENY, FLAG_LOCK_ALL_PORTS},
-    verdict, IpKey, KernelConfig,
+    verdict, KernelConfig,
 };
 
 use crate::{
-    ceiling, config,
+    ceiling,
+    clock::now_ns,
+    config,
     maps::{self, LIM_ALLOW, LIM_DENY, LIM_LOCKOUT, LIM_PORTS},
     parse::{parse, Packet},
 };
@@ -22,13 +24,6 @@ use crate::{
 pub enum Action {
     Pass,
     Drop,
-}
-
-/// `CLOCK_BOOTTIME`, the clock the daemon writes deadlines on. Read only on paths that need it.
-#[inline(always)]
-fn now_ns() -> u64 {
-    // SAFETY: helper without arguments or preconditions.
-    unsafe { bpf_ktime_get_boot_ns() }
 }
 
 /// Judges the frame between `start` and `end` and counts the verdict.
@@ -50,29 +45,13 @@ pub fn run<C: EbpfContext>(ctx: &C, start: usize, end: usize) -> Action {
         }
         verdict::DROP_CEILING => {
             let nth = maps::count(counter);
-            let key = hash_key(&pkt, &cfg);
-            // The tier is looked up again only for the sampled few.
-            if cfg.sample_every != 0 && nth % cfg.sample_every as u64 == 0 {
-                let now = now_ns();
-                let tier = ceiling::tier_of(&key, now);
-                ceiling::sample(&cfg, nth, &key, tier, pkt.dport, now);
-            }
+            ceiling::sample(&cfg, nth, &pkt);
             Action::Drop
         }
         _ => {
             maps::count(counter);
             Action::Pass
         }
-    }
-}
-
-/// Key of the hash maps: IPv4 as is (already mapped), IPv6 masked to the configured prefix.
-#[inline(always)]
-fn hash_key(pkt: &Packet, cfg: &KernelConfig) -> IpKey {
-    if pkt.v6 {
-        IpKey::from_v6(pkt.src, cfg.v6_prefix_len)
-    } else {
-        IpKey { addr: pkt.src }
     }
 }
 
@@ -99,8 +78,8 @@ fn decide(pkt: &Packet, cfg: &KernelConfig) -> u32 {
     if cfg.flags & FLAG_HAS_ALLOW != 0 && LIM_ALLOW.get(Key::new(128, pkt.src)).is_some() {
         return verdict::PASS_ALLOWED;
     }
-    let key = hash_key(pkt, cfg);
-    if let Some(lock) = LIM_LOCKOUT.get_ptr(&key) {
+    let key = pkt.key(cfg.v6_prefix_len);
+    if let Some(lock) = LIM_LOCKOUT.get_ptr(key) {
         // SAFETY: valid map value pointer for this run.
         let deadline = unsafe { (*lock).deadline_ns };
         // An expired lockout passes; the daemon removes it in its own time.

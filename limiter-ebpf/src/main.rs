@@ -2,11 +2,13 @@
 //! (`decide`), plus a pass-only XDP program used as the benchmark's baseline.
 //!
 //! Modules: `parse` (headers), `config` (runtime config), `decide` (verdict order and counting),
-//! `ceiling` (tier, token bucket, sampled events), `maps` (map definitions).
+//! `ceiling` (tier, token bucket, sampled events), `clock` (the kernel clock), `maps` (map
+//! definitions).
 #![no_std]
 #![no_main]
 
 mod ceiling;
+mod clock;
 mod config;
 mod decide;
 mod maps;
@@ -45,7 +47,7 @@ fn try_xdp(ctx: &XdpContext) -> Result<u32, ()> {
 pub fn limiter_tc(ctx: TcContext) -> i32 {
     match try_tc(&ctx) {
         Ok(action) => action,
-        Err(()) => TC_ACT_OK as i32,
+        Err(()) => TC_ACT_OK,
     }
 }
 
@@ -62,8 +64,8 @@ fn try_tc(ctx: &TcContext) -> Result<i32, ()> {
         }
     }
     Ok(match decide::run(ctx, ctx.data(), ctx.data_end()) {
-        Action::Pass => TC_ACT_OK as i32,
-        Action::Drop => TC_ACT_SHOT as i32,
+        Action::Pass => TC_ACT_OK,
+        Action::Drop => TC_ACT_SHOT,
     })
 }
 

@@ -5,7 +5,7 @@
 
 use core::mem::size_of;
 
-use limiter_common::verdict;
+use limiter_common::{verdict, IpKey};
 
 const ETH_HLEN: usize = 14;
 const ETH_P_IP: u16 = 0x0800;
@@ -36,12 +36,28 @@ pub struct Packet {
     /// Full source address in network order; IPv4 as `::ffff:a.b.c.d`. Not masked: the LPM lists
     /// match the whole address, the hash maps mask it to the configured IPv6 prefix.
     pub src: [u8; 16],
+    /// The source is a native IPv6 address, keyed by its prefix. False for IPv4 and for an IPv6
+    /// packet from a v4-mapped address, which is keyed as that IPv4 address (else every mapped
+    /// source would mask to the same `::/64` key).
     pub v6: bool,
     /// The packet is TCP with a complete header; `dport` and `syn_only` are only meaningful then.
     pub tcp: bool,
     pub dport: u16,
     /// SYN set and ACK clear: a new connection attempt.
     pub syn_only: bool,
+}
+
+impl Packet {
+    /// Key of the hash maps (lockout, tier, bucket): IPv4 as is (already mapped), IPv6 masked to
+    /// `v6_prefix_len`.
+    #[inline(always)]
+    pub fn key(&self, v6_prefix_len: u32) -> IpKey {
+        if self.v6 {
+            IpKey::from_v6(self.src, v6_prefix_len)
+        } else {
+            IpKey { addr: self.src }
+        }
+    }
 }
 
 /// Returns a pointer to a `T` at `offset` from the frame's start, or `PASS_MALFORMED` when the frame
@@ -151,8 +167,16 @@ fn parse_v6(start: usize, end: usize, off: usize) -> Result<Packet, u32> {
     match next {
         IPV6_FRAGMENT => Err(verdict::PASS_FRAGMENT),
         IPV6_HOPOPTS | IPV6_ROUTING | IPV6_DSTOPTS => Err(verdict::PASS_MALFORMED),
-        _ => with_l4(start, end, l4, next, src, true),
+        _ => {
+            let native = !is_v4_mapped(&src);
+            with_l4(start, end, l4, next, src, native)
+        }
     }
+}
+
+#[inline(always)]
+fn is_v4_mapped(a: &[u8; 16]) -> bool {
+    a[..10].iter().all(|b| *b == 0) && a[10] == 0xff && a[11] == 0xff
 }
 
 #[inline(always)]

@@ -37,12 +37,22 @@ pub const DST_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xffff, 0, 0, 0, 0, 1)
 /// The transport part of a frame.
 #[derive(Clone, Debug)]
 pub enum L4 {
-    Tcp { sport: u16, dport: u16, flags: u8 },
-    Udp { sport: u16, dport: u16 },
+    Tcp {
+        sport: u16,
+        dport: u16,
+        flags: u8,
+    },
+    Udp {
+        sport: u16,
+        dport: u16,
+    },
     /// ICMP echo request (ICMPv6 over IPv6).
     Icmp,
     /// Any protocol number with raw bytes after the IP header.
-    Raw { proto: u8, bytes: Vec<u8> },
+    Raw {
+        proto: u8,
+        bytes: Vec<u8>,
+    },
 }
 
 /// A frame under construction; `build` renders the bytes.
@@ -79,7 +89,13 @@ impl Frame {
     }
 
     pub fn udp(src: IpAddr, dport: u16) -> Self {
-        Self::new(src, L4::Udp { sport: 40000, dport })
+        Self::new(
+            src,
+            L4::Udp {
+                sport: 40000,
+                dport,
+            },
+        )
     }
 
     pub fn icmp(src: IpAddr) -> Self {
@@ -148,7 +164,7 @@ impl Frame {
         let mut out = Vec::with_capacity(128);
         out.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x01]); // destination MAC
         out.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x02]); // source MAC
-        // Layout: dst, src, [TPID TCI]*, EtherType: each TPID sits where an EtherType would.
+                                                          // Layout: dst, src, [TPID TCI]*, EtherType: each TPID sits where an EtherType would.
         for (tpid, tci) in &self.vlans {
             out.extend_from_slice(&tpid.to_be_bytes());
             out.extend_from_slice(&tci.to_be_bytes());
@@ -223,7 +239,7 @@ impl Frame {
 
     fn ipv4(&self, src: Ipv4Addr, dst: Ipv4Addr, l4: &[u8]) -> Vec<u8> {
         let mut opts = self.v4_options.clone();
-        while opts.len() % 4 != 0 {
+        while !opts.len().is_multiple_of(4) {
             opts.push(0); // end-of-options padding
         }
         assert!(opts.len() <= 40, "IPv4 options are at most 40 bytes");

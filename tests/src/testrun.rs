@@ -81,7 +81,10 @@ impl Instance {
 
     /// As [`Instance::load`], overriding map capacities (`(name, max_entries)`).
     pub fn load_sized(sizes: &[(&str, u32)]) -> Option<Self> {
-        if !crate::require(crate::is_root(), "root (BPF_PROG_TEST_RUN loads a BPF program)") {
+        if !crate::require(
+            crate::is_root(),
+            "root (BPF_PROG_TEST_RUN loads a BPF program)",
+        ) {
             return None;
         }
         let path = object_path();
@@ -109,11 +112,18 @@ impl Instance {
             }
         };
         let xdp: &mut Xdp = ebpf.program_mut(PROG_XDP).unwrap().try_into().unwrap();
-        xdp.load().unwrap_or_else(|e| panic!("verifier rejected {PROG_XDP}: {e:?}"));
+        xdp.load()
+            .unwrap_or_else(|e| panic!("verifier rejected {PROG_XDP}: {e:?}"));
         let tc: &mut SchedClassifier = ebpf.program_mut(PROG_TC).unwrap().try_into().unwrap();
-        tc.load().unwrap_or_else(|e| panic!("verifier rejected {PROG_TC}: {e:?}"));
-        let base: &mut Xdp = ebpf.program_mut(PROG_BENCH_PASS).unwrap().try_into().unwrap();
-        base.load().unwrap_or_else(|e| panic!("verifier rejected {PROG_BENCH_PASS}: {e:?}"));
+        tc.load()
+            .unwrap_or_else(|e| panic!("verifier rejected {PROG_TC}: {e:?}"));
+        let base: &mut Xdp = ebpf
+            .program_mut(PROG_BENCH_PASS)
+            .unwrap()
+            .try_into()
+            .unwrap();
+        base.load()
+            .unwrap_or_else(|e| panic!("verifier rejected {PROG_BENCH_PASS}: {e:?}"));
         Some(Self { ebpf, pin_dir })
     }
 
@@ -135,15 +145,18 @@ impl Instance {
 
     /// Runs the TC classifier once on `frame`, returning its action.
     pub fn tc(&self, frame: &[u8]) -> i32 {
+        self.try_tc(frame)
+            .unwrap_or_else(|e| panic!("TEST_RUN (tc) of {} bytes: {e:?}", frame.len()))
+    }
+
+    /// As [`Instance::tc`] but returns the kernel's refusal (an skb needs more than Ethernet).
+    pub fn try_tc(&self, frame: &[u8]) -> Result<i32, aya::programs::ProgramError> {
         let prog: &SchedClassifier = self.ebpf.program(PROG_TC).unwrap().try_into().unwrap();
         let opts = TestRunOptions {
             data_in: Some(frame),
             ..Default::default()
         };
-        let res = prog
-            .test_run(opts)
-            .unwrap_or_else(|e| panic!("TEST_RUN (tc) of {} bytes: {e}", frame.len()));
-        res.return_value as i32
+        Ok(prog.test_run(opts)?.return_value as i32)
     }
 
     fn map(&mut self, name: &str) -> &mut aya::maps::Map {
@@ -193,8 +206,7 @@ impl Instance {
     }
 
     pub fn set_tier(&mut self, key: IpKey, tier: u32, expires_ns: u64) {
-        let mut m: HashMap<&mut MapData, IpKey, TierEntry> =
-            self.map(MAP_TIER).try_into().unwrap();
+        let mut m: HashMap<&mut MapData, IpKey, TierEntry> = self.map(MAP_TIER).try_into().unwrap();
         let v = TierEntry {
             expires_ns,
             tier,
@@ -209,8 +221,7 @@ impl Instance {
     }
 
     pub fn set_bucket(&mut self, key: IpKey, bucket: Bucket) {
-        let mut m: HashMap<&mut MapData, IpKey, Bucket> =
-            self.map(MAP_BUCKET).try_into().unwrap();
+        let mut m: HashMap<&mut MapData, IpKey, Bucket> = self.map(MAP_BUCKET).try_into().unwrap();
         m.insert(key, bucket, 0).unwrap();
     }
 
