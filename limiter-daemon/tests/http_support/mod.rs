@@ -339,8 +339,12 @@ pub fn scripted<F: Fn(&RequestView<'_>) -> Decision + Send + Sync + 'static>(
 
 /// Decides from the `x-test-who` header: `scanner` is delayed by `x-test-delay-ms`, `burst`
 /// rejected, anyone else allowed.
-pub fn by_header() -> Arc<impl Decider> {
-    scripted(|req: &RequestView<'_>| {
+pub fn by_header() -> Arc<Scripted<fn(&RequestView<'_>) -> Decision>> {
+    scripted(by_header_decide as fn(&RequestView<'_>) -> Decision)
+}
+
+fn by_header_decide(req: &RequestView<'_>) -> Decision {
+    {
         let who = req
             .headers
             .get("x-test-who")
@@ -358,7 +362,7 @@ pub fn by_header() -> Arc<impl Decider> {
             "burst" => reject(Tier::Anon, Reason::Burst, 42, &who),
             _ => allow(Tier::Anon, &who),
         }
-    })
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
