@@ -339,8 +339,10 @@ pub fn scripted<F: Fn(&RequestView<'_>) -> Decision + Send + Sync + 'static>(
 
 /// Decides from the `x-test-who` header: `scanner` is delayed by `x-test-delay-ms`, `burst`
 /// rejected, anyone else allowed.
-pub fn by_header() -> Arc<Scripted<fn(&RequestView<'_>) -> Decision>> {
-    scripted(by_header_decide as fn(&RequestView<'_>) -> Decision)
+pub type DecideFn = fn(&RequestView<'_>) -> Decision;
+
+pub fn by_header() -> Arc<Scripted<DecideFn>> {
+    scripted(by_header_decide as DecideFn)
 }
 
 fn by_header_decide(req: &RequestView<'_>) -> Decision {
