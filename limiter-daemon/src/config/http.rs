@@ -48,6 +48,9 @@ pub struct RawHttp {
     pub problem_type_base: Option<String>,
     /// On shutdown, how long in-flight (and held) requests may finish (default 10s).
     pub shutdown_grace: Option<String>,
+    /// Threads of the daemon's async runtime, which serves every listener (default: one per
+    /// CPU).
+    pub worker_threads: Option<usize>,
     /// `[http.admin]` belongs to the admin API, which validates it; passed over here.
     pub admin: Option<toml::Table>,
 }
@@ -70,6 +73,8 @@ pub struct HttpSettings {
     pub trusted_peers: Vec<IpNet>,
     pub problem_type_base: Option<String>,
     pub shutdown_grace: Duration,
+    /// `None`: one per CPU.
+    pub worker_threads: Option<NonZeroUsize>,
 }
 
 /// The upstream origin: scheme `http`, a host and a port (the proxy keeps the request's path).
@@ -234,6 +239,13 @@ impl HttpSettings {
             )?,
             trusted_peers,
             problem_type_base,
+            worker_threads: raw
+                .worker_threads
+                .map(|n| {
+                    NonZeroUsize::new(n)
+                        .ok_or_else(|| ConfigError::invalid("http.worker_threads", "must be at least 1"))
+                })
+                .transpose()?,
             shutdown_grace: duration(
                 "http.shutdown_grace",
                 raw.shutdown_grace,
