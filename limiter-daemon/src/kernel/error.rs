@@ -70,13 +70,6 @@ pub enum KernelError {
         source: Box<aya::maps::MapError>,
     },
 
-    #[error("map {name} has value size {found}, this build expects {expected}")]
-    MapLayout {
-        name: &'static str,
-        found: u32,
-        expected: &'static str,
-    },
-
     #[error("{op} on map {name}")]
     MapOp {
         op: &'static str,

@@ -12,7 +12,8 @@ use aya::maps::{Array, HashMap, Map, MapData, PerCpuArray};
 use ipnet::IpNet;
 use limiter_common::config::{FLAG_HAS_ALLOW, FLAG_HAS_DENY, FLAG_LOCK_ALL_PORTS, TIER_COUNT};
 use limiter_common::maps::{
-    MAP_ALLOW, MAP_BUCKET, MAP_CONFIG, MAP_COUNTERS, MAP_DENY, MAP_LOCKOUT, MAP_PORTS, MAP_TIER,
+    AllowMark, CidrBytes, Counter, PortMark, MAP_ALLOW, MAP_BUCKET, MAP_CONFIG, MAP_COUNTERS,
+    MAP_DENY, MAP_LOCKOUT, MAP_PORTS, MAP_TIER,
 };
 use limiter_common::{verdict, Bucket, DenyEntry, IpKey, KernelConfig, Lockout, TierEntry};
 use parking_lot::Mutex;
@@ -24,12 +25,6 @@ use super::error::{is_full, is_not_found};
 use super::pins::PinLayout;
 use super::KernelError;
 use crate::config::kernel::KernelSettings;
-
-/// The protected-ports array, whatever integer width the program gave its values.
-enum PortsMap {
-    U8(Array<MapData, u8>),
-    U32(Array<MapData, u32>),
-}
 
 /// Entries used against capacity for one map.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -94,13 +89,13 @@ mod opt_secs {
 pub struct KernelMaps {
     layout: PinLayout,
     config: Mutex<Array<MapData, KernelConfig>>,
-    ports: Mutex<PortsMap>,
-    allow: Mutex<LpmTrie<MapData, [u8; 16], u32>>,
+    ports: Mutex<Array<MapData, PortMark>>,
+    allow: Mutex<LpmTrie<MapData, CidrBytes, AllowMark>>,
     deny: Mutex<LpmTrie<MapData, [u8; 16], DenyEntry>>,
     lockout: Mutex<HashMap<MapData, IpKey, Lockout>>,
     tier: Mutex<HashMap<MapData, IpKey, TierEntry>>,
     bucket: HashMap<MapData, IpKey, Bucket>,
-    counters: PerCpuArray<MapData, u64>,
+    counters: PerCpuArray<MapData, Counter>,
 }
 
 fn open_raw(layout: &PinLayout, name: &'static str) -> Result<Map, KernelError> {
@@ -134,31 +129,10 @@ impl KernelMaps {
                 path: layout.root().to_path_buf(),
             });
         }
-        let ports_raw = open_raw(layout, MAP_PORTS)?;
-        let ports_value_size = match &ports_raw {
-            Map::Array(data) => data.info().map(|i| i.value_size()).unwrap_or(0),
-            _ => 0,
-        };
-        let ports_err = |source| KernelError::OpenMap {
-            name: MAP_PORTS,
-            path: layout.map(MAP_PORTS),
-            source: Box::new(source),
-        };
-        let ports = match ports_value_size {
-            1 => PortsMap::U8(ports_raw.try_into().map_err(ports_err)?),
-            4 => PortsMap::U32(ports_raw.try_into().map_err(ports_err)?),
-            found => {
-                return Err(KernelError::MapLayout {
-                    name: MAP_PORTS,
-                    found,
-                    expected: "an array of u8 or u32",
-                })
-            }
-        };
         Ok(Self {
             layout: layout.clone(),
             config: Mutex::new(open(layout, MAP_CONFIG)?),
-            ports: Mutex::new(ports),
+            ports: Mutex::new(open(layout, MAP_PORTS)?),
             allow: Mutex::new(open(layout, MAP_ALLOW)?),
             deny: Mutex::new(open(layout, MAP_DENY)?),
             lockout: Mutex::new(open(layout, MAP_LOCKOUT)?),
@@ -228,17 +202,10 @@ impl KernelMaps {
         let mut ports = self.ports.lock();
         // Only changed entries are written, so a restart with the same config is a read pass.
         for (port, want) in (0u32..).zip(want) {
-            let res = match &mut *ports {
-                PortsMap::U8(a) => match a.get(&port, 0) {
-                    Ok(cur) if (cur != 0) == want => Ok(()),
-                    Ok(_) => a.set(port, u8::from(want), 0),
-                    Err(e) => Err(e),
-                },
-                PortsMap::U32(a) => match a.get(&port, 0) {
-                    Ok(cur) if (cur != 0) == want => Ok(()),
-                    Ok(_) => a.set(port, u32::from(want), 0),
-                    Err(e) => Err(e),
-                },
+            let res = match ports.get(&port, 0) {
+                Ok(cur) if (cur != 0) == want => Ok(()),
+                Ok(_) => ports.set(port, PortMark::from(want), 0),
+                Err(e) => Err(e),
             };
             if let Err(e) = res {
                 // The array may be smaller than 65536 in a custom build: ports past it cannot be
@@ -256,17 +223,11 @@ impl KernelMaps {
     pub fn protected_ports(&self) -> Result<Vec<u16>, KernelError> {
         let ports = self.ports.lock();
         let mut out = Vec::new();
-        let len = match &*ports {
-            PortsMap::U8(a) => a.len(),
-            PortsMap::U32(a) => a.len(),
-        };
-        for port in 0..len.min(65536) {
-            let set = match &*ports {
-                PortsMap::U8(a) => a.get(&port, 0).map(|v| v != 0),
-                PortsMap::U32(a) => a.get(&port, 0).map(|v| v != 0),
-            }
-            .map_err(|e| KernelError::map_op("reading", MAP_PORTS, e))?;
-            if set {
+        for port in 0..ports.len().min(65536) {
+            let mark = ports
+                .get(&port, 0)
+                .map_err(|e| KernelError::map_op("reading", MAP_PORTS, e))?;
+            if mark != 0 {
                 out.push(port as u16);
             }
         }
@@ -404,7 +365,7 @@ impl KernelMaps {
     pub fn allow_add(&self, net: IpNet) -> Result<(), KernelError> {
         {
             let mut map = self.allow.lock();
-            map.insert(&cidr_key(net), 1u32, 0)
+            map.insert(&cidr_key(net), AllowMark::from(1u8), 0)
                 .map_err(|e| full_or_trie(e, "writing", MAP_ALLOW, map.map_capacity()))?;
         }
         self.sync_list_flags()

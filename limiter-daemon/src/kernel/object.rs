@@ -15,8 +15,10 @@ pub const OBJECT_NAME: &str = "limiter-ebpf";
 
 /// Where `cargo xtask build-ebpf` writes the object, for the workspace this crate was built in.
 pub fn build_output_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .parent()
+        .unwrap_or(manifest)
         .join("limiter-ebpf/target/bpfel-unknown-none/release")
         .join(OBJECT_NAME)
 }
