@@ -2,6 +2,7 @@
 //! with environment overrides. Errors name the field; nothing falls back silently.
 
 pub mod error;
+pub mod http;
 pub mod kernel;
 
 pub use error::ConfigError;
