@@ -17,12 +17,24 @@ pub struct Cli {
 pub enum Command {
     /// Placeholder until the issues land.
     Version,
+    /// Validate a config file (with environment overrides) and print the effective limits.
+    CheckConfig {
+        /// The TOML config file.
+        file: std::path::PathBuf,
+    },
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Version => {
             println!("{}", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+        Command::CheckConfig { file } => {
+            let env = crate::config::env_from_process();
+            let cfg = crate::config::Config::load(&file, &env)?;
+            println!("{}: valid\n", file.display());
+            print!("{}", crate::config::table::effective_limits(&cfg));
             Ok(())
         }
     }
