@@ -1,6 +1,10 @@
 //! Command-line interface: argument types and dispatch to the library.
 
+use std::path::PathBuf;
+
 use clap::{Parser, Subcommand};
+
+use crate::kernel::cli::{DetachArgs, KernelArgs};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -15,13 +19,39 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Placeholder until the issues land.
+    /// Print the version.
     Version,
     /// Validate a config file (with environment overrides) and print the effective limits.
     CheckConfig {
         /// The TOML config file.
-        file: std::path::PathBuf,
+        file: PathBuf,
     },
+    /// Start the daemon: attach the kernel dataplane and stay up until SIGINT/SIGTERM.
+    Run {
+        /// Config file (TOML).
+        #[arg(long)]
+        config: PathBuf,
+        /// Interfaces to attach to (default: the config's kernel.interfaces).
+        #[arg(long = "iface")]
+        ifaces: Vec<String>,
+    },
+    /// Operate the kernel maps directly (works while the daemon is stopped).
+    Kernel(KernelArgs),
+    /// Detach the program from every interface and remove every pin.
+    Detach(DetachArgs),
+}
+
+/// Exit code for bad input (arguments, values, config): distinct from other failures (1).
+/// clap's own usage errors exit with the same code.
+pub const EXIT_USAGE: u8 = 2;
+
+/// The exit code for an error returned by [`run`].
+pub fn exit_code(err: &anyhow::Error) -> u8 {
+    if err.chain().any(|e| e.is::<crate::config::ConfigError>()) {
+        EXIT_USAGE
+    } else {
+        1
+    }
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -37,5 +67,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", crate::config::table::effective_limits(&cfg));
             Ok(())
         }
+        Command::Run { config, ifaces } => crate::kernel::cli::run_daemon(&config, ifaces),
+        Command::Kernel(args) => crate::kernel::cli::run_kernel(args),
+        Command::Detach(args) => crate::kernel::cli::run_detach(args),
     }
 }

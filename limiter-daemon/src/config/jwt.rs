@@ -112,19 +112,20 @@ impl JwtSettings {
                         format!("{alg:?} uses `public_key` or `public_key_file`, not a secret"),
                     ));
                 }
-                let (field, pem) =
-                    match (raw.public_key, raw.public_key_file) {
-                        (Some(s), None) => ("jwt.public_key", s.into_bytes()),
-                        (None, Some(p)) => {
-                            ("jwt.public_key_file", read_file("jwt.public_key_file", &p)?)
-                        }
-                        _ => return Err(ConfigError::invalid(
+                let (field, pem) = match (raw.public_key, raw.public_key_file) {
+                    (Some(s), None) => ("jwt.public_key", s.into_bytes()),
+                    (None, Some(p)) => {
+                        ("jwt.public_key_file", read_file("jwt.public_key_file", &p)?)
+                    }
+                    _ => {
+                        return Err(ConfigError::invalid(
                             "jwt.public_key",
                             format!(
                                 "{alg:?} needs exactly one of `public_key` or `public_key_file`"
                             ),
-                        )),
-                    };
+                        ))
+                    }
+                };
                 let parsed = if alg == JwtAlgorithm::RS256 {
                     DecodingKey::from_rsa_pem(&pem)
                 } else {

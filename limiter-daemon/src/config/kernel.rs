@@ -1,6 +1,6 @@
 //! The `[kernel]` section: whether and how the XDP/TC dataplane is attached, and its numbers.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use limiter_common::config::{MAX_PER_SEC, TIER_COUNT};
@@ -169,6 +169,30 @@ impl KernelSettings {
     }
 }
 
+/// The part of a config file this module reads: `[kernel]`, other sections ignored here (the
+/// full config module validates them).
+#[derive(Debug, Default, Deserialize)]
+struct KernelOnlyFile {
+    kernel: Option<RawKernel>,
+}
+
+/// Reads and validates only the `[kernel]` section of a config file (missing section: defaults).
+/// IPv6 sources are grouped by /64 here; the full config passes its own prefix to `validate`.
+pub fn kernel_settings_from_file(path: &Path) -> Result<KernelSettings, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let file: KernelOnlyFile = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        path: path.to_path_buf(),
+        line: e
+            .span()
+            .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1),
+        message: e.message().to_string(),
+    })?;
+    KernelSettings::validate(file.kernel.unwrap_or_default(), 64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,5 +215,31 @@ mod tests {
     #[test]
     fn unknown_attach_mode_is_rejected() {
         assert!(toml::from_str::<RawKernel>("attach = \"fast\"\n").is_err());
+    }
+
+    #[test]
+    fn kernel_section_is_read_from_a_file_and_errors_have_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("l.toml");
+        std::fs::write(
+            &p,
+            "[other]\nx = 1\n\n[kernel]\nmode = \"required\"\nattach = \"tc\"\ninterfaces = [\"veth0\"]\n[kernel.ceiling.anon]\nburst = 3\nper_second = 1\n",
+        )
+        .unwrap();
+        let s = kernel_settings_from_file(&p).unwrap();
+        assert_eq!(s.mode, KernelMode::Required);
+        assert_eq!(s.attach, AttachMode::Tc);
+        assert_eq!(s.interfaces, vec!["veth0".to_string()]);
+        assert_eq!(
+            s.ceilings[0],
+            Ceiling {
+                burst: 3,
+                per_second: 1
+            }
+        );
+
+        std::fs::write(&p, "[kernel]\nmode = \"auto\"\nattach = \"fast\"\n").unwrap();
+        let err = kernel_settings_from_file(&p).unwrap_err().to_string();
+        assert!(err.contains("line 3"), "{err}");
     }
 }

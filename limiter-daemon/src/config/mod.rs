@@ -13,6 +13,7 @@
 
 pub mod env;
 pub mod error;
+pub mod http;
 pub mod identity;
 pub mod jwt;
 pub mod kernel;
