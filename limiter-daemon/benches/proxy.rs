@@ -28,7 +28,12 @@ struct Run {
 }
 
 fn wrk_available() -> bool {
-    Command::new("wrk").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
+    Command::new("wrk")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
 }
 
 fn parse_latency(v: &str) -> Option<f64> {
@@ -45,7 +50,13 @@ fn parse_latency(v: &str) -> Option<f64> {
 }
 
 fn parse_wrk(out: &str) -> Run {
-    let mut run = Run { rps: 0.0, p50_ms: f64::NAN, p99_ms: f64::NAN, non_2xx: 0, errors: 0 };
+    let mut run = Run {
+        rps: 0.0,
+        p50_ms: f64::NAN,
+        p99_ms: f64::NAN,
+        non_2xx: 0,
+        errors: 0,
+    };
     for line in out.lines() {
         let t = line.trim();
         if let Some(v) = t.strip_prefix("Requests/sec:") {
@@ -73,7 +84,11 @@ fn wrk(url: &str, secs: u64) -> Run {
         .output()
         .expect("run wrk");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "wrk failed: {text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "wrk failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     parse_wrk(&text)
 }
 
@@ -126,13 +141,20 @@ fn main() {
         "{} is missing: run `cargo xtask bench proxy` (it builds the daemon with --profile bench-fast)",
         bin.display()
     );
-    let secs: u64 = std::env::var("BENCH_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    let secs: u64 = std::env::var("BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
     let scratch = tempfile::tempdir().expect("temp dir");
 
     // Upstream: nginx serving a small static file.
     let www = scratch.path().join("www");
     std::fs::create_dir_all(&www).unwrap();
-    std::fs::write(www.join("index.html"), "<!doctype html><title>upstream</title><p>hello from the upstream</p>\n").unwrap();
+    std::fs::write(
+        www.join("index.html"),
+        "<!doctype html><title>upstream</title><p>hello from the upstream</p>\n",
+    )
+    .unwrap();
     let up_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let upstream = Nginx::start(
         &format!(
@@ -186,13 +208,20 @@ fn main() {
     let targets = [
         ("direct (upstream)", format!("http://{up_addr}/index.html")),
         ("nginx limit_req", format!("http://{ng_addr}/index.html")),
-        ("limiter-daemon proxy", format!("http://{px_addr}/index.html")),
+        (
+            "limiter-daemon proxy",
+            format!("http://{px_addr}/index.html"),
+        ),
     ];
     let mut results = Vec::new();
     for (name, url) in &targets {
         let _warm = wrk(url, 2);
         let r = wrk(url, secs);
-        assert_eq!(r.non_2xx, 0, "{name}: {} answers were not 2xx (limits too low?)", r.non_2xx);
+        assert_eq!(
+            r.non_2xx, 0,
+            "{name}: {} answers were not 2xx (limits too low?)",
+            r.non_2xx
+        );
         results.push((*name, r));
     }
     drop(nginx);
@@ -204,7 +233,9 @@ fn main() {
     println!();
     println!("proxy benchmark: wrk --latency -t2 -c64 -d{secs}s, 2 cores shared by load, proxies and upstream");
     println!();
-    println!("| path | requests/s | p50 ms | p99 ms | p99 added over direct (ms) | socket errors |");
+    println!(
+        "| path | requests/s | p50 ms | p99 ms | p99 added over direct (ms) | socket errors |"
+    );
     println!("|---|---:|---:|---:|---:|---:|");
     for (name, r) in &results {
         println!(

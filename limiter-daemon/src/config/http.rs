@@ -242,8 +242,9 @@ impl HttpSettings {
             worker_threads: raw
                 .worker_threads
                 .map(|n| {
-                    NonZeroUsize::new(n)
-                        .ok_or_else(|| ConfigError::invalid("http.worker_threads", "must be at least 1"))
+                    NonZeroUsize::new(n).ok_or_else(|| {
+                        ConfigError::invalid("http.worker_threads", "must be at least 1")
+                    })
                 })
                 .transpose()?,
             shutdown_grace: duration(

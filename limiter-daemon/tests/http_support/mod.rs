@@ -281,7 +281,7 @@ pub fn allow(tier: Tier, identity: &str) -> Decision {
         ],
         warn_remaining: None,
         identity: identity.to_string(),
-        upgrade: None,
+        upgrade: limiter_daemon::config::Config::default().upgrade.hint(tier),
         key_status: None,
         lockout_level: None,
         cost: 1,
@@ -411,7 +411,7 @@ pub fn settings(upstream: Option<SocketAddr>, extra: &str) -> HttpSettings {
 }
 
 pub async fn start(settings: HttpSettings, decider: Arc<dyn Decider>) -> Running {
-    let server = HttpServer::bind(&settings, Hints::default(), decider)
+    let server = HttpServer::bind(&settings, Hints::from_settings(&settings), decider)
         .await
         .unwrap();
     let proxy = server.proxy_addrs().unwrap().first().copied();
