@@ -682,10 +682,12 @@ mod tests {
             0,
             "fresh map is zeroed"
         );
-        let mut settings = KernelSettings::default();
-        settings.protected_ports = vec![443, 8080];
-        settings.lock_all_ports = true;
-        settings.ipv6_prefix = 56;
+        let mut settings = KernelSettings {
+            protected_ports: vec![443, 8080],
+            lock_all_ports: true,
+            ipv6_prefix: 56,
+            ..KernelSettings::default()
+        };
         settings.ceilings[1].burst = 77;
         maps.write_config(&settings).unwrap();
         let cfg = maps.read_config().unwrap();
