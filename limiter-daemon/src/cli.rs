@@ -21,6 +21,11 @@ pub struct Cli {
 pub enum Command {
     /// Print the version.
     Version,
+    /// Validate a config file (with environment overrides) and print the effective limits.
+    CheckConfig {
+        /// The TOML config file.
+        file: PathBuf,
+    },
     /// Start the daemon: attach the kernel dataplane and stay up until SIGINT/SIGTERM.
     Run {
         /// Config file (TOML).
@@ -53,6 +58,13 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Version => {
             println!("{}", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+        Command::CheckConfig { file } => {
+            let env = crate::config::env_from_process();
+            let cfg = crate::config::Config::load(&file, &env)?;
+            println!("{}: valid\n", file.display());
+            print!("{}", crate::config::table::effective_limits(&cfg));
             Ok(())
         }
         Command::Run { config, ifaces } => crate::kernel::cli::run_daemon(&config, ifaces),

@@ -326,6 +326,10 @@ mod tests {
             ],
             warn_remaining: None,
             identity: "ip:abc".into(),
+            upgrade: None,
+            key_status: None,
+            lockout_level: None,
+            cost: 1,
         }
     }
 

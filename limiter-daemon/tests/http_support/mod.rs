@@ -281,6 +281,10 @@ pub fn allow(tier: Tier, identity: &str) -> Decision {
         ],
         warn_remaining: None,
         identity: identity.to_string(),
+        upgrade: None,
+        key_status: None,
+        lockout_level: None,
+        cost: 1,
     }
 }
 
