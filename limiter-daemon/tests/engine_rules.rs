@@ -4,8 +4,8 @@
 mod engine_support;
 
 use engine_support::*;
-use limiter_daemon::engine::{Action, DelayKind, KeyStatus, Reason, Tier, WindowKind};
 use limiter_daemon::engine::keys::IssueKey;
+use limiter_daemon::engine::{Action, DelayKind, KeyStatus, Reason, Tier, WindowKind};
 use limiter_daemon::identity::api_key::parse_key;
 
 fn secs_to_hour_end(now_ms: u64) -> u64 {
@@ -35,7 +35,12 @@ fn exhausted_hourly_budget_earns_no_strike() {
         assert_eq!(d.lockout_level, None);
     }
     assert_eq!(r.engine.lockouts().strikes(ip("198.51.100.1")).unwrap(), 0);
-    assert!(r.engine.lockouts().get(ip("198.51.100.1")).unwrap().is_none());
+    assert!(r
+        .engine
+        .lockouts()
+        .get(ip("198.51.100.1"))
+        .unwrap()
+        .is_none());
     assert!(r.sink.locks().is_empty());
     // The rollover opens the budget again.
     r.clock.advance_ms(secs_to_hour_end(r.clock_now()) * 1000);
@@ -76,7 +81,10 @@ fn burst_strikes_escalate_60_120_240_and_stop_at_the_cap() {
     }
     assert_eq!(&seen[..3], &[60, 120, 240]);
     assert_eq!(seen, expected);
-    assert_eq!(seen[11], 86_400, "level 12 would be 122,880 s: capped at 24 h");
+    assert_eq!(
+        seen[11], 86_400,
+        "level 12 would be 122,880 s: capped at 24 h"
+    );
     assert_eq!(seen[12], 86_400);
     // Every lockout reached the kernel with its level.
     let locks = r.sink.locks();
@@ -115,8 +123,15 @@ fn a_locked_caller_is_rejected_with_the_remaining_lockout() {
     // A different client is unaffected.
     assert_eq!(r.get("192.0.2.31", "/").action, Action::Allow);
     // Lifting clears store and kernel.
-    assert!(r.engine.lockouts().lift(ip("192.0.2.30")).unwrap().is_some());
-    assert!(r.sink.events().contains(&SinkEvent::Unlock { ip: ip("192.0.2.30") }));
+    assert!(r
+        .engine
+        .lockouts()
+        .lift(ip("192.0.2.30"))
+        .unwrap()
+        .is_some());
+    assert!(r.sink.events().contains(&SinkEvent::Unlock {
+        ip: ip("192.0.2.30")
+    }));
     assert_ne!(r.get("192.0.2.30", "/").reason, Some(Reason::Locked));
 }
 
@@ -166,7 +181,11 @@ fn wrong_shape_key_is_rejected_before_the_cache() {
         }
     }
     let cache = r.engine.keys().cache().clone();
-    assert_eq!(cache.consultations(), 0, "a wrong shape must never reach the cache");
+    assert_eq!(
+        cache.consultations(),
+        0,
+        "a wrong shape must never reach the cache"
+    );
     assert_eq!(r.land_lookups(), 0);
     assert_eq!(cache.lookups(), 0);
 }
@@ -205,18 +224,27 @@ fn invented_key_is_metered_down() {
         let d = r.request("198.51.100.70", "GET", "/", &invented);
         assert_eq!(d.tier, Tier::Anon, "unknown key: metered down, never up");
         assert_eq!(d.key_status, Some(KeyStatus::Invalid));
-        assert!(d.identity.starts_with("ip:"), "counted by address, not by invented id");
+        assert!(
+            d.identity.starts_with("ip:"),
+            "counted by address, not by invented id"
+        );
     }
     // The negative answer is cached: no new lookup is queued within negative_ttl.
     assert_eq!(r.land_lookups(), 0);
     // A real key id with a wrong secret is no better.
     let key = r.engine.keys().issue(IssueKey::default()).unwrap();
     let id = &key.record.id;
-    let wrong = headers(&[("x-api-key", &format!("rsa_{id}_wrongsecretwrongsecretwrong"))]);
+    let wrong = headers(&[(
+        "x-api-key",
+        &format!("rsa_{id}_wrongsecretwrongsecretwrong"),
+    )]);
     r.request("198.51.100.70", "GET", "/", &wrong);
     r.land_lookups();
     let d = r.request("198.51.100.70", "GET", "/", &wrong);
-    assert_eq!((d.tier, d.key_status), (Tier::Anon, Some(KeyStatus::Invalid)));
+    assert_eq!(
+        (d.tier, d.key_status),
+        (Tier::Anon, Some(KeyStatus::Invalid))
+    );
 }
 
 #[test]
@@ -226,10 +254,16 @@ fn revoked_key_is_metered_down_at_once() {
     let h = headers(&[("x-api-key", &key.token)]);
     r.request("198.51.100.75", "GET", "/", &h);
     r.land_lookups();
-    assert_eq!(r.request("198.51.100.75", "GET", "/", &h).tier, Tier::Sponsor);
+    assert_eq!(
+        r.request("198.51.100.75", "GET", "/", &h).tier,
+        Tier::Sponsor
+    );
     assert!(r.engine.keys().revoke(&key.record.id).unwrap());
     let d = r.request("198.51.100.75", "GET", "/", &h);
-    assert_eq!((d.tier, d.key_status), (Tier::Anon, Some(KeyStatus::Invalid)));
+    assert_eq!(
+        (d.tier, d.key_status),
+        (Tier::Anon, Some(KeyStatus::Invalid))
+    );
     // Also after the negative answer expires and the store is asked again.
     r.advance_secs(30);
     r.request("198.51.100.75", "GET", "/", &h);
@@ -251,7 +285,11 @@ fn sponsor_tier_is_actually_reachable_with_a_verified_key() {
     // Far past the anonymous (120) and session (300) bursts within one second.
     for i in 0..1_000 {
         let d = r.request("198.51.100.80", "GET", "/", &h);
-        assert_eq!((d.action, d.tier), (Action::Allow, Tier::Sponsor), "request {i}");
+        assert_eq!(
+            (d.action, d.tier),
+            (Action::Allow, Tier::Sponsor),
+            "request {i}"
+        );
     }
 }
 
@@ -273,7 +311,10 @@ fn key_limit_vs_tier_budget_tighter_wins() {
     r.request("198.51.100.90", "GET", "/", &h);
     r.land_lookups();
     for _ in 0..5 {
-        assert_eq!(r.request("198.51.100.90", "GET", "/api/feeds", &h).action, Action::Allow);
+        assert_eq!(
+            r.request("198.51.100.90", "GET", "/api/feeds", &h).action,
+            Action::Allow
+        );
     }
     let d = r.request("198.51.100.90", "GET", "/api/feeds", &h);
     assert_eq!(d.reason, Some(Reason::KeyHourly));
@@ -312,16 +353,27 @@ fn daily_delay_at_l_l_plus_1_l_plus_30_l_plus_31() {
     let mut by_n = Vec::new();
     for n in 1..=100u32 {
         let d = r.request("198.51.100.100", "POST", "/scan", &headers(&[]));
-        assert_ne!(d.action, Action::Reject, "delay mode never answers 429 (n = {n})");
+        assert_ne!(
+            d.action,
+            Action::Reject,
+            "delay mode never answers 429 (n = {n})"
+        );
         assert_eq!(d.window(WindowKind::Daily).unwrap().limit, 50);
         by_n.push((n, d));
     }
     let at = |n: u32| &by_n[(n - 1) as usize].1;
     assert_eq!(at(50).action, Action::Allow, "n = L: no delay");
     assert_eq!(at(50).delay.as_millis(), 0);
-    assert_eq!((at(51).action, at(51).delay_kind), (Action::Delay, Some(DelayKind::Soft)));
+    assert_eq!(
+        (at(51).action, at(51).delay_kind),
+        (Action::Delay, Some(DelayKind::Soft))
+    );
     assert_eq!(at(51).delay.as_millis(), 5_000);
-    assert_eq!(at(80).delay_kind, Some(DelayKind::Soft), "n = L + 30: still soft");
+    assert_eq!(
+        at(80).delay_kind,
+        Some(DelayKind::Soft),
+        "n = L + 30: still soft"
+    );
     assert_eq!(at(80).delay.as_millis(), 5_000);
     assert_eq!(at(81).delay_kind, Some(DelayKind::Hard), "n = L + 31: hard");
     assert_eq!(at(81).delay.as_millis(), 60_000);
@@ -373,7 +425,10 @@ fn attempt_keeps_the_old_behaviour() {
     }
     let d = r.engine.attempt("192.0.2.77", t);
     assert_eq!((d.reason, d.lockout_level), (Some(Reason::Burst), Some(1)));
-    assert_eq!(r.engine.attempt("192.0.2.77", t + 1_000).reason, Some(Reason::Locked));
+    assert_eq!(
+        r.engine.attempt("192.0.2.77", t + 1_000).reason,
+        Some(Reason::Locked)
+    );
 }
 
 #[test]
@@ -395,11 +450,20 @@ fn xff_from_a_trusted_chain_is_walked_from_the_right() {
     // Client wrote a fake first hop; two trusted proxies appended after the real client.
     let chain = headers(&[("x-forwarded-for", "6.6.6.6, 198.51.100.7, 10.0.0.5")]);
     let via = r.request("10.0.0.1", "GET", "/", &chain);
-    assert_eq!(via.identity, direct.identity, "rightmost untrusted hop is the client");
+    assert_eq!(
+        via.identity, direct.identity,
+        "rightmost untrusted hop is the client"
+    );
     assert_eq!(via.window(WindowKind::Burst).unwrap().remaining, 118);
     // Several header lines are one list.
-    let split = headers(&[("x-forwarded-for", "198.51.100.7"), ("x-forwarded-for", "10.0.0.9")]);
-    assert_eq!(r.request("10.0.0.1", "GET", "/", &split).identity, direct.identity);
+    let split = headers(&[
+        ("x-forwarded-for", "198.51.100.7"),
+        ("x-forwarded-for", "10.0.0.9"),
+    ]);
+    assert_eq!(
+        r.request("10.0.0.1", "GET", "/", &split).identity,
+        direct.identity
+    );
     // Only trusted hops: the leftmost one is the client.
     let all_trusted = headers(&[("x-forwarded-for", "10.3.3.3, 10.0.0.5")]);
     let d = r.request("10.0.0.1", "GET", "/", &all_trusted);
@@ -417,12 +481,23 @@ fn route_cost_weighting() {
     assert_eq!(first.cost, 10);
     assert_eq!(first.window(WindowKind::Hourly).unwrap().remaining, 590);
     assert_eq!(first.window(WindowKind::Daily).unwrap().remaining, 990);
-    assert_eq!(first.window(WindowKind::Burst).unwrap().remaining, 119, "burst counts requests");
+    assert_eq!(
+        first.window(WindowKind::Burst).unwrap().remaining,
+        119,
+        "burst counts requests"
+    );
     for _ in 1..60 {
-        assert_eq!(r.get("198.51.100.120", "/reader/page").action, Action::Allow);
+        assert_eq!(
+            r.get("198.51.100.120", "/reader/page").action,
+            Action::Allow
+        );
     }
     let d = r.get("198.51.100.120", "/reader/page");
-    assert_eq!(d.reason, Some(Reason::Hourly), "60 × 10 units spend the 600-unit budget");
+    assert_eq!(
+        d.reason,
+        Some(Reason::Hourly),
+        "60 × 10 units spend the 600-unit budget"
+    );
     // A one-unit route still has nothing left either: budgets are shared units.
     assert_eq!(r.get("198.51.100.120", "/").reason, Some(Reason::Hourly));
 }
@@ -433,7 +508,10 @@ fn every_decision_carries_what_a_response_needs() {
     let d = r.get("198.51.100.130", "/");
     assert_eq!(d.tier, Tier::Anon);
     let kinds: Vec<_> = d.windows.iter().map(|w| w.kind).collect();
-    assert_eq!(kinds, vec![WindowKind::Burst, WindowKind::Hourly, WindowKind::Daily]);
+    assert_eq!(
+        kinds,
+        vec![WindowKind::Burst, WindowKind::Hourly, WindowKind::Daily]
+    );
     let h = d.window(WindowKind::Hourly).unwrap();
     assert_eq!((h.limit, h.remaining, h.window_secs), (600, 599, 3600));
     assert_eq!(h.reset_secs, secs_to_hour_end(r.clock_now()));

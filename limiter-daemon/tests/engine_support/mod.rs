@@ -13,9 +13,7 @@ use http::HeaderMap;
 use limiter_daemon::clock::{Clock, ManualClock};
 use limiter_daemon::config::{Config, EnvMap};
 use limiter_daemon::engine::sink::EnforcementSink;
-use limiter_daemon::engine::{
-    Decision, Engine, EngineOptions, KeyRefresh, RequestInfo, Tier,
-};
+use limiter_daemon::engine::{Decision, Engine, EngineOptions, KeyRefresh, RequestInfo, Tier};
 use limiter_daemon::store::EmbeddedStore;
 use parking_lot::Mutex;
 
