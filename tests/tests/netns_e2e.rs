@@ -445,6 +445,50 @@ fn bad_config_is_a_usage_error_naming_the_line() {
     );
 }
 
+/// `mode = "auto"` without a usable object: the daemon says so loudly and keeps running
+/// userspace-only; `required` makes the same situation fatal, naming the build command.
+#[test]
+fn kernel_mode_auto_degrades_and_required_fails_without_the_object() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("limiter.toml");
+    let missing = tmp.path().join("no-such-object");
+    std::fs::write(
+        &config,
+        "[kernel]\nmode = \"required\"\ninterfaces = [\"lo\"]\n",
+    )
+    .unwrap();
+    let out = Command::new(daemon_bin())
+        .args(["run", "--config", config.to_str().unwrap()])
+        .env("LIMITER_EBPF_OBJECT", &missing)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cargo xtask build-ebpf"), "{err}");
+
+    std::fs::write(
+        &config,
+        "[kernel]\nmode = \"auto\"\ninterfaces = [\"lo\"]\n",
+    )
+    .unwrap();
+    let log = tmp.path().join("auto.log");
+    let child = Command::new(daemon_bin())
+        .args(["run", "--config", config.to_str().unwrap()])
+        .env("LIMITER_EBPF_OBJECT", &missing)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut daemon = Daemon { child, log };
+    let text = daemon.wait_for_log("KERNEL DATAPLANE NOT RUNNING");
+    assert!(text.contains("cargo xtask build-ebpf"), "{text}");
+    assert!(
+        daemon.child.try_wait().unwrap().is_none(),
+        "auto mode must keep running"
+    );
+    daemon.terminate();
+}
+
 #[test]
 fn operating_on_missing_pins_fails_cleanly() {
     let (code, _out, err) = cli(&[
