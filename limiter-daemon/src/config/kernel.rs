@@ -174,10 +174,17 @@ impl KernelSettings {
 #[derive(Debug, Default, Deserialize)]
 struct KernelOnlyFile {
     kernel: Option<RawKernel>,
+    identity: Option<IdentityPrefix>,
 }
 
-/// Reads and validates only the `[kernel]` section of a config file (missing section: defaults).
-/// IPv6 sources are grouped by /64 here; the full config passes its own prefix to `validate`.
+/// `identity.ipv6_prefix`: the kernel groups IPv6 sources exactly like the daemon does.
+#[derive(Debug, Default, Deserialize)]
+struct IdentityPrefix {
+    ipv6_prefix: Option<u8>,
+}
+
+/// Reads and validates only the `[kernel]` section of a config file (missing section: defaults),
+/// plus `identity.ipv6_prefix` (default 64); other sections are left to the full config module.
 pub fn kernel_settings_from_file(path: &Path) -> Result<KernelSettings, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
         path: path.to_path_buf(),
@@ -190,7 +197,14 @@ pub fn kernel_settings_from_file(path: &Path) -> Result<KernelSettings, ConfigEr
             .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1),
         message: e.message().to_string(),
     })?;
-    KernelSettings::validate(file.kernel.unwrap_or_default(), 64)
+    let prefix = file.identity.and_then(|i| i.ipv6_prefix).unwrap_or(64);
+    if prefix == 0 || prefix > 128 {
+        return Err(ConfigError::invalid(
+            "identity.ipv6_prefix",
+            format!("{prefix} is not between 1 and 128"),
+        ));
+    }
+    KernelSettings::validate(file.kernel.unwrap_or_default(), prefix)
 }
 
 #[cfg(test)]
@@ -223,11 +237,12 @@ mod tests {
         let p = dir.path().join("l.toml");
         std::fs::write(
             &p,
-            "[other]\nx = 1\n\n[kernel]\nmode = \"required\"\nattach = \"tc\"\ninterfaces = [\"veth0\"]\n[kernel.ceiling.anon]\nburst = 3\nper_second = 1\n",
+            "[identity]\nipv6_prefix = 48\n\n[kernel]\nmode = \"required\"\nattach = \"tc\"\ninterfaces = [\"veth0\"]\n[kernel.ceiling.anon]\nburst = 3\nper_second = 1\n",
         )
         .unwrap();
         let s = kernel_settings_from_file(&p).unwrap();
         assert_eq!(s.mode, KernelMode::Required);
+        assert_eq!(s.ipv6_prefix, 48);
         assert_eq!(s.attach, AttachMode::Tc);
         assert_eq!(s.interfaces, vec!["veth0".to_string()]);
         assert_eq!(

@@ -618,3 +618,218 @@ fn full_or_trie(
         KernelError::map_op(op, name, e)
     }
 }
+
+/// These load the real object into a private pin directory (no interface is touched) and drive
+/// the pinned maps. They need root and the built object: skipped outside CI, fatal under CI.
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use limiter_common::config::{FLAG_HAS_ALLOW, FLAG_HAS_DENY, FLAG_LOCK_ALL_PORTS};
+
+    use super::*;
+    use crate::kernel::{loader, object};
+
+    struct Pinned {
+        layout: PinLayout,
+        _ebpf: aya::Ebpf,
+    }
+
+    impl Drop for Pinned {
+        fn drop(&mut self) {
+            if let Err(e) = loader::detach(&self.layout) {
+                eprintln!("cleanup of {}: {e}", self.layout.root().display());
+            }
+        }
+    }
+
+    fn pinned() -> Option<Pinned> {
+        let in_ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let object = object::find_object();
+        if !root || object.is_err() {
+            assert!(
+                !in_ci,
+                "CI=true: these tests need root and the built eBPF object"
+            );
+            eprintln!("SKIP: needs root and the eBPF object (`cargo xtask build-ebpf`)");
+            return None;
+        }
+        static N: AtomicU32 = AtomicU32::new(0);
+        let layout = PinLayout::new(format!(
+            "/sys/fs/bpf/limiter-unit-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let ebpf = loader::load(&object.unwrap(), &layout).expect("loading the object");
+        Some(Pinned {
+            layout,
+            _ebpf: ebpf,
+        })
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn config_is_written_and_list_flags_follow_the_tries() {
+        let Some(p) = pinned() else { return };
+        let maps = KernelMaps::open(&p.layout).unwrap();
+        assert_eq!(
+            maps.read_config().unwrap().v6_prefix_len,
+            0,
+            "fresh map is zeroed"
+        );
+        let mut settings = KernelSettings {
+            protected_ports: vec![443, 8080],
+            lock_all_ports: true,
+            ipv6_prefix: 56,
+            ..KernelSettings::default()
+        };
+        settings.ceilings[1].burst = 77;
+        maps.write_config(&settings).unwrap();
+        let cfg = maps.read_config().unwrap();
+        assert_eq!(cfg.v6_prefix_len, 56);
+        assert_eq!(cfg.ceiling_burst[1], 77);
+        assert_eq!(cfg.flags, FLAG_LOCK_ALL_PORTS);
+        assert_eq!(maps.protected_ports().unwrap(), vec![443, 8080]);
+
+        maps.allow_add("10.0.0.0/8".parse().unwrap()).unwrap();
+        assert_eq!(
+            maps.read_config().unwrap().flags,
+            FLAG_LOCK_ALL_PORTS | FLAG_HAS_ALLOW
+        );
+        maps.deny_add("2001:db8::/32".parse().unwrap(), None)
+            .unwrap();
+        assert_eq!(
+            maps.read_config().unwrap().flags,
+            FLAG_LOCK_ALL_PORTS | FLAG_HAS_ALLOW | FLAG_HAS_DENY
+        );
+        assert_eq!(
+            maps.allow_list().unwrap(),
+            vec!["10.0.0.0/8".parse::<IpNet>().unwrap()]
+        );
+        assert!(maps.allow_remove("10.0.0.0/8".parse().unwrap()).unwrap());
+        assert!(!maps.allow_remove("10.0.0.0/8".parse().unwrap()).unwrap());
+        assert_eq!(
+            maps.read_config().unwrap().flags,
+            FLAG_LOCK_ALL_PORTS | FLAG_HAS_DENY
+        );
+
+        // Rewriting the config keeps the list flags (the tries persist across restarts).
+        settings.protected_ports = vec![80];
+        maps.write_config(&settings).unwrap();
+        assert_eq!(
+            maps.read_config().unwrap().flags,
+            FLAG_LOCK_ALL_PORTS | FLAG_HAS_DENY
+        );
+        assert_eq!(maps.protected_ports().unwrap(), vec![80]);
+        assert!(maps.deny_remove("2001:db8::/32".parse().unwrap()).unwrap());
+        assert_eq!(maps.read_config().unwrap().flags, FLAG_LOCK_ALL_PORTS);
+    }
+
+    #[test]
+    fn lockouts_are_keyed_like_the_kernel_and_expire() {
+        let Some(p) = pinned() else { return };
+        let maps = KernelMaps::open(&p.layout).unwrap();
+        let before = clock::boot_ns().unwrap();
+        let deadline = maps
+            .lock(ip("192.0.2.7"), Duration::from_secs(600), 3)
+            .unwrap();
+        assert!(deadline >= before + 600_000_000_000);
+        // The v4-mapped spelling is the same key.
+        let view = maps
+            .lockout(ip("::ffff:192.0.2.7"))
+            .unwrap()
+            .expect("locked");
+        assert_eq!(view.level, 3);
+        assert!(view.remaining.unwrap() > Duration::from_secs(590));
+        // IPv6: the whole /64 (the kernel's default prefix until a config is written) shares it.
+        maps.lock(ip("2001:db8:1:2::1"), Duration::from_secs(60), 1)
+            .unwrap();
+        assert!(maps.lockout(ip("2001:db8:1:2:ffff::9")).unwrap().is_some());
+        assert!(maps.lockout(ip("2001:db8:1:3::1")).unwrap().is_none());
+        // An already-expired lockout is reported as such and swept.
+        maps.lock_until(ip("198.51.100.1"), before, 1).unwrap();
+        assert_eq!(
+            maps.lockout(ip("198.51.100.1")).unwrap().unwrap().remaining,
+            None
+        );
+        let fill = maps.fill().unwrap();
+        assert_eq!(
+            fill.iter().find(|f| f.name == MAP_LOCKOUT).unwrap().entries,
+            3
+        );
+        assert_eq!(
+            maps.sweep_expired().unwrap(),
+            Swept {
+                lockouts: 1,
+                denies: 0
+            }
+        );
+        assert!(maps.lockout(ip("198.51.100.1")).unwrap().is_none());
+        assert!(maps.unlock(ip("192.0.2.7")).unwrap());
+        assert!(!maps.unlock(ip("192.0.2.7")).unwrap());
+        assert_eq!(maps.lockouts().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn expired_deny_entries_are_swept_and_the_flag_cleared() {
+        let Some(p) = pinned() else { return };
+        let maps = KernelMaps::open(&p.layout).unwrap();
+        maps.write_config(&KernelSettings::default()).unwrap();
+        maps.deny_add(
+            "203.0.113.0/24".parse().unwrap(),
+            Some(Duration::from_nanos(1)),
+        )
+        .unwrap();
+        maps.deny_add(
+            "198.51.100.0/24".parse().unwrap(),
+            Some(Duration::from_secs(3600)),
+        )
+        .unwrap();
+        let list = maps.deny_list().unwrap();
+        assert_eq!(list.len(), 2);
+        assert!(list
+            .iter()
+            .any(|d| d.expired && d.cidr.to_string() == "203.0.113.0/24"));
+        assert_eq!(maps.sweep_expired().unwrap().denies, 1);
+        assert_eq!(
+            maps.read_config().unwrap().flags & FLAG_HAS_DENY,
+            FLAG_HAS_DENY
+        );
+        assert!(maps
+            .deny_remove("198.51.100.0/24".parse().unwrap())
+            .unwrap());
+        assert_eq!(maps.read_config().unwrap().flags & FLAG_HAS_DENY, 0);
+    }
+
+    #[test]
+    fn tiers_and_counters() {
+        let Some(p) = pinned() else { return };
+        let maps = KernelMaps::open(&p.layout).unwrap();
+        maps.set_tier(ip("192.0.2.9"), 2, Duration::from_secs(60))
+            .unwrap();
+        assert_eq!(maps.tier(ip("192.0.2.9")).unwrap(), Some((2, true)));
+        maps.set_tier(ip("192.0.2.10"), 1, Duration::ZERO).unwrap();
+        assert_eq!(maps.tier(ip("192.0.2.10")).unwrap(), Some((1, false)));
+        assert!(maps.clear_tier(ip("192.0.2.9")).unwrap());
+        assert_eq!(maps.tier(ip("192.0.2.9")).unwrap(), None);
+        // Nothing is attached, so no packet was counted.
+        assert!(maps.counters().unwrap().0.iter().all(|c| *c == 0));
+    }
+
+    #[test]
+    fn allow_flag_from_a_fresh_map_keeps_program_defaults() {
+        let Some(p) = pinned() else { return };
+        let maps = KernelMaps::open(&p.layout).unwrap();
+        maps.allow_add("192.0.2.0/24".parse().unwrap()).unwrap();
+        let cfg = maps.read_config().unwrap();
+        let defaults = KernelConfig::default();
+        assert_eq!(cfg.ceiling_burst, defaults.ceiling_burst);
+        assert_eq!(cfg.v6_prefix_len, defaults.v6_prefix_len);
+        assert_eq!(cfg.flags, FLAG_HAS_ALLOW);
+    }
+}
