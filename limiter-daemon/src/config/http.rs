@@ -20,7 +20,7 @@ use super::ConfigError;
 pub struct RawHttp {
     /// Reverse-proxy listeners (default: none; needs `upstream`).
     pub proxy_listen: Option<Vec<String>>,
-    /// Decision API + nginx `auth_request` listeners (default `127.0.0.1:8081`).
+    /// Decision API + nginx `auth_request` listeners (default: none; e.g. `127.0.0.1:8081`).
     pub api_listen: Option<Vec<String>>,
     /// Where the proxy forwards: `http://host:port` (plain HTTP, no path).
     pub upstream: Option<String>,
@@ -210,7 +210,7 @@ impl HttpSettings {
         };
         Ok(HttpSettings {
             proxy_listen,
-            api_listen: addrs("http.api_listen", raw.api_listen, &["127.0.0.1:8081"])?,
+            api_listen: addrs("http.api_listen", raw.api_listen, &[])?,
             upstream,
             connect_timeout: duration(
                 "http.connect_timeout",
@@ -285,13 +285,11 @@ mod tests {
     }
 
     #[test]
-    fn defaults_listen_on_loopback_api_only() {
+    fn defaults_listen_nowhere() {
+        // Nothing is bound unless configured: a kernel-only daemon opens no HTTP port.
         let s = HttpSettings::default();
         assert!(s.proxy_listen.is_empty());
-        assert_eq!(
-            s.api_listen,
-            vec!["127.0.0.1:8081".parse::<SocketAddr>().unwrap()]
-        );
+        assert!(s.api_listen.is_empty());
         assert_eq!(s.max_held_per_identity.get(), 8);
     }
 
