@@ -26,7 +26,7 @@ pub enum Command {
         /// The TOML config file.
         file: PathBuf,
     },
-    /// Start the daemon: attach the kernel dataplane and stay up until SIGINT/SIGTERM.
+    /// Start the daemon: kernel dataplane, decision engine and HTTP surfaces, until SIGINT/SIGTERM.
     Run {
         /// Config file (TOML).
         #[arg(long)]
@@ -63,11 +63,12 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::CheckConfig { file } => {
             let env = crate::config::env_from_process();
             let cfg = crate::config::Config::load(&file, &env)?;
+            crate::config::http::HttpSettings::from_table(cfg.http_raw.clone())?;
             println!("{}: valid\n", file.display());
             print!("{}", crate::config::table::effective_limits(&cfg));
             Ok(())
         }
-        Command::Run { config, ifaces } => crate::kernel::cli::run_daemon(&config, ifaces),
+        Command::Run { config, ifaces } => crate::daemon::run(&config, ifaces),
         Command::Kernel(args) => crate::kernel::cli::run_kernel(args),
         Command::Detach(args) => crate::kernel::cli::run_detach(args),
     }

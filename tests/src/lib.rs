@@ -3,6 +3,7 @@
 
 pub mod frames;
 pub mod netns;
+pub mod nginx;
 pub mod testrun;
 
 use std::path::PathBuf;

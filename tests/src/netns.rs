@@ -133,40 +133,49 @@ impl VethPair {
     /// `10.77.0.1/24` on the server side, `10.77.0.2 ..= 10.77.0.(1+clients)` on the client side
     /// (the namespaces are private, so every test can use the same addresses).
     pub fn new(prefix: &str, clients: u8) -> Self {
-        let server = Netns::new(&format!("{prefix}s"));
-        let client = Netns::new(&format!("{prefix}c"));
-        let server_if = "lim-srv".to_string();
-        let client_if = "lim-cli".to_string();
-        server.ip(&[
+        let pair = VethPair {
+            client: Netns::new(&format!("{prefix}c")),
+            server: Netns::new(&format!("{prefix}s")),
+            server_if: "lim-srv".to_string(),
+            client_if: "lim-cli".to_string(),
+            server_ip: Ipv4Addr::new(10, 77, 0, 1),
+            client_ips: (0..clients)
+                .map(|i| Ipv4Addr::new(10, 77, 0, 2 + i))
+                .collect(),
+        };
+        pair.create_link();
+        pair
+    }
+
+    fn create_link(&self) {
+        self.server.ip(&[
             "link",
             "add",
-            &server_if,
+            &self.server_if,
             "type",
             "veth",
             "peer",
             "name",
-            &client_if,
+            &self.client_if,
             "netns",
-            client.name(),
+            self.client.name(),
         ]);
-        let server_ip = Ipv4Addr::new(10, 77, 0, 1);
-        server.ip(&["addr", "add", &format!("{server_ip}/24"), "dev", &server_if]);
-        server.ip(&["link", "set", &server_if, "up"]);
-        let client_ips: Vec<Ipv4Addr> = (0..clients)
-            .map(|i| Ipv4Addr::new(10, 77, 0, 2 + i))
-            .collect();
-        for ip in &client_ips {
-            client.ip(&["addr", "add", &format!("{ip}/24"), "dev", &client_if]);
+        let server_cidr = format!("{}/24", self.server_ip);
+        self.server
+            .ip(&["addr", "add", &server_cidr, "dev", &self.server_if]);
+        self.server.ip(&["link", "set", &self.server_if, "up"]);
+        for ip in &self.client_ips {
+            self.client
+                .ip(&["addr", "add", &format!("{ip}/24"), "dev", &self.client_if]);
         }
-        client.ip(&["link", "set", &client_if, "up"]);
-        VethPair {
-            client,
-            server,
-            server_if,
-            client_if,
-            server_ip,
-            client_ips,
-        }
+        self.client.ip(&["link", "set", &self.client_if, "up"]);
+    }
+
+    /// Deletes the veth pair and creates it again with the same names and addresses (a new
+    /// interface index: whatever was attached to the old one is gone with it).
+    pub fn recreate_link(&self) {
+        self.server.ip(&["link", "del", &self.server_if]);
+        self.create_link();
     }
 
     /// A TCP listener on the server side (port chosen by the kernel), with a backlog large enough

@@ -379,6 +379,73 @@ fn generic_xdp_end_to_end() {
     scenario("xdp-skb", "xdpgeneric:limiter_xdp");
 }
 
+/// A pinned link whose interface disappeared is defunct: a restarted daemon attaches afresh to
+/// the new interface of the same name (one program, not zero), and the pinned lockouts still hold.
+#[test]
+fn restart_after_the_interface_was_recreated_attaches_afresh() {
+    if !require(netns_available(), "root and iproute2 network namespaces") {
+        return;
+    }
+    if !require(
+        ebpf_object().is_file(),
+        "the built eBPF object (`cargo xtask build-ebpf`)",
+    ) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let pair = VethPair::new("limrc", 2);
+    let pins = Pins::new();
+    let listener = pair.listen();
+    let port = listener.local_addr().unwrap().port();
+    let config = write_config(tmp.path(), &pins, &pair.server_if, "xdp", port);
+    let [locked_ip, control_ip] = pair.client_ips[..] else {
+        panic!("two client addresses expected");
+    };
+    let daemon = Daemon::start(&pair, &config, tmp.path().join("daemon1.log"));
+    cli_ok(&[
+        "kernel",
+        "lock",
+        &locked_ip.to_string(),
+        "--for",
+        "10m",
+        "--pin-path",
+        pins.arg(),
+    ]);
+    daemon.terminate();
+
+    pair.recreate_link();
+    assert_eq!(
+        pair.attached_programs(),
+        Vec::<String>::new(),
+        "a new interface starts bare"
+    );
+    assert!(
+        can_connect(&pair, locked_ip, port),
+        "nothing enforces on the new interface yet"
+    );
+
+    let mut daemon = Daemon::start(&pair, &config, tmp.path().join("daemon2.log"));
+    let log = daemon.wait_for_log("kernel dataplane ready");
+    assert!(
+        log.contains("attaching afresh"),
+        "the defunct link was not noticed:\n{log}"
+    );
+    assert!(!log.contains("(adopted)"), "{log}");
+    assert_eq!(
+        pair.attached_programs(),
+        vec!["xdp:limiter_xdp".to_string()]
+    );
+    assert_refused(&pair, &pins, locked_ip, port, "drop_locked");
+    assert!(
+        can_connect(&pair, control_ip, port),
+        "{control_ip} should connect"
+    );
+    daemon.terminate();
+    cli_ok(&["detach", "--pin-path", pins.arg()]);
+    assert_eq!(pair.attached_programs(), Vec::<String>::new());
+    assert!(!pins.path.exists());
+}
+
 // ---- bad input: exit code 2 with a message naming the value (no root needed) ----------------
 
 fn assert_usage_error(args: &[&str], needle: &str) {

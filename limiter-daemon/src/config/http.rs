@@ -20,7 +20,7 @@ use super::ConfigError;
 pub struct RawHttp {
     /// Reverse-proxy listeners (default: none; needs `upstream`).
     pub proxy_listen: Option<Vec<String>>,
-    /// Decision API + nginx `auth_request` listeners (default `127.0.0.1:8081`).
+    /// Decision API + nginx `auth_request` listeners (default: none; e.g. `127.0.0.1:8081`).
     pub api_listen: Option<Vec<String>>,
     /// Where the proxy forwards: `http://host:port` (plain HTTP, no path).
     pub upstream: Option<String>,
@@ -48,6 +48,9 @@ pub struct RawHttp {
     pub problem_type_base: Option<String>,
     /// On shutdown, how long in-flight (and held) requests may finish (default 10s).
     pub shutdown_grace: Option<String>,
+    /// Threads of the daemon's async runtime, which serves every listener (default: one per
+    /// CPU).
+    pub worker_threads: Option<usize>,
     /// `[http.admin]` belongs to the admin API, which validates it; passed over here.
     pub admin: Option<toml::Table>,
 }
@@ -70,6 +73,8 @@ pub struct HttpSettings {
     pub trusted_peers: Vec<IpNet>,
     pub problem_type_base: Option<String>,
     pub shutdown_grace: Duration,
+    /// `None`: one per CPU.
+    pub worker_threads: Option<NonZeroUsize>,
 }
 
 /// The upstream origin: scheme `http`, a host and a port (the proxy keeps the request's path).
@@ -205,7 +210,7 @@ impl HttpSettings {
         };
         Ok(HttpSettings {
             proxy_listen,
-            api_listen: addrs("http.api_listen", raw.api_listen, &["127.0.0.1:8081"])?,
+            api_listen: addrs("http.api_listen", raw.api_listen, &[])?,
             upstream,
             connect_timeout: duration(
                 "http.connect_timeout",
@@ -234,6 +239,14 @@ impl HttpSettings {
             )?,
             trusted_peers,
             problem_type_base,
+            worker_threads: raw
+                .worker_threads
+                .map(|n| {
+                    NonZeroUsize::new(n).ok_or_else(|| {
+                        ConfigError::invalid("http.worker_threads", "must be at least 1")
+                    })
+                })
+                .transpose()?,
             shutdown_grace: duration(
                 "http.shutdown_grace",
                 raw.shutdown_grace,
@@ -272,13 +285,11 @@ mod tests {
     }
 
     #[test]
-    fn defaults_listen_on_loopback_api_only() {
+    fn defaults_listen_nowhere() {
+        // Nothing is bound unless configured: a kernel-only daemon opens no HTTP port.
         let s = HttpSettings::default();
         assert!(s.proxy_listen.is_empty());
-        assert_eq!(
-            s.api_listen,
-            vec!["127.0.0.1:8081".parse::<SocketAddr>().unwrap()]
-        );
+        assert!(s.api_listen.is_empty());
         assert_eq!(s.max_held_per_identity.get(), 8);
     }
 

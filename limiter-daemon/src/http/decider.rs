@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use http::{HeaderMap, Method};
 
 use crate::engine::decision::Decision;
+use crate::engine::{Engine, RequestInfo};
 
 /// What a surface knows about a request when it asks for a decision.
 #[derive(Clone, Copy, Debug)]
@@ -30,5 +31,20 @@ pub trait Decider: Send + Sync + 'static {
 impl<D: Decider + ?Sized> Decider for std::sync::Arc<D> {
     fn decide(&self, req: &RequestView<'_>) -> Decision {
         (**self).decide(req)
+    }
+}
+
+/// The real engine: the surfaces' view maps onto its [`RequestInfo`] one to one.
+impl Decider for Engine {
+    fn decide(&self, req: &RequestView<'_>) -> Decision {
+        Engine::decide(
+            self,
+            &RequestInfo {
+                peer: req.peer,
+                method: req.method.as_str(),
+                path: req.path,
+                headers: req.headers,
+            },
+        )
     }
 }

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::problem::Problem;
 use crate::config::http::HttpSettings;
-use crate::engine::decision::{Action, Decision, Reason, Tier, WindowKind, WindowState};
+use crate::engine::decision::{Action, Decision, Reason, WindowKind, WindowState};
 
 pub const X_RATELIMIT_TIER: HeaderName = HeaderName::from_static("x-ratelimit-tier");
 pub const X_RATELIMIT_LIMIT_HOUR: HeaderName = HeaderName::from_static("x-ratelimit-limit-hour");
@@ -29,52 +29,17 @@ pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-poli
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 pub const X_QUOTA_WARNING: HeaderName = HeaderName::from_static("x-quota-warning");
 
-/// What the 429 answer points to: where to sign in, where to get a key, the problem type base.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// How problem documents are typed: `about:blank` unless `[http] problem_type_base` is set,
+/// then the base with the reason appended. (The `upgrade` sentence comes with the decision.)
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Hints {
-    pub login_path: String,
-    pub account_path: String,
     pub problem_type_base: Option<String>,
 }
 
-impl Default for Hints {
-    fn default() -> Self {
-        Hints {
-            login_path: "/login".into(),
-            account_path: "/account".into(),
-            problem_type_base: None,
-        }
-    }
-}
-
 impl Hints {
-    /// Paths from `[upgrade]`, the problem type base from `[http]`.
-    pub fn new(
-        login_path: impl Into<String>,
-        account_path: impl Into<String>,
-        settings: &HttpSettings,
-    ) -> Self {
+    pub fn from_settings(settings: &HttpSettings) -> Self {
         Hints {
-            login_path: login_path.into(),
-            account_path: account_path.into(),
             problem_type_base: settings.problem_type_base.clone(),
-        }
-    }
-
-    /// The `upgrade` sentence: what the next rung is and where to get it; `None` at the top.
-    pub fn upgrade(&self, tier: Tier) -> Option<String> {
-        match tier.next()? {
-            Tier::Session => Some(format!(
-                "Sign in at {} to be metered as a signed-in caller (tier session) with higher \
-                 limits.",
-                self.login_path
-            )),
-            Tier::Sponsor => Some(format!(
-                "Get an API key at {} and send it with your requests to be metered at the \
-                 sponsor tier with higher limits.",
-                self.account_path
-            )),
-            Tier::Anon => None,
         }
     }
 }
@@ -130,9 +95,16 @@ pub fn policy_value(d: &Decision) -> String {
     s
 }
 
-/// `"burst";r=0;t=12, "hourly";r=480;t=1800, …` (remaining 0 for every window on a lockout).
+/// `"burst";r=0;t=12, "hourly";r=480;t=1800, …`. On a reject the window that refused says
+/// `r=0` and `t` = `Retry-After` (so the fields agree); on a lockout every window does.
 pub fn ratelimit_value(d: &Decision) -> String {
+    let rejected = d.action == Action::Reject;
     let locked = d.reason == Some(Reason::Locked);
+    let binding = if rejected {
+        binding_window(d).map(|w| w.kind)
+    } else {
+        None
+    };
     let mut s = String::with_capacity(24 * d.windows.len());
     for (i, w) in d.windows.iter().enumerate() {
         if i > 0 {
@@ -140,6 +112,8 @@ pub fn ratelimit_value(d: &Decision) -> String {
         }
         let (r, t) = if locked {
             (0, retry_after(d).max(w.reset_secs))
+        } else if binding == Some(w.kind) {
+            (0, retry_after(d))
         } else {
             (w.remaining, w.reset_secs)
         };
@@ -254,10 +228,7 @@ pub fn problem(d: &Decision, hints: &Hints) -> Problem {
         .with("retryAfter", retry_after(d))
         .with(
             "upgrade",
-            hints
-                .upgrade(d.tier)
-                .map(Value::from)
-                .unwrap_or(Value::Null),
+            d.upgrade.clone().map(Value::from).unwrap_or(Value::Null),
         )
 }
 
@@ -293,6 +264,7 @@ pub fn hold_overflow(d: &Decision) -> Response<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::decision::Tier;
     use std::time::Duration;
 
     fn win(
@@ -355,18 +327,6 @@ mod tests {
         assert_eq!(binding_window(&d).unwrap().kind, WindowKind::Burst);
         d.windows[0].remaining = 900;
         assert_eq!(binding_window(&d).unwrap().kind, WindowKind::Hourly);
-    }
-
-    #[test]
-    fn upgrade_names_next_rung_and_configured_paths() {
-        let hints = Hints {
-            login_path: "/signin".into(),
-            account_path: "/me/keys".into(),
-            problem_type_base: None,
-        };
-        assert!(hints.upgrade(Tier::Anon).unwrap().contains("/signin"));
-        assert!(hints.upgrade(Tier::Session).unwrap().contains("/me/keys"));
-        assert_eq!(hints.upgrade(Tier::Sponsor), None);
     }
 
     #[test]

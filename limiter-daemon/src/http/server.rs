@@ -185,6 +185,12 @@ pub async fn serve(
     for a in server.api_addrs()? {
         tracing::info!(addr = %a, "decision API and /v1/auth listening");
     }
+    if server.proxy_listeners.is_empty() && server.api_listeners.is_empty() {
+        tracing::warn!(
+            "no HTTP listener configured ([http] proxy_listen / api_listen): requests are not \
+             metered; only the kernel dataplane enforces"
+        );
+    }
     server.run(shutdown).await
 }
 

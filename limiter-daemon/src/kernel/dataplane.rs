@@ -61,7 +61,7 @@ impl Dataplane {
                 Ok(dp) => Ok(Some(dp)),
                 Err(err) => {
                     tracing::error!(
-                        error = %format!("{:#}", anyhow_chain(&err)),
+                        error = %super::error::chain(&err),
                         "KERNEL DATAPLANE NOT RUNNING: continuing userspace-only (kernel.mode = \"auto\"); \
                          set kernel.mode = \"required\" to make this fatal"
                     );
@@ -153,7 +153,7 @@ impl Dataplane {
                     }
                     Ok(Ok(_)) => {}
                     Ok(Err(err)) => {
-                        tracing::warn!(error = %err, "sweeping expired kernel entries failed")
+                        tracing::warn!(error = %super::error::chain(&err), "sweeping expired kernel entries failed")
                     }
                     Err(err) => tracing::warn!(error = %err, "sweep task failed"),
                 }
@@ -198,16 +198,4 @@ impl Drop for Dataplane {
             t.abort();
         }
     }
-}
-
-/// Renders an error with its sources, `a: b: c`.
-fn anyhow_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = err.to_string();
-    let mut src = err.source();
-    while let Some(e) = src {
-        s.push_str(": ");
-        s.push_str(&e.to_string());
-        src = e.source();
-    }
-    s
 }

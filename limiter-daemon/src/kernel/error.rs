@@ -131,3 +131,15 @@ pub(crate) fn is_full(err: &aya::maps::MapError) -> bool {
         _ => false,
     }
 }
+
+/// Renders an error with its sources, `a: b: c` (tracing's `%err` shows only the first).
+pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = err.to_string();
+    let mut src = err.source();
+    while let Some(e) = src {
+        s.push_str(": ");
+        s.push_str(&e.to_string());
+        src = e.source();
+    }
+    s
+}

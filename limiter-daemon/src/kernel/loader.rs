@@ -142,7 +142,7 @@ pub fn attach(
                 }
                 Err(err) => {
                     // Typically the interface went away and came back: the link is defunct.
-                    tracing::warn!(iface, error = %err, "pinned link cannot be reused; attaching afresh");
+                    tracing::warn!(iface, error = %super::error::chain(&err), "pinned link cannot be reused; attaching afresh");
                 }
             }
         }
@@ -150,7 +150,11 @@ pub fn attach(
     // Nothing adoptable: remove what is pinned for this interface first (native and generic XDP
     // cannot coexist on one device), then attach in the configured mode.
     for old in &existing {
-        tracing::warn!(iface, old = %old.mode, "replacing an attachment in a different mode");
+        if satisfies(old.mode, wish) {
+            tracing::info!(iface, old = %old.mode, "removing the stale pinned link");
+        } else {
+            tracing::warn!(iface, old = %old.mode, wish = ?wish, "replacing an attachment made in a different mode");
+        }
         unpin_link(&old.path)?;
     }
     let mode = attach_fresh(ebpf, layout, iface, wish)?;
@@ -246,7 +250,7 @@ fn attach_fresh(
                 Ok(id) => (id, first),
                 Err(err) => match fallback {
                     Some(fb) => {
-                        tracing::warn!(iface, error = %err, "native XDP refused; falling back to generic (skb) XDP");
+                        tracing::warn!(iface, error = %super::error::chain(&err), "native XDP refused; falling back to generic (skb) XDP");
                         (
                             prog.attach(iface, xdp_mode(fb)).map_err(attach_err(fb))?,
                             fb,

@@ -85,15 +85,41 @@ mod opt_secs {
     }
 }
 
+/// One map opened twice: writes go through a mutex (aya's updates take `&mut`), reads and scans
+/// use the second handle without a lock, so a long scan (status, sweep) never holds up a lockout
+/// being written from the request path.
+struct Shared<M> {
+    write: Mutex<M>,
+    read: M,
+}
+
+impl<M: TryFrom<Map, Error = aya::maps::MapError>> Shared<M> {
+    fn open(layout: &PinLayout, name: &'static str) -> Result<Self, KernelError> {
+        Ok(Self {
+            write: Mutex::new(open(layout, name)?),
+            read: open(layout, name)?,
+        })
+    }
+}
+
+impl<M> Shared<M> {
+    fn read(&self) -> &M {
+        &self.read
+    }
+    fn write(&self) -> parking_lot::MutexGuard<'_, M> {
+        self.write.lock()
+    }
+}
+
 /// Handles on every map the daemon writes or reads, opened from their pins.
 pub struct KernelMaps {
     layout: PinLayout,
-    config: Mutex<Array<MapData, KernelConfig>>,
-    ports: Mutex<Array<MapData, PortMark>>,
-    allow: Mutex<LpmTrie<MapData, CidrBytes, AllowMark>>,
-    deny: Mutex<LpmTrie<MapData, [u8; 16], DenyEntry>>,
-    lockout: Mutex<HashMap<MapData, IpKey, Lockout>>,
-    tier: Mutex<HashMap<MapData, IpKey, TierEntry>>,
+    config: Shared<Array<MapData, KernelConfig>>,
+    ports: Shared<Array<MapData, PortMark>>,
+    allow: Shared<LpmTrie<MapData, CidrBytes, AllowMark>>,
+    deny: Shared<LpmTrie<MapData, CidrBytes, DenyEntry>>,
+    lockout: Shared<HashMap<MapData, IpKey, Lockout>>,
+    tier: Shared<HashMap<MapData, IpKey, TierEntry>>,
     bucket: HashMap<MapData, IpKey, Bucket>,
     counters: PerCpuArray<MapData, Counter>,
 }
@@ -131,12 +157,12 @@ impl KernelMaps {
         }
         Ok(Self {
             layout: layout.clone(),
-            config: Mutex::new(open(layout, MAP_CONFIG)?),
-            ports: Mutex::new(open(layout, MAP_PORTS)?),
-            allow: Mutex::new(open(layout, MAP_ALLOW)?),
-            deny: Mutex::new(open(layout, MAP_DENY)?),
-            lockout: Mutex::new(open(layout, MAP_LOCKOUT)?),
-            tier: Mutex::new(open(layout, MAP_TIER)?),
+            config: Shared::open(layout, MAP_CONFIG)?,
+            ports: Shared::open(layout, MAP_PORTS)?,
+            allow: Shared::open(layout, MAP_ALLOW)?,
+            deny: Shared::open(layout, MAP_DENY)?,
+            lockout: Shared::open(layout, MAP_LOCKOUT)?,
+            tier: Shared::open(layout, MAP_TIER)?,
             bucket: open(layout, MAP_BUCKET)?,
             counters: open(layout, MAP_COUNTERS)?,
         })
@@ -151,7 +177,7 @@ impl KernelMaps {
     /// The config the kernel currently reads (all zero if never written).
     pub fn read_config(&self) -> Result<KernelConfig, KernelError> {
         self.config
-            .lock()
+            .read()
             .get(&0, 0)
             .map_err(|e| KernelError::map_op("reading", MAP_CONFIG, e))
     }
@@ -187,7 +213,7 @@ impl KernelMaps {
         }
         let has_allow = !self.allow_is_empty();
         let has_deny = !self.deny_is_empty();
-        let mut config = self.config.lock();
+        let mut config = self.config.write();
         cfg.flags |= list_flags(has_allow, has_deny);
         config
             .set(0, cfg, 0)
@@ -199,7 +225,7 @@ impl KernelMaps {
         for p in protected {
             want[usize::from(*p)] = true;
         }
-        let mut ports = self.ports.lock();
+        let mut ports = self.ports.write();
         // Only changed entries are written, so a restart with the same config is a read pass.
         for (port, want) in (0u32..).zip(want) {
             let res = match ports.get(&port, 0) {
@@ -221,7 +247,7 @@ impl KernelMaps {
 
     /// Ports marked protected in the kernel, ascending.
     pub fn protected_ports(&self) -> Result<Vec<u16>, KernelError> {
-        let ports = self.ports.lock();
+        let ports = self.ports.read();
         let mut out = Vec::new();
         for port in 0..ports.len().min(65536) {
             let mark = ports
@@ -239,7 +265,7 @@ impl KernelMaps {
     fn sync_list_flags(&self) -> Result<(), KernelError> {
         let has_allow = !self.allow_is_empty();
         let has_deny = !self.deny_is_empty();
-        let mut config = self.config.lock();
+        let mut config = self.config.write();
         let mut cfg = config
             .get(&0, 0)
             .map_err(|e| KernelError::map_op("reading", MAP_CONFIG, e))?;
@@ -277,7 +303,7 @@ impl KernelMaps {
             level,
             _reserved: 0,
         };
-        let mut map = self.lockout.lock();
+        let mut map = self.lockout.write();
         map.insert(key, value, 0)
             .map_err(|e| full_or(e, "writing", MAP_LOCKOUT, &map))
     }
@@ -285,7 +311,7 @@ impl KernelMaps {
     /// Lifts a lockout; `false` when there was none.
     pub fn unlock(&self, ip: IpAddr) -> Result<bool, KernelError> {
         let key = ip_key(ip, self.v6_prefix()?);
-        match self.lockout.lock().remove(&key) {
+        match self.lockout.write().remove(&key) {
             Ok(()) => Ok(true),
             Err(e) if is_not_found(&e) => Ok(false),
             Err(e) => Err(KernelError::map_op("removing from", MAP_LOCKOUT, e)),
@@ -296,7 +322,7 @@ impl KernelMaps {
     pub fn lockout(&self, ip: IpAddr) -> Result<Option<LockoutView>, KernelError> {
         let key = ip_key(ip, self.v6_prefix()?);
         let now = clock::boot_ns()?;
-        match self.lockout.lock().get(&key, 0) {
+        match self.lockout.read().get(&key, 0) {
             Ok(l) => Ok(Some(LockoutView {
                 ip: key_ip(&key),
                 level: l.level,
@@ -310,7 +336,7 @@ impl KernelMaps {
     /// Every lockout in the kernel map.
     pub fn lockouts(&self) -> Result<Vec<LockoutView>, KernelError> {
         let now = clock::boot_ns()?;
-        let map = self.lockout.lock();
+        let map = self.lockout.read();
         let mut out = Vec::new();
         for item in map.iter() {
             let (key, l) = item.map_err(|e| KernelError::map_op("listing", MAP_LOCKOUT, e))?;
@@ -335,7 +361,7 @@ impl KernelMaps {
         };
         // LRU map: a full map evicts the least recently used tier, which is the right loss.
         self.tier
-            .lock()
+            .write()
             .insert(key, value, 0)
             .map_err(|e| KernelError::map_op("writing", MAP_TIER, e))
     }
@@ -343,7 +369,7 @@ impl KernelMaps {
     /// Forgets `ip`'s tier (it falls back to the anonymous ceiling).
     pub fn clear_tier(&self, ip: IpAddr) -> Result<bool, KernelError> {
         let key = ip_key(ip, self.v6_prefix()?);
-        match self.tier.lock().remove(&key) {
+        match self.tier.write().remove(&key) {
             Ok(()) => Ok(true),
             Err(e) if is_not_found(&e) => Ok(false),
             Err(e) => Err(KernelError::map_op("removing from", MAP_TIER, e)),
@@ -353,7 +379,7 @@ impl KernelMaps {
     /// The tier the kernel holds for `ip` and whether it is still valid.
     pub fn tier(&self, ip: IpAddr) -> Result<Option<(u32, bool)>, KernelError> {
         let key = ip_key(ip, self.v6_prefix()?);
-        match self.tier.lock().get(&key, 0) {
+        match self.tier.read().get(&key, 0) {
             Ok(t) => Ok(Some((t.tier, t.expires_ns > clock::boot_ns()?))),
             Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(KernelError::map_op("reading", MAP_TIER, e)),
@@ -364,7 +390,7 @@ impl KernelMaps {
 
     pub fn allow_add(&self, net: IpNet) -> Result<(), KernelError> {
         {
-            let mut map = self.allow.lock();
+            let mut map = self.allow.write();
             map.insert(&cidr_key(net), AllowMark::from(1u8), 0)
                 .map_err(|e| full_or_trie(e, "writing", MAP_ALLOW, map.map_capacity()))?;
         }
@@ -372,13 +398,13 @@ impl KernelMaps {
     }
 
     pub fn allow_remove(&self, net: IpNet) -> Result<bool, KernelError> {
-        let removed = remove_cidr(&mut self.allow.lock(), net, MAP_ALLOW)?;
+        let removed = remove_cidr(&mut self.allow.write(), net, MAP_ALLOW)?;
         self.sync_list_flags()?;
         Ok(removed)
     }
 
     pub fn allow_list(&self) -> Result<Vec<IpNet>, KernelError> {
-        let map = self.allow.lock();
+        let map = self.allow.read();
         let mut out = Vec::new();
         for key in map.keys() {
             let key = key.map_err(|e| KernelError::map_op("listing", MAP_ALLOW, e))?;
@@ -394,7 +420,7 @@ impl KernelMaps {
             None => 0,
         };
         {
-            let mut map = self.deny.lock();
+            let mut map = self.deny.write();
             map.insert(&cidr_key(net), DenyEntry { deadline_ns }, 0)
                 .map_err(|e| full_or_trie(e, "writing", MAP_DENY, map.map_capacity()))?;
         }
@@ -402,14 +428,14 @@ impl KernelMaps {
     }
 
     pub fn deny_remove(&self, net: IpNet) -> Result<bool, KernelError> {
-        let removed = remove_cidr(&mut self.deny.lock(), net, MAP_DENY)?;
+        let removed = remove_cidr(&mut self.deny.write(), net, MAP_DENY)?;
         self.sync_list_flags()?;
         Ok(removed)
     }
 
     pub fn deny_list(&self) -> Result<Vec<DenyView>, KernelError> {
         let now = clock::boot_ns()?;
-        let map = self.deny.lock();
+        let map = self.deny.read();
         let mut out = Vec::new();
         for item in map.iter() {
             let (key, entry) = item.map_err(|e| KernelError::map_op("listing", MAP_DENY, e))?;
@@ -430,11 +456,11 @@ impl KernelMaps {
     }
 
     fn allow_is_empty(&self) -> bool {
-        self.allow.lock().keys().next().is_none()
+        self.allow.read().keys().next().is_none()
     }
 
     fn deny_is_empty(&self) -> bool {
-        self.deny.lock().keys().next().is_none()
+        self.deny.read().keys().next().is_none()
     }
 
     // ---- housekeeping -------------------------------------------------------------------------
@@ -444,40 +470,49 @@ impl KernelMaps {
     pub fn sweep_expired(&self) -> Result<Swept, KernelError> {
         let now = clock::boot_ns()?;
         let mut swept = Swept::default();
-        {
-            let mut map = self.lockout.lock();
-            let expired: Vec<IpKey> = map
-                .iter()
-                .filter_map(Result::ok)
-                .filter(|(_, l)| l.deadline_ns <= now)
-                .map(|(k, _)| k)
-                .collect();
-            for key in expired {
-                match map.remove(&key) {
-                    Ok(()) => swept.lockouts += 1,
-                    Err(e) if is_not_found(&e) => {}
-                    Err(e) => return Err(KernelError::map_op("removing from", MAP_LOCKOUT, e)),
-                }
+        // Scan without the write lock; take it per removal only.
+        let expired: Vec<IpKey> = self
+            .lockout
+            .read()
+            .iter()
+            .filter_map(Result::ok)
+            .filter(|(_, l)| l.deadline_ns <= now)
+            .map(|(k, _)| k)
+            .collect();
+        for key in expired {
+            let mut map = self.lockout.write();
+            // Re-check under the lock: a fresh lockout may have replaced the expired one.
+            match map.get(&key, 0) {
+                Ok(l) if l.deadline_ns <= now => {}
+                _ => continue,
+            }
+            match map.remove(&key) {
+                Ok(()) => swept.lockouts += 1,
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => return Err(KernelError::map_op("removing from", MAP_LOCKOUT, e)),
             }
         }
-        let deny_changed = {
-            let mut map = self.deny.lock();
-            let expired: Vec<Key<[u8; 16]>> = map
-                .iter()
-                .filter_map(Result::ok)
-                .filter(|(_, d)| d.deadline_ns != 0 && d.deadline_ns <= now)
-                .map(|(k, _)| k)
-                .collect();
-            for key in &expired {
-                match map.remove(key) {
-                    Ok(()) => swept.denies += 1,
-                    Err(e) if is_not_found(&e) => {}
-                    Err(e) => return Err(KernelError::map_op("removing from", MAP_DENY, e)),
-                }
+        let expired: Vec<Key<CidrBytes>> = self
+            .deny
+            .read()
+            .iter()
+            .filter_map(Result::ok)
+            .filter(|(_, d)| d.deadline_ns != 0 && d.deadline_ns <= now)
+            .map(|(k, _)| k)
+            .collect();
+        for key in &expired {
+            let mut map = self.deny.write();
+            match map.get(key, 0) {
+                Ok(d) if d.deadline_ns != 0 && d.deadline_ns <= now => {}
+                _ => continue,
             }
-            !expired.is_empty()
-        };
-        if deny_changed {
+            match map.remove(key) {
+                Ok(()) => swept.denies += 1,
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => return Err(KernelError::map_op("removing from", MAP_DENY, e)),
+            }
+        }
+        if swept.denies > 0 {
             self.sync_list_flags()?;
         }
         Ok(swept)
@@ -501,10 +536,10 @@ impl KernelMaps {
     /// Entries used against capacity, for the maps that fill up.
     pub fn fill(&self) -> Result<Vec<MapFill>, KernelError> {
         let count_err = |name| move |e| KernelError::map_op("counting", name, e);
-        let lockout = self.lockout.lock();
-        let tier = self.tier.lock();
-        let allow = self.allow.lock();
-        let deny = self.deny.lock();
+        let lockout = self.lockout.read();
+        let tier = self.tier.read();
+        let allow = self.allow.read();
+        let deny = self.deny.read();
         Ok(vec![
             MapFill {
                 name: MAP_LOCKOUT,
@@ -558,7 +593,7 @@ fn count<K>(
 }
 
 fn remove_cidr<V: aya::Pod>(
-    map: &mut LpmTrie<MapData, [u8; 16], V>,
+    map: &mut LpmTrie<MapData, CidrBytes, V>,
     net: IpNet,
     name: &'static str,
 ) -> Result<bool, KernelError> {

@@ -23,13 +23,13 @@ pub fn tier_index(tier: Tier) -> u32 {
 impl EnforcementSink for Dataplane {
     fn lock(&self, ip: IpAddr, duration: Duration, level: u32) {
         if let Err(err) = self.maps().lock(ip, duration, level) {
-            tracing::warn!(%ip, error = %err, "kernel lockout not written");
+            tracing::warn!(%ip, error = %super::error::chain(&err), "kernel lockout not written");
         }
     }
 
     fn unlock(&self, ip: IpAddr) {
         if let Err(err) = self.maps().unlock(ip) {
-            tracing::warn!(%ip, error = %err, "kernel lockout not removed");
+            tracing::warn!(%ip, error = %super::error::chain(&err), "kernel lockout not removed");
         }
     }
 
@@ -42,7 +42,7 @@ impl EnforcementSink for Dataplane {
                 .set_tier(ip, tier_index(t), self.settings().tier_ttl),
         };
         if let Err(err) = res {
-            tracing::warn!(%ip, tier = tier.as_str(), error = %err, "kernel tier not written");
+            tracing::warn!(%ip, tier = tier.as_str(), error = %super::error::chain(&err), "kernel tier not written");
         }
     }
 }

@@ -281,7 +281,7 @@ pub fn allow(tier: Tier, identity: &str) -> Decision {
         ],
         warn_remaining: None,
         identity: identity.to_string(),
-        upgrade: None,
+        upgrade: limiter_daemon::config::Config::default().upgrade.hint(tier),
         key_status: None,
         lockout_level: None,
         cost: 1,
@@ -343,8 +343,14 @@ pub fn scripted<F: Fn(&RequestView<'_>) -> Decision + Send + Sync + 'static>(
 
 /// Decides from the `x-test-who` header: `scanner` is delayed by `x-test-delay-ms`, `burst`
 /// rejected, anyone else allowed.
-pub fn by_header() -> Arc<impl Decider> {
-    scripted(|req: &RequestView<'_>| {
+pub type DecideFn = fn(&RequestView<'_>) -> Decision;
+
+pub fn by_header() -> Arc<Scripted<DecideFn>> {
+    scripted(by_header_decide as DecideFn)
+}
+
+fn by_header_decide(req: &RequestView<'_>) -> Decision {
+    {
         let who = req
             .headers
             .get("x-test-who")
@@ -362,7 +368,7 @@ pub fn by_header() -> Arc<impl Decider> {
             "burst" => reject(Tier::Anon, Reason::Burst, 42, &who),
             _ => allow(Tier::Anon, &who),
         }
-    })
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -405,7 +411,7 @@ pub fn settings(upstream: Option<SocketAddr>, extra: &str) -> HttpSettings {
 }
 
 pub async fn start(settings: HttpSettings, decider: Arc<dyn Decider>) -> Running {
-    let server = HttpServer::bind(&settings, Hints::default(), decider)
+    let server = HttpServer::bind(&settings, Hints::from_settings(&settings), decider)
         .await
         .unwrap();
     let proxy = server.proxy_addrs().unwrap().first().copied();
