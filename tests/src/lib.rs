@@ -2,6 +2,8 @@
 //! whether a privileged test may skip (never under `CI=true`), and polling with deadlines.
 
 pub mod frames;
+pub mod netns;
+pub mod nginx;
 pub mod testrun;
 
 use std::path::PathBuf;
