@@ -56,6 +56,8 @@ fn is_protected(pkt: &Packet) -> bool {
     }
     match LIM_PORTS.get(pkt.dport as u32) {
         Some(mark) => *mark != 0,
+        // Unreachable (the array has an entry for every port), but the verifier requires the
+        // lookup's null check.
         None => false,
     }
 }

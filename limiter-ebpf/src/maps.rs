@@ -59,6 +59,7 @@ pub static LIM_SAMPLER: PerCpuArray<u32> = PerCpuArray::with_max_entries(1, 0);
 /// constants rule out).
 #[inline(always)]
 pub fn count(index: u32) {
+    // The null check is for the verifier: every index passed is below `verdict::COUNT`.
     if let Some(slot) = LIM_COUNTERS.get_ptr_mut(index) {
         // SAFETY: a per-CPU array slot is only ever touched by this CPU while the program runs
         // (programs do not migrate mid-run), so the plain read-modify-write does not race.
