@@ -8,7 +8,7 @@ use limiter_common::{
 
 use crate::{
     clock::now_ns,
-    maps::{LIM_BUCKET, LIM_EVENTS, LIM_TIER},
+    maps::{LIM_BUCKET, LIM_EVENTS, LIM_SAMPLER, LIM_TIER},
     parse::Packet,
 };
 
@@ -62,21 +62,33 @@ pub fn admit(key: &IpKey, cfg: &KernelConfig, tier: u32, now: u64) -> bool {
     }
 }
 
-/// Sends one event for every `sample_every`-th over-ceiling drop on this CPU (`nth` is this CPU's
-/// drop count including this one). The tier is looked up again only for the sampled few. A full
-/// ring buffer loses the event, never the verdict.
+/// Sends one event for every `sample_every`-th over-ceiling drop on this CPU. A full ring buffer
+/// loses the event, never the verdict.
 #[inline(always)]
-pub fn sample(cfg: &KernelConfig, nth: u64, pkt: &Packet) {
-    let every = cfg.sample_every as u64;
-    if every == 0 || !nth.is_multiple_of(every) {
+pub fn sample(cfg: &KernelConfig, pkt: &Packet) {
+    let every = cfg.sample_every;
+    if every == 0 {
         return;
     }
+    let Some(left) = LIM_SAMPLER.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: this CPU's slot of a per-CPU array (see `maps::count`).
+    unsafe {
+        // A countdown left over from a larger `sample_every` is cut short to the new one.
+        if *left > 1 && *left <= every {
+            *left -= 1;
+            return;
+        }
+        *left = every;
+    }
+    // The key and tier are computed again only for the sampled few.
     let key = pkt.key(cfg.v6_prefix_len);
     let now = now_ns();
     let event = CeilingEvent {
-        addr: key.addr,
+        addr: key.bytes(),
         ts_ns: now,
-        tier: tier_of(&key, now),
+        tier: tier_of(key.as_ip_key(), now),
         dport: pkt.dport as u32,
     };
     // Losing an event to a full ring buffer is accepted: events feed metrics and logs only.

@@ -5,7 +5,7 @@
 //! Lockouts and the deny-list apply to TCP to protected ports, or to every packet from the source
 //! when `FLAG_LOCK_ALL_PORTS` is set; the ceiling applies to SYN-without-ACK to protected ports.
 
-use aya_ebpf::{maps::lpm_trie::Key, EbpfContext};
+use aya_ebpf::EbpfContext;
 use limiter_common::{
     config::{FLAG_HAS_ALLOW, FLAG_HAS_DENY, FLAG_LOCK_ALL_PORTS},
     verdict, KernelConfig,
@@ -37,21 +37,15 @@ pub fn run<C: EbpfContext>(ctx: &C, start: usize, end: usize) -> Action {
         }
     };
     let cfg = config::current(ctx);
-    let counter = decide(&pkt, &cfg);
+    let counter = decide(&pkt, cfg);
+    maps::count(counter);
     match counter {
-        verdict::DROP_LOCKED | verdict::DROP_DENIED => {
-            maps::count(counter);
-            Action::Drop
-        }
+        verdict::DROP_LOCKED | verdict::DROP_DENIED => Action::Drop,
         verdict::DROP_CEILING => {
-            let nth = maps::count(counter);
-            ceiling::sample(&cfg, nth, &pkt);
+            ceiling::sample(cfg, &pkt);
             Action::Drop
         }
-        _ => {
-            maps::count(counter);
-            Action::Pass
-        }
+        _ => Action::Pass,
     }
 }
 
@@ -62,6 +56,8 @@ fn is_protected(pkt: &Packet) -> bool {
     }
     match LIM_PORTS.get(pkt.dport as u32) {
         Some(mark) => *mark != 0,
+        // Unreachable (the array has an entry for every port), but the verifier requires the
+        // lookup's null check.
         None => false,
     }
 }
@@ -75,11 +71,11 @@ fn decide(pkt: &Packet, cfg: &KernelConfig) -> u32 {
         return verdict::PASS_UNPROTECTED;
     }
     // Skipped entirely when the list is empty: empty lists must cost nothing.
-    if cfg.flags & FLAG_HAS_ALLOW != 0 && LIM_ALLOW.get(Key::new(128, pkt.src)).is_some() {
+    if cfg.flags & FLAG_HAS_ALLOW != 0 && LIM_ALLOW.get(pkt.cidr_key().as_trie_key()).is_some() {
         return verdict::PASS_ALLOWED;
     }
     let key = pkt.key(cfg.v6_prefix_len);
-    if let Some(lock) = LIM_LOCKOUT.get_ptr(key) {
+    if let Some(lock) = LIM_LOCKOUT.get_ptr(key.as_ip_key()) {
         // SAFETY: valid map value pointer for this run.
         let deadline = unsafe { (*lock).deadline_ns };
         // An expired lockout passes; the daemon removes it in its own time.
@@ -88,7 +84,7 @@ fn decide(pkt: &Packet, cfg: &KernelConfig) -> u32 {
         }
     }
     if cfg.flags & FLAG_HAS_DENY != 0 {
-        if let Some(deny) = LIM_DENY.get(Key::new(128, pkt.src)) {
+        if let Some(deny) = LIM_DENY.get(pkt.cidr_key().as_trie_key()) {
             let deadline = deny.deadline_ns;
             if deadline == 0 || now_ns() < deadline {
                 return verdict::DROP_DENIED;
@@ -102,8 +98,8 @@ fn decide(pkt: &Packet, cfg: &KernelConfig) -> u32 {
         return verdict::PASS_CLEAN;
     }
     let now = now_ns();
-    let tier = ceiling::tier_of(&key, now);
-    if ceiling::admit(&key, cfg, tier, now) {
+    let tier = ceiling::tier_of(key.as_ip_key(), now);
+    if ceiling::admit(key.as_ip_key(), cfg, tier, now) {
         verdict::PASS_SYN
     } else {
         verdict::DROP_CEILING

@@ -2,8 +2,8 @@
 //! (`decide`), plus a pass-only XDP program used as the benchmark's baseline.
 //!
 //! Modules: `parse` (headers), `config` (runtime config), `decide` (verdict order and counting),
-//! `ceiling` (tier, token bucket, sampled events), `clock` (the kernel clock), `maps` (map
-//! definitions).
+//! `ceiling` (tier, token bucket, sampled events), `clock` (the kernel clock), `key` (aligned map
+//! keys), `maps` (map definitions).
 #![no_std]
 #![no_main]
 
@@ -11,6 +11,7 @@ mod ceiling;
 mod clock;
 mod config;
 mod decide;
+mod key;
 mod maps;
 mod parse;
 

@@ -49,17 +49,20 @@ pub static LIM_COUNTERS: PerCpuArray<Counter> = PerCpuArray::pinned(verdict::COU
 #[map]
 pub static LIM_EVENTS: RingBuf = RingBuf::pinned(EVENTS_BYTES, 0);
 
-/// Adds one to `index`'s per-CPU counter and returns the new value (0 if the index is invalid,
-/// which the callers' constants rule out).
+/// Per-CPU countdown to the next sampled over-ceiling event. Program-private and not pinned: a new
+/// load simply starts a fresh countdown. (A countdown instead of `nth % sample_every` because a
+/// 64-bit division costs more than the rest of the drop path.)
+#[map]
+pub static LIM_SAMPLER: PerCpuArray<u32> = PerCpuArray::with_max_entries(1, 0);
+
+/// Adds one to `index`'s per-CPU counter (a no-op for an invalid index, which the callers'
+/// constants rule out).
 #[inline(always)]
-pub fn count(index: u32) -> u64 {
-    match LIM_COUNTERS.get_ptr_mut(index) {
+pub fn count(index: u32) {
+    // The null check is for the verifier: every index passed is below `verdict::COUNT`.
+    if let Some(slot) = LIM_COUNTERS.get_ptr_mut(index) {
         // SAFETY: a per-CPU array slot is only ever touched by this CPU while the program runs
         // (programs do not migrate mid-run), so the plain read-modify-write does not race.
-        Some(slot) => unsafe {
-            *slot += 1;
-            *slot
-        },
-        None => 0,
+        unsafe { *slot += 1 }
     }
 }

@@ -165,10 +165,14 @@ impl KeyCache {
             Ok(None) => Slot::Absent { fetched_ms: now_ms },
             Err(err) => {
                 tracing::warn!(error = %err, "API key lookup failed; keeping the cached answer");
+                self.queue.lock().pending.remove(id);
                 return;
             }
         };
         let mut slots = self.slots.write();
+        // Still "in flight" until the answer is stored, so concurrent requests for the same id
+        // do not queue a second lookup.
+        self.queue.lock().pending.remove(id);
         if slots.len() >= self.capacity && !slots.contains_key(id) {
             // Negative answers go first; if the cache is full of real keys, drop one at random.
             slots.retain(|_, s| matches!(s, Slot::Known { .. }));
@@ -185,14 +189,7 @@ impl KeyCache {
     pub fn process_pending(&self, now_ms: u64) -> usize {
         let mut n = 0;
         loop {
-            let next = {
-                let mut q = self.queue.lock();
-                let id = q.order.pop_front();
-                if let Some(id) = &id {
-                    q.pending.remove(id);
-                }
-                id
-            };
+            let next = self.queue.lock().order.pop_front();
             let Some(id) = next else { return n };
             self.settle(&id, now_ms);
             n += 1;
@@ -216,11 +213,7 @@ impl KeyCache {
                     if q.stop {
                         return;
                     }
-                    let id = q.order.pop_front();
-                    if let Some(id) = &id {
-                        q.pending.remove(id);
-                    }
-                    id
+                    q.order.pop_front()
                 };
                 if let Some(id) = id {
                     cache.settle(&id, clock.now_ms());
