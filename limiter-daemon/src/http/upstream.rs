@@ -4,6 +4,7 @@
 //! returned unread.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::uri::{Authority, PathAndQuery, Scheme};
@@ -52,11 +53,18 @@ pub struct Upstream {
     client: Client<HttpConnector, Incoming>,
     authority: Authority,
     response_timeout: Duration,
-    pub counters: UpstreamCounters,
+    /// Shared by every proxy thread's client.
+    pub counters: Arc<UpstreamCounters>,
 }
 
 impl Upstream {
-    pub fn new(authority: Authority, settings: &HttpSettings) -> Self {
+    /// A client with its own connection pool, counting into `counters`. Call it on the runtime
+    /// that will use it: connections are driven by tasks spawned there.
+    pub fn new(
+        authority: Authority,
+        settings: &HttpSettings,
+        counters: Arc<UpstreamCounters>,
+    ) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(settings.connect_timeout));
@@ -69,7 +77,7 @@ impl Upstream {
             client,
             authority,
             response_timeout: settings.response_timeout,
-            counters: UpstreamCounters::default(),
+            counters,
         }
     }
 
