@@ -178,6 +178,18 @@ impl Engine {
         engine
     }
 
+    /// An engine over the embedded store in `cfg.store.state_dir`, lookups on a background
+    /// thread: what the daemon runs. Corrupt state files are set aside and logged (see
+    /// [`Store::corrupt_files`]); only an unusable state directory is an error.
+    pub fn open(
+        cfg: Arc<Config>,
+        sink: Arc<dyn EnforcementSink>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Engine, crate::store::StoreError> {
+        let store = crate::store::EmbeddedStore::open(&cfg.store, clock.now_ms())?;
+        Ok(Engine::new(cfg, Arc::new(store), sink, clock))
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> Arc<Config> {
         Arc::clone(&self.runtime.read().cfg)
