@@ -145,11 +145,12 @@ fn main() {
     let check = decide(&engine, &keyed[0], "/api/feeds");
     assert_eq!(check.tier, Tier::Sponsor, "keyed callers must be verified");
 
-    let resolver = IdentityResolver::new(&cfg, Arc::clone(engine.keys().cache()));
+    let resolver = IdentityResolver::new(&cfg);
+    let cache = Arc::clone(engine.keys().cache());
     let hasher = engine.store().hasher();
     let clock = SystemClock;
     let baseline = |c: &Caller| {
-        let caller = resolver.resolve(&cfg, c.peer, &c.headers, clock.now_ms());
+        let caller = resolver.resolve(&cfg, &cache, c.peer, &c.headers, clock.now_ms());
         std::hint::black_box(caller.id_key(&hasher));
     };
     let full = |c: &Caller| {

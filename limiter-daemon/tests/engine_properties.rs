@@ -23,7 +23,7 @@ fn burst_req(now_ms: u64, n: u32) -> CountRequest {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(128))]
 
     /// Any arrival pattern, any N: every 60 s span holds at most N admissions.
     #[test]

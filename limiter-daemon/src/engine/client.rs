@@ -2,6 +2,7 @@
 //! lockout, looked up by address (anonymous/session counters).
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use super::decision::Tier;
 use super::{Engine, EngineError};
@@ -34,7 +35,7 @@ impl Engine {
         let now = self.clock.now_ms();
         let group = client_ip::group(ip, cfg.identity.ipv6_prefix);
         let id = self.hasher.id(Namespace::Ip, group.to_string().as_bytes());
-        let lists = self.lists.read().clone();
+        let lists = Arc::clone(&self.runtime().lists);
         let anon = cfg.tiers.get(Tier::Anon);
         Ok(ClientReport {
             group,

@@ -85,14 +85,25 @@ impl Engine {
     }
 
     fn decide_at(&self, req: &RequestInfo<'_>, now: u64, count: bool) -> Decision {
-        let rt = self.runtime();
+        self.with_runtime(|rt| self.decide_with(rt, req, now, count))
+    }
+
+    fn decide_with(
+        &self,
+        rt: &super::Runtime,
+        req: &RequestInfo<'_>,
+        now: u64,
+        count: bool,
+    ) -> Decision {
         let cfg = &*rt.cfg;
-        let caller = rt.resolver.resolve(cfg, req.peer, req.headers, now);
+        let caller = rt
+            .resolver
+            .resolve(cfg, &self.key_cache, req.peer, req.headers, now);
         let id = caller.id_key(&self.hasher);
         let mut d = base_decision(cfg, caller.tier, id.display());
         d.key_status = caller.key_status;
 
-        let lists = self.lists.read().clone();
+        let lists = &rt.lists;
         if lists.allows(caller.ip) {
             return d;
         }

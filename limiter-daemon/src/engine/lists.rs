@@ -51,7 +51,11 @@ impl Engine {
             allow: read(ListKind::Allow),
             deny: read(ListKind::Deny),
         };
-        *self.lists.write() = Arc::new(snap);
+        self.replace_runtime(|old| super::Runtime {
+            cfg: Arc::clone(&old.cfg),
+            resolver: Arc::clone(&old.resolver),
+            lists: Arc::new(snap),
+        });
     }
 }
 

@@ -45,6 +45,8 @@ pub mod sink;
 pub mod strikes;
 pub mod tier_push;
 
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -88,13 +90,26 @@ impl Default for EngineOptions {
     }
 }
 
-/// Configuration plus what is derived from it; swapped whole on reload.
+/// Configuration plus what is derived from it, and the allow/deny lists; swapped whole on
+/// reload or list change. It holds no store or cache, so a stale copy keeps nothing big alive.
 pub(crate) struct Runtime {
     pub cfg: Arc<Config>,
-    pub resolver: IdentityResolver,
+    pub resolver: Arc<IdentityResolver>,
+    pub lists: Arc<ListSnapshot>,
+}
+
+static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// This thread's copy of an engine's runtime: (engine id, generation, runtime). Reading a
+    /// current copy touches no shared cache line, which is what lets decisions scale across
+    /// cores (a shared lock or reference count would bounce between them on every request).
+    static RUNTIME_CACHE: RefCell<Option<(u64, u64, Arc<Runtime>)>> = const { RefCell::new(None) };
 }
 
 pub struct Engine {
+    id: u64,
+    generation: AtomicU64,
     runtime: RwLock<Arc<Runtime>>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) sink: Arc<dyn EnforcementSink>,
@@ -103,7 +118,6 @@ pub struct Engine {
     pub(crate) key_cache: Arc<KeyCache>,
     pub(crate) strike_lock: Mutex<()>,
     pub(crate) rng: Mutex<StdRng>,
-    pub(crate) lists: RwLock<Arc<ListSnapshot>>,
     pub(crate) tiers: TierPusher,
     // Declared last: dropped after everything it might still use.
     _refresher: Option<RefresherGuard>,
@@ -140,9 +154,15 @@ impl Engine {
             Some(seed) => StdRng::seed_from_u64(seed),
             None => StdRng::from_entropy(),
         };
-        let resolver = IdentityResolver::new(&cfg, Arc::clone(&key_cache));
+        let resolver = Arc::new(IdentityResolver::new(&cfg));
         let engine = Engine {
-            runtime: RwLock::new(Arc::new(Runtime { cfg, resolver })),
+            id: NEXT_ENGINE_ID.fetch_add(1, Ordering::Relaxed),
+            generation: AtomicU64::new(0),
+            runtime: RwLock::new(Arc::new(Runtime {
+                cfg,
+                resolver,
+                lists: Arc::new(ListSnapshot::default()),
+            })),
             store,
             sink,
             clock,
@@ -150,7 +170,6 @@ impl Engine {
             key_cache,
             strike_lock: Mutex::new(()),
             rng: Mutex::new(rng),
-            lists: RwLock::new(Arc::new(ListSnapshot::default())),
             tiers: TierPusher::default(),
             _refresher: refresher,
         };
@@ -168,10 +187,40 @@ impl Engine {
         Arc::clone(&self.runtime.read())
     }
 
+    /// Runs `f` with the current runtime, from this thread's cached copy when it is current.
+    pub(crate) fn with_runtime<R>(&self, f: impl FnOnce(&Runtime) -> R) -> R {
+        let generation = self.generation.load(Ordering::Acquire);
+        RUNTIME_CACHE.with(|cell| {
+            if let Ok(cached) = cell.try_borrow() {
+                if let Some((id, g, rt)) = &*cached {
+                    if *id == self.id && *g == generation {
+                        return f(rt);
+                    }
+                }
+            }
+            let rt = self.runtime();
+            if let Ok(mut slot) = cell.try_borrow_mut() {
+                *slot = Some((self.id, generation, Arc::clone(&rt)));
+            }
+            f(&rt)
+        })
+    }
+
+    /// Replaces the runtime; every thread picks the new one up on its next decision.
+    pub(crate) fn replace_runtime(&self, f: impl FnOnce(&Runtime) -> Runtime) {
+        let mut w = self.runtime.write();
+        *w = Arc::new(f(&w));
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
     /// Swaps in a new configuration (already validated). Counters, keys and lockouts stay.
     pub fn reload(&self, cfg: Arc<Config>) {
-        let resolver = IdentityResolver::new(&cfg, Arc::clone(&self.key_cache));
-        *self.runtime.write() = Arc::new(Runtime { cfg, resolver });
+        let resolver = Arc::new(IdentityResolver::new(&cfg));
+        self.replace_runtime(|old| Runtime {
+            cfg,
+            resolver,
+            lists: Arc::clone(&old.lists),
+        });
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {

@@ -60,6 +60,7 @@ pub async fn handle(
     }
 
     let (mut parts, body) = req.into_parts();
+    let client_version = parts.version;
     strip_hop_by_hop(&mut parts.headers);
     append_forwarded_for(&mut parts.headers, peer);
     // Upstream connections are HTTP/1.1 keep-alive whatever the client spoke.
@@ -67,6 +68,8 @@ pub async fn handle(
     match state.upstream.send(Request::from_parts(parts, body)).await {
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
+            // Answer in the client's protocol version, whatever the upstream spoke.
+            parts.version = client_version;
             strip_hop_by_hop(&mut parts.headers);
             write_headers(&decision, &mut parts.headers);
             Response::from_parts(parts, streamed(body))

@@ -62,21 +62,27 @@ impl Caller {
     }
 }
 
-/// Resolves callers for one configuration.
+/// Resolves callers for one configuration (holds what is derived from it: the JWT verifier).
 pub struct IdentityResolver {
     jwt: Option<JwtVerifier>,
-    keys: Arc<KeyCache>,
 }
 
 impl IdentityResolver {
-    pub fn new(cfg: &Config, keys: Arc<KeyCache>) -> Self {
+    pub fn new(cfg: &Config) -> Self {
         IdentityResolver {
             jwt: cfg.jwt.as_ref().map(JwtVerifier::new),
-            keys,
         }
     }
 
-    pub fn resolve(&self, cfg: &Config, peer: IpAddr, headers: &HeaderMap, now_ms: u64) -> Caller {
+    /// Who `peer` with `headers` is at `now_ms`. API keys are checked against `keys`.
+    pub fn resolve(
+        &self,
+        cfg: &Config,
+        keys: &KeyCache,
+        peer: IpAddr,
+        headers: &HeaderMap,
+        now_ms: u64,
+    ) -> Caller {
         let ip = client_ip::client_ip(peer, headers, &cfg.identity);
         let group = client_ip::group(ip, cfg.identity.ipv6_prefix);
         let cookie = session::has_session_cookie(headers, &cfg.identity.session_cookie);
@@ -109,7 +115,7 @@ impl IdentityResolver {
             // The shape is checked first: a wrong shape never reaches the cache.
             match api_key::parse_key(text, &cfg.keys.prefix) {
                 None => caller.key_status = Some(KeyStatus::Malformed),
-                Some(k) => match self.keys.check(k.id, k.secret, now_ms) {
+                Some(k) => match keys.check(k.id, k.secret, now_ms) {
                     KeyCheck::Verified(record) => {
                         caller.tier = record.tier;
                         caller.subject = Subject::Key(record);

@@ -7,6 +7,7 @@ pub mod persisted;
 
 use std::net::IpAddr;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 
 use ipnet::IpNet;
 
@@ -148,6 +149,9 @@ impl Store for EmbeddedStore {
     }
 
     fn lockout(&self, ip: IpAddr) -> Result<Option<Lockout>, StoreError> {
+        if self.persisted.lockout_count.load(Ordering::Acquire) == 0 {
+            return Ok(None);
+        }
         Ok(self.persisted.enforcement.read().lockouts.get(&ip).copied())
     }
 

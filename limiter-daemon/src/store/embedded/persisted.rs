@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ipnet::IpNet;
 use parking_lot::{Mutex, RwLock};
@@ -52,6 +53,9 @@ pub struct Persisted {
     dir: PathBuf,
     pub keys: RwLock<HashMap<String, KeyRecord>>,
     pub enforcement: RwLock<Enforcement>,
+    /// Lockouts held (active or not yet pruned): zero lets the request path skip the lock,
+    /// so the common case touches no shared cache line.
+    pub lockout_count: AtomicUsize,
     pub lists: RwLock<HashMap<ListKind, Vec<ListEntry>>>,
     /// Serialises file writes so an older snapshot never overwrites a newer one.
     write_lock: Mutex<()>,
@@ -79,6 +83,7 @@ impl Persisted {
         let keys: KeysFile = load(&dir.join(KEYS_FILE), now_ms, &mut corrupt)?;
         let enf: EnforcementFile = load(&dir.join(ENFORCEMENT_FILE), now_ms, &mut corrupt)?;
         let lists: ListsFile = load(&dir.join(LISTS_FILE), now_ms, &mut corrupt)?;
+        let lockout_count = AtomicUsize::new(enf.lockouts.len());
         let mut list_map = HashMap::new();
         list_map.insert(ListKind::Allow, lists.allow);
         list_map.insert(ListKind::Deny, lists.deny);
@@ -90,6 +95,7 @@ impl Persisted {
                 strikes: enf.strikes.into_iter().map(|s| (s.ip, s.record)).collect(),
             }),
             lists: RwLock::new(list_map),
+            lockout_count,
             write_lock: Mutex::new(()),
             corrupt,
         })
@@ -113,7 +119,13 @@ impl Persisted {
         change: impl FnOnce(&mut Enforcement) -> R,
     ) -> Result<R, StoreError> {
         let _w = self.write_lock.lock();
-        let r = change(&mut self.enforcement.write());
+        let r = {
+            let mut e = self.enforcement.write();
+            let r = change(&mut e);
+            self.lockout_count
+                .store(e.lockouts.len(), Ordering::Release);
+            r
+        };
         let file = {
             let e = self.enforcement.read();
             EnforcementFile {
