@@ -10,6 +10,7 @@ pub mod count;
 pub mod embedded;
 pub mod records;
 pub mod state_file;
+pub mod valkey;
 pub mod windows;
 
 use std::net::IpAddr;
@@ -50,6 +51,8 @@ pub enum StoreError {
         #[source]
         source: serde_json::Error,
     },
+    #[error("valkey {op}: {message}")]
+    Valkey { op: &'static str, message: String },
     #[error("API key id {id} already exists")]
     KeyExists { id: String },
 }
