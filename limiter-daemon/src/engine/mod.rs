@@ -189,12 +189,16 @@ impl Engine {
         let s = &cfg.store;
         let store: Arc<dyn Store> = match (s.backend, &s.valkey_address) {
             (crate::config::store::StoreBackend::Valkey, Some(addr)) => {
-                Arc::new(crate::store::valkey::ValkeyStore::open(
+                let remote = Arc::new(crate::store::valkey::ValkeyStore::open(
                     addr,
                     &s.key_prefix,
                     s.hash,
                     s.hash_secret.as_deref(),
-                )?)
+                )?);
+                Arc::new(crate::store::fallback::FallbackStore::new(
+                    remote,
+                    s.max_identities,
+                ))
             }
             _ => Arc::new(crate::store::EmbeddedStore::open(s, clock.now_ms())?),
         };

@@ -8,6 +8,7 @@
 
 pub mod count;
 pub mod embedded;
+pub mod fallback;
 pub mod records;
 pub mod state_file;
 pub mod valkey;
@@ -95,6 +96,11 @@ pub trait Store: KeyLookup + Send + Sync + 'static {
     fn list(&self, kind: ListKind) -> Result<Vec<ListEntry>, StoreError>;
     fn put_list_entry(&self, kind: ListKind, entry: ListEntry) -> Result<(), StoreError>;
     fn remove_list_entry(&self, kind: ListKind, net: &IpNet) -> Result<bool, StoreError>;
+
+    /// True while counting has fallen back to local memory because the store is down.
+    fn degraded(&self) -> bool {
+        false
+    }
 
     /// State files found corrupt when the store opened.
     fn corrupt_files(&self) -> Vec<CorruptFile> {
