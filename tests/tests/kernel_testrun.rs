@@ -756,6 +756,29 @@ fn lockout_drops_until_its_deadline() {
     expect(&mut k, &syn(src), XDP_PASS, verdict::PASS_SYN);
 }
 
+/// The program's clock moves: a lockout a few jiffies ahead drops now and passes once the kernel
+/// clock has reached its deadline, never before. (Polled with a deadline, no fixed sleep.)
+#[test]
+fn lockout_expires_as_the_kernel_clock_advances() {
+    let Some(mut k) = setup() else { return };
+    let src = "192.0.2.82";
+    let ack = Frame::tcp(ip(src), PORT, TCP_ACK).build();
+    let deadline = boottime_ns() + 50_000_000;
+    k.lock(key(ip(src), 64), deadline, 1);
+    expect(&mut k, &ack, XDP_DROP, verdict::DROP_LOCKED);
+    let passed_at = limiter_tests::poll(
+        std::time::Duration::from_secs(5),
+        "the lockout to expire in the program",
+        || (k.xdp(&ack) == XDP_PASS).then(boottime_ns),
+    );
+    assert!(
+        passed_at >= deadline,
+        "passed {} ns before the deadline",
+        deadline - passed_at
+    );
+    expect(&mut k, &ack, XDP_PASS, verdict::PASS_CLEAN);
+}
+
 #[test]
 fn unlock_takes_effect_at_once() {
     let Some(mut k) = setup() else { return };

@@ -178,6 +178,33 @@ impl Engine {
         engine
     }
 
+    /// An engine over the configured store (embedded in `cfg.store.state_dir`, or Valkey),
+    /// lookups on a background thread: what the daemon runs. Corrupt state files are set aside
+    /// and logged (see [`Store::corrupt_files`]); only an unusable store is an error.
+    pub fn open(
+        cfg: Arc<Config>,
+        sink: Arc<dyn EnforcementSink>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Engine, crate::store::StoreError> {
+        let s = &cfg.store;
+        let store: Arc<dyn Store> = match (s.backend, &s.valkey_address) {
+            (crate::config::store::StoreBackend::Valkey, Some(addr)) => {
+                let remote = Arc::new(crate::store::valkey::ValkeyStore::open(
+                    addr,
+                    &s.key_prefix,
+                    s.hash,
+                    s.hash_secret.as_deref(),
+                )?);
+                Arc::new(crate::store::fallback::FallbackStore::new(
+                    remote,
+                    s.max_identities,
+                ))
+            }
+            _ => Arc::new(crate::store::EmbeddedStore::open(s, clock.now_ms())?),
+        };
+        Ok(Engine::new(cfg, store, sink, clock))
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> Arc<Config> {
         Arc::clone(&self.runtime.read().cfg)

@@ -54,19 +54,30 @@ struct Queue {
     stop: bool,
 }
 
+const SLOT_SHARDS: usize = 16;
+
+#[derive(Default)]
+#[repr(align(64))]
+struct SlotShard {
+    slots: RwLock<HashMap<String, Slot>>,
+    consulted: AtomicU64,
+}
+
 /// Bound on queued lookups: beyond it, new IDs stay pending until the queue drains.
 const MAX_QUEUED: usize = 10_000;
 
 pub struct KeyCache {
-    slots: RwLock<HashMap<String, Slot>>,
+    /// Answers, sharded by key id so verified callers on different cores rarely share a
+    /// lock or a counter's cache line.
+    shards: Box<[SlotShard]>,
     queue: Mutex<Queue>,
     wake: Condvar,
     lookup: Arc<dyn KeyLookup>,
     hasher: IdentityHasher,
     ttl_ms: u64,
     negative_ttl_ms: u64,
+    /// Per shard.
     capacity: usize,
-    consulted: AtomicU64,
     lookups: AtomicU64,
 }
 
@@ -77,22 +88,32 @@ impl KeyCache {
         settings: &crate::config::KeySettings,
     ) -> Self {
         KeyCache {
-            slots: RwLock::new(HashMap::new()),
+            shards: (0..SLOT_SHARDS).map(|_| SlotShard::default()).collect(),
             queue: Mutex::new(Queue::default()),
             wake: Condvar::new(),
             lookup,
             hasher,
             ttl_ms: u64::try_from(settings.cache_ttl.as_millis()).unwrap_or(u64::MAX),
             negative_ttl_ms: u64::try_from(settings.negative_ttl.as_millis()).unwrap_or(u64::MAX),
-            capacity: settings.cache_capacity,
-            consulted: AtomicU64::new(0),
+            capacity: settings.cache_capacity.div_ceil(SLOT_SHARDS).max(1),
             lookups: AtomicU64::new(0),
         }
     }
 
+    fn shard(&self, id: &str) -> &SlotShard {
+        // FNV-1a: ids are 8 hex digits chosen at random, any spread will do.
+        let h = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        &self.shards[(h % SLOT_SHARDS as u64) as usize]
+    }
+
     /// How many times a presented key reached the cache (tests: wrong shapes must not).
     pub fn consultations(&self) -> u64 {
-        self.consulted.load(Ordering::Relaxed)
+        self.shards
+            .iter()
+            .map(|s| s.consulted.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// How many backend lookups ran.
@@ -102,9 +123,10 @@ impl KeyCache {
 
     /// Answers from memory; never waits for the backend.
     pub fn check(&self, id: &str, secret: &str, now_ms: u64) -> KeyCheck {
-        self.consulted.fetch_add(1, Ordering::Relaxed);
+        let shard = self.shard(id);
+        shard.consulted.fetch_add(1, Ordering::Relaxed);
         let (answer, refresh) = {
-            let slots = self.slots.read();
+            let slots = shard.slots.read();
             match slots.get(id) {
                 None => (KeyCheck::Pending, true),
                 Some(Slot::Absent { fetched_ms }) => (
@@ -149,7 +171,8 @@ impl KeyCache {
 
     /// Forget what is known about `id` and answer invalid from now on (revocation).
     pub fn invalidate(&self, id: &str, now_ms: u64) {
-        self.slots
+        self.shard(id)
+            .slots
             .write()
             .insert(id.to_string(), Slot::Absent { fetched_ms: now_ms });
     }
@@ -169,7 +192,7 @@ impl KeyCache {
                 return;
             }
         };
-        let mut slots = self.slots.write();
+        let mut slots = self.shard(id).slots.write();
         // Still "in flight" until the answer is stored, so concurrent requests for the same id
         // do not queue a second lookup.
         self.queue.lock().pending.remove(id);

