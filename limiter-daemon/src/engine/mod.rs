@@ -22,8 +22,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! - [`Engine::decide`] is synchronous and never blocks on I/O (the embedded store is memory;
-//!   key lookups land behind the request). It never fails: a decision is a value.
+//! - [`Engine::decide`] is synchronous. With the embedded store it never blocks on I/O (the
+//!   counters are memory; key lookups land behind the request); with the Valkey store it makes
+//!   one or two blocking round trips. It never fails: a decision is a value.
 //! - [`Engine::explain`]: the same decision without counting anything (admin dry-run).
 //! - [`Engine::attempt`]: the compatibility call (120/min burst, no hourly budget).
 //! - [`Engine::keys`]: issue (secret returned once), revoke, list API keys.
