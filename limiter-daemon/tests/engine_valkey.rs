@@ -311,3 +311,93 @@ fn store_down_falls_back_to_local_counting_and_resumes() {
     assert_eq!(engine.decide(&other).action, Action::Allow);
     assert!(!engine.store().degraded(), "resumed");
 }
+
+/// The commands other clients send the server while `f` runs, as MONITOR reports them: one
+/// line per command a client sent (a round trip), and a script's own commands marked `lua`,
+/// which are left out here.
+fn client_commands_during(addr: &str, f: impl FnOnce()) -> Vec<String> {
+    let client = redis::Client::open(format!("redis://{addr}/")).unwrap();
+    let mut monitor = client.get_connection().unwrap();
+    let mut other = client.get_connection().unwrap();
+    monitor
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    redis::cmd("MONITOR").exec(&mut monitor).unwrap();
+    f();
+    // MONITOR streams in order: once this marker arrives, everything `f` sent has.
+    let marker = format!("end-of-run-{}", rand::random::<u64>());
+    redis::cmd("ECHO").arg(&marker).exec(&mut other).unwrap();
+    let mut lines = Vec::new();
+    loop {
+        let line: String = redis::from_redis_value(monitor.recv_response().unwrap()).unwrap();
+        if line.contains(&marker) {
+            return lines;
+        }
+        if !line.contains(" lua]") {
+            lines.push(line);
+        }
+    }
+}
+
+#[test]
+fn one_round_trip_per_decision_allowed_or_locked() {
+    let Some(server) = start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[store]\nbackend = \"valkey\"\nvalkey_address = \"{}\"\nkey_prefix = \"rt:\"\n",
+        server.addr
+    );
+    let cfg = Arc::new(config(&text, dir.path()));
+    let clock = ManualClock::new(T0);
+    let engine = Engine::open(
+        cfg,
+        Arc::new(RecordingSink::default()),
+        Arc::new(clock.clone()),
+    )
+    .unwrap();
+    let h = http::HeaderMap::new();
+    let req = |peer: &str| limiter_daemon::engine::RequestInfo {
+        peer: ip(peer),
+        method: "GET",
+        path: "/",
+        headers: &h,
+    };
+    // 192.0.2.20 earns a burst lockout before the count starts (the strike itself writes).
+    for _ in 0..121 {
+        engine.decide(&req("192.0.2.20"));
+    }
+    assert_eq!(
+        engine.decide(&req("192.0.2.20")).reason,
+        Some(Reason::Locked)
+    );
+    // Opens the pooled connection 192.0.2.22 uses (a handshake is not a decision's cost).
+    assert_eq!(engine.decide(&req("192.0.2.22")).action, Action::Allow);
+
+    let mut seen = Vec::new();
+    let lines = client_commands_during(&server.addr, || {
+        for _ in 0..25 {
+            seen.push(engine.decide(&req("192.0.2.22")).reason);
+            seen.push(engine.decide(&req("192.0.2.20")).reason);
+        }
+    });
+    assert_eq!(lines.len(), 50, "one command per decision: {lines:#?}");
+    assert!(
+        lines.iter().all(|l| l.contains("\"EVALSHA\"")),
+        "each is the script: {lines:#?}"
+    );
+    assert_eq!(
+        seen,
+        std::iter::repeat_n([None, Some(Reason::Locked)], 25)
+            .flatten()
+            .collect::<Vec<_>>()
+    );
+
+    // The locked caller's decisions counted nothing; the other's counted each.
+    let store = ValkeyStore::open(&server.addr, "rt:", HashMode::Hmac, None).unwrap();
+    let hourly = |peer: &str| {
+        let id = store.hasher().id(Namespace::Ip, peer.as_bytes());
+        store.usage(&id, T0).unwrap().map(|u| u.hourly)
+    };
+    assert_eq!(hourly("192.0.2.20"), Some(120));
+    assert_eq!(hourly("192.0.2.22"), Some(26));
+}
