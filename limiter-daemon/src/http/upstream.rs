@@ -232,30 +232,30 @@ impl Upstream {
             }
         }
         let exchange = async {
-            let mut req = req;
-            // A pooled connection may have been closed by the upstream just now; hyper then
-            // hands the unsent request back and it goes out once more on a new connection.
-            for fresh in [false, true] {
-                let mut sender = if fresh {
-                    self.connect().await?
-                } else {
-                    self.checkout().await?
-                };
-                match sender.try_send_request(req).await {
-                    Ok(resp) => return Ok((resp, sender)),
-                    Err(mut err) => match err.take_message() {
-                        Some(unsent) if !fresh => req = unsent,
-                        _ => {
-                            self.counters.failed.fetch_add(1, Ordering::Relaxed);
-                            return Err(UpstreamError::Failed {
-                                authority: self.authority.clone(),
-                                source: err.into_error(),
-                            });
-                        }
-                    },
+            let failed = |err: hyper::client::conn::TrySendError<Request<Incoming>>| {
+                self.counters.failed.fetch_add(1, Ordering::Relaxed);
+                UpstreamError::Failed {
+                    authority: self.authority.clone(),
+                    source: err.into_error(),
+                }
+            };
+            let mut sender = self.checkout().await?;
+            match sender.try_send_request(req).await {
+                Ok(resp) => Ok((resp, sender)),
+                Err(mut err) => {
+                    // A pooled connection may have been closed by the upstream just now: hyper
+                    // hands the unsent request back, and it goes out once more on a new
+                    // connection. A request already (partly) sent is never repeated.
+                    let Some(unsent) = err.take_message() else {
+                        return Err(failed(err));
+                    };
+                    let mut sender = self.connect().await?;
+                    match sender.try_send_request(unsent).await {
+                        Ok(resp) => Ok((resp, sender)),
+                        Err(err) => Err(failed(err)),
+                    }
                 }
             }
-            unreachable!("the second attempt always returns")
         };
         match tokio::time::timeout(self.response_timeout, exchange).await {
             Ok(Ok((resp, sender))) => {
