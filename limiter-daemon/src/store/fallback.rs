@@ -17,7 +17,7 @@ use parking_lot::RwLock;
 use super::count::{CountOutcome, CountRequest, Usage};
 use super::embedded::counters::Counters;
 use super::records::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
-use super::{CorruptFile, Store, StoreError};
+use super::{CorruptFile, Gate, Store, StoreError};
 use crate::identity::hash::{IdKey, IdentityHasher};
 use crate::identity::key_cache::KeyLookup;
 
@@ -46,23 +46,20 @@ impl FallbackStore {
     }
 }
 
-impl KeyLookup for FallbackStore {
-    fn lookup_key(&self, id: &str) -> Result<Option<KeyRecord>, StoreError> {
-        self.remote.lookup_key(id)
-    }
-}
-
-impl Store for FallbackStore {
-    fn hasher(&self) -> IdentityHasher {
-        self.remote.hasher()
-    }
-
-    fn check_and_count(&self, req: &CountRequest) -> Result<CountOutcome, StoreError> {
+impl FallbackStore {
+    /// `remote(…)` while the remote store answers; local counting (wrapped by `local`) while it
+    /// is down, trying it again every [`RETRY_MS`].
+    fn remote_or_local<T>(
+        &self,
+        req: &CountRequest,
+        remote: impl FnOnce(&dyn Store) -> Result<T, StoreError>,
+        local: impl FnOnce(CountOutcome) -> T,
+    ) -> Result<T, StoreError> {
         let degraded = self.degraded.load(Ordering::Relaxed);
         if degraded && req.now_ms < self.retry_at_ms.load(Ordering::Relaxed) {
-            return Ok(self.local.check_and_count(req));
+            return Ok(local(self.local.check_and_count(req)));
         }
-        match self.remote.check_and_count(req) {
+        match remote(&*self.remote) {
             Ok(o) => {
                 if degraded {
                     self.degraded.store(false, Ordering::Relaxed);
@@ -76,9 +73,40 @@ impl Store for FallbackStore {
                 if !self.degraded.swap(true, Ordering::Relaxed) {
                     tracing::error!(error = %err, "store down: counting locally (degraded)");
                 }
-                Ok(self.local.check_and_count(req))
+                Ok(local(self.local.check_and_count(req)))
             }
         }
+    }
+
+    /// A lockout made while the remote store was down.
+    fn local_lockout(&self, ip: IpAddr) -> Option<Lockout> {
+        if self.local_lockout_count.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        self.local_lockouts.read().get(&ip).copied()
+    }
+}
+
+impl KeyLookup for FallbackStore {
+    fn lookup_key(&self, id: &str) -> Result<Option<KeyRecord>, StoreError> {
+        self.remote.lookup_key(id)
+    }
+}
+
+impl Store for FallbackStore {
+    fn hasher(&self) -> IdentityHasher {
+        self.remote.hasher()
+    }
+
+    fn check_and_count(&self, req: &CountRequest) -> Result<CountOutcome, StoreError> {
+        self.remote_or_local(req, |remote| remote.check_and_count(req), |o| o)
+    }
+
+    fn gate_and_count(&self, ip: IpAddr, req: &CountRequest) -> Result<Gate, StoreError> {
+        if let Some(l) = self.local_lockout(ip).filter(|l| l.is_active(req.now_ms)) {
+            return Ok(Gate::Locked(l));
+        }
+        self.remote_or_local(req, |remote| remote.gate_and_count(ip, req), Gate::Counted)
     }
 
     fn degraded(&self) -> bool {
@@ -123,10 +151,8 @@ impl Store for FallbackStore {
         Ok(())
     }
     fn lockout(&self, ip: IpAddr) -> Result<Option<Lockout>, StoreError> {
-        if self.local_lockout_count.load(Ordering::Acquire) > 0 {
-            if let Some(l) = self.local_lockouts.read().get(&ip) {
-                return Ok(Some(*l));
-            }
+        if let Some(l) = self.local_lockout(ip) {
+            return Ok(Some(l));
         }
         if self.degraded() {
             // Do not pay a round trip per request while the store is known down.

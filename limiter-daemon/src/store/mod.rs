@@ -9,6 +9,7 @@
 pub mod count;
 pub mod embedded;
 pub mod fallback;
+pub mod gate;
 pub mod records;
 pub mod state_file;
 pub mod valkey;
@@ -21,6 +22,7 @@ use ipnet::IpNet;
 
 pub use count::{CountOutcome, CountRequest, DailyRule, Usage, WindowUse};
 pub use embedded::EmbeddedStore;
+pub use gate::Gate;
 pub use records::{KeyRecord, ListEntry, ListKind, LockCause, Lockout, StrikeRecord};
 
 use crate::identity::hash::{IdKey, IdentityHasher};
@@ -72,6 +74,15 @@ pub trait Store: KeyLookup + Send + Sync + 'static {
     fn hasher(&self) -> IdentityHasher;
     /// Checks every window of one identity and counts the request if none refuses, atomically.
     fn check_and_count(&self, req: &CountRequest) -> Result<CountOutcome, StoreError>;
+    /// What one counted decision asks: `ip`'s lockout if active at `req.now_ms` (nothing
+    /// counted), else [`Store::check_and_count`]. Remote stores answer in one round trip; the
+    /// default asks the two questions in turn (free for an in-process store).
+    fn gate_and_count(&self, ip: IpAddr, req: &CountRequest) -> Result<Gate, StoreError> {
+        if let Some(l) = self.lockout(ip)?.filter(|l| l.is_active(req.now_ms)) {
+            return Ok(Gate::Locked(l));
+        }
+        self.check_and_count(req).map(Gate::Counted)
+    }
     /// Current use of an identity without counting.
     fn usage(&self, id: &IdKey, now_ms: u64) -> Result<Option<Usage>, StoreError>;
     /// Identities currently tracked.

@@ -1,8 +1,22 @@
--- One atomic check-and-count of every window of one identity: the same semantics as
--- store::count::apply. All keys share the identity's hash tag, so they live in one cluster slot.
--- KEYS: 1 burst hash (slot -> count), 2 hourly, 3 key hourly, 4 daily (window index in the name)
+-- One decision in one call: the caller's lockout, then (if none is active) one atomic
+-- check-and-count of every window of one identity, the same semantics as store::count::apply.
+-- All keys share one hash tag, so they live in one cluster slot.
+-- KEYS: 1 burst hash (slot -> count), 2 hourly, 3 key hourly, 4 daily (window index in the name),
+--       5 (optional) the caller's lockout (JSON with until_ms)
 -- ARGV: now_ms, cost, burst, hourly, key_hourly, daily (0 = not applied), daily_enforce (1/0)
+-- Reply: {2, lockout JSON} when locked (nothing counted), else
+--        {admitted 1/0, refusal flags, burst used, burst reset ms, hourly, key hourly, daily}
 local now = tonumber(ARGV[1])
+if KEYS[5] then
+  local body = redis.call('GET', KEYS[5])
+  if body then
+    -- Active by the caller's clock, not the key's TTL: the caller's clock is the one in force.
+    local ok, l = pcall(cjson.decode, body)
+    if ok and type(l) == 'table' and tonumber(l.until_ms) and now < tonumber(l.until_ms) then
+      return {2, body}
+    end
+  end
+end
 local cost = tonumber(ARGV[2])
 local bl = tonumber(ARGV[3])
 local hl = tonumber(ARGV[4])

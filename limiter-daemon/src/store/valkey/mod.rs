@@ -1,53 +1,52 @@
-//! A Valkey store: the same [`Store`] semantics with counters in a Valkey server, so a fleet
-//! shares budgets. One script call per decision checks and counts every window of one identity
-//! atomically ([`check_and_count.lua`](check_and_count.lua), the same rules as
-//! [`crate::store::count::apply`]); each identity's keys share a hash tag
-//! (`<prefix>quota:{ip:<hash>}…`) so they sit in one cluster slot. Keys, strikes, lockouts and
-//! lists are JSON values under the same prefix. The hashing secret, when none is configured, is
-//! generated once and kept in the server (`SET NX`), shared by every host.
+//! A Valkey store: the same [`Store`] semantics with counters in Valkey (standalone or Valkey
+//! Cluster, detected when the store opens), so a fleet shares budgets. Talks to the server
+//! through the `redis` crate ([`pool`]).
 //!
-//! Scope of this backend: a standalone server (no cluster redirects), no fallback when the
-//! server is down (operations fail; the engine then allows and logs), and the lockout check is
-//! a second round trip.
+//! One round trip per counted decision: [`check_and_count.lua`](check_and_count.lua) reads the
+//! caller's lockout and, when none is active, checks and counts every window of one identity
+//! atomically (the same rules as [`crate::store::count::apply`]). Each identity's keys share a
+//! hash tag (`<prefix>quota:{ip:<hash>}…`), and an IP's lockout and strikes carry the same tag
+//! as that IP's counters (`<prefix>lockout:{ip:<hash>}`), so the script touches one cluster
+//! slot. API keys and lists are JSON values under the same prefix. The hashing secret, when none
+//! is configured, is generated once and kept in the server (`SET NX`), shared by every host.
+//!
+//! What this backend does not do itself: fall back when the server is down (the engine wraps
+//! it in [`crate::store::fallback::FallbackStore`]).
 
-pub mod resp;
+pub mod pool;
 
 use std::net::IpAddr;
 use std::time::Duration;
 
 use ipnet::IpNet;
-use parking_lot::Mutex;
+use redis::{ConnectionLike, RedisError, Value};
 
-use self::resp::{Conn, Reply};
+use self::pool::{err, Pool, Topology};
 use super::count::{CountOutcome, CountRequest, Refusals, Usage, WindowUse};
 use super::records::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
 use super::windows::{self, DAY_MS, HOUR_MS};
-use super::{Store, StoreError};
-use crate::identity::hash::{IdKey, IdentityHasher};
+use super::{Gate, Store, StoreError};
+use crate::identity::hash::{IdKey, IdentityHasher, Namespace};
 use crate::identity::key_cache::KeyLookup;
 
 const SCRIPT: &str = include_str!("check_and_count.lua");
-const POOL: usize = 8;
 const STRIKE_TTL_MS: u64 = 7 * 86_400_000;
+/// Connect, read and write timeout: a dead server fails the call (and the fallback store
+/// counts locally) instead of hanging the request.
+const TIMEOUT: Duration = Duration::from_secs(2);
+/// The script's first reply element when the caller is locked out (0/1 = refused/admitted).
+const LOCKED: i64 = 2;
 
 pub struct ValkeyStore {
-    address: String,
+    pool: Pool,
     prefix: String,
-    timeout: Duration,
-    pool: Vec<Mutex<Option<Conn>>>,
-    script_sha: String,
+    script: redis::Script,
     hasher: IdentityHasher,
 }
 
-fn err(op: &'static str, message: impl Into<String>) -> StoreError {
-    StoreError::Valkey {
-        op,
-        message: message.into(),
-    }
-}
-
 impl ValkeyStore {
-    /// Connects to `address` (`host:port`), loads the script, and settles the hashing secret.
+    /// Connects to `address` (`host:port`; a cluster node's address for a cluster), loads the
+    /// script, and settles the hashing secret.
     pub fn open(
         address: &str,
         prefix: &str,
@@ -55,30 +54,28 @@ impl ValkeyStore {
         hash_secret: Option<&[u8]>,
     ) -> Result<Self, StoreError> {
         let mut store = ValkeyStore {
-            address: address.to_string(),
+            pool: Pool::open(address, TIMEOUT)?,
             prefix: prefix.to_string(),
-            timeout: Duration::from_secs(2),
-            pool: (0..POOL).map(|_| Mutex::new(None)).collect(),
-            script_sha: String::new(),
+            script: redis::Script::new(SCRIPT),
             hasher: IdentityHasher::Sha256,
         };
-        let sha = store.call(0, "script load", &[b"SCRIPT", b"LOAD", SCRIPT.as_bytes()])?;
-        store.script_sha = String::from_utf8_lossy(sha.as_bytes().unwrap_or_default()).into_owned();
+        // Loaded up front so the first decision does not pay for NOSCRIPT; `invoke` reloads it
+        // by itself if the server forgot it (restart, SCRIPT FLUSH).
+        store
+            .pool
+            .with(0, "script load", |c| store.script.prepare_invoke().load(c))?;
         store.hasher = match (hash, hash_secret) {
             (crate::config::HashMode::Sha256, _) => IdentityHasher::Sha256,
             (crate::config::HashMode::Hmac, Some(s)) => IdentityHasher::hmac(s),
             (crate::config::HashMode::Hmac, None) => {
                 let key = store.name("hash-secret");
                 let fresh = hex::encode(rand::random::<[u8; 32]>());
-                store.call(
-                    0,
-                    "secret",
-                    &[b"SET", key.as_bytes(), fresh.as_bytes(), b"NX"],
-                )?;
-                let got = store.call(0, "secret", &[b"GET", key.as_bytes()])?;
-                let bytes = got
-                    .as_bytes()
-                    .and_then(|b| hex::decode(b).ok())
+                let got: String = store.pool.with(0, "secret", |c| {
+                    redis::cmd("SET").arg(&key).arg(&fresh).arg("NX").exec(c)?;
+                    redis::cmd("GET").arg(&key).query(c)
+                })?;
+                let bytes = hex::decode(got.trim())
+                    .ok()
                     .filter(|b| b.len() >= 16)
                     .ok_or_else(|| err("secret", "stored hash secret is not hex of 16+ bytes"))?;
                 IdentityHasher::hmac(&bytes)
@@ -87,32 +84,13 @@ impl ValkeyStore {
         Ok(store)
     }
 
-    fn name(&self, rest: &str) -> String {
-        format!("{}{rest}", self.prefix)
+    /// Standalone server or cluster.
+    pub fn topology(&self) -> Topology {
+        self.pool.topology()
     }
 
-    /// One command on pooled connection `slot`, reconnecting once if the connection broke.
-    fn call(&self, slot: usize, op: &'static str, args: &[&[u8]]) -> Result<Reply, StoreError> {
-        let mut conn = self.pool[slot % POOL].lock();
-        for attempt in 0..2 {
-            if conn.is_none() {
-                *conn = Some(
-                    Conn::connect(&self.address, self.timeout)
-                        .map_err(|e| err(op, format!("connect {}: {e}", self.address)))?,
-                );
-            }
-            let Some(c) = conn.as_mut() else { continue };
-            match c.call(args) {
-                Ok(Reply::Error(e)) => return Err(err(op, e)),
-                Ok(r) => return Ok(r),
-                Err(e) if attempt == 0 => {
-                    tracing::warn!(error = %e, "valkey connection broke; reconnecting");
-                    *conn = None;
-                }
-                Err(e) => return Err(err(op, e.to_string())),
-            }
-        }
-        Err(err(op, "no connection"))
+    fn name(&self, rest: &str) -> String {
+        format!("{}{rest}", self.prefix)
     }
 
     fn get_json<T: serde::de::DeserializeOwned>(
@@ -120,15 +98,11 @@ impl ValkeyStore {
         op: &'static str,
         key: &str,
     ) -> Result<Option<T>, StoreError> {
-        match self.call(0, op, &[b"GET", key.as_bytes()])? {
-            Reply::Nil => Ok(None),
-            r => {
-                let b = r.as_bytes().ok_or_else(|| err(op, "unexpected reply"))?;
-                serde_json::from_slice(b)
-                    .map(Some)
-                    .map_err(|e| err(op, format!("{key}: {e}")))
-            }
-        }
+        let body: Option<Vec<u8>> = self
+            .pool
+            .with(0, op, |c| redis::cmd("GET").arg(key).query(c))?;
+        body.map(|b| serde_json::from_slice(&b).map_err(|e| err(op, format!("{key}: {e}"))))
+            .transpose()
     }
 
     fn set_json<T: serde::Serialize>(
@@ -139,63 +113,72 @@ impl ValkeyStore {
         ttl_ms: Option<u64>,
     ) -> Result<(), StoreError> {
         let body = serde_json::to_vec(value).map_err(|e| err(op, e.to_string()))?;
-        match ttl_ms {
-            Some(ms) => {
-                let ms = ms.max(1).to_string();
-                self.call(
-                    0,
-                    op,
-                    &[b"SET", key.as_bytes(), &body, b"PX", ms.as_bytes()],
-                )?
+        self.pool.with(0, op, |c| {
+            let mut cmd = redis::cmd("SET");
+            cmd.arg(key).arg(&body);
+            if let Some(ms) = ttl_ms {
+                cmd.arg("PX").arg(ms.max(1));
             }
-            None => self.call(0, op, &[b"SET", key.as_bytes(), &body])?,
-        };
-        Ok(())
+            cmd.exec(c)
+        })
     }
 
-    /// Every key matching `pattern` (SCAN, so the server is never blocked).
-    fn scan(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
-        let mut cursor = "0".to_string();
-        let mut out = Vec::new();
-        loop {
-            let r = self.call(
-                0,
-                "scan",
-                &[
-                    b"SCAN",
-                    cursor.as_bytes(),
-                    b"MATCH",
-                    pattern.as_bytes(),
-                    b"COUNT",
-                    b"500",
-                ],
-            )?;
-            let Reply::Array(parts) = r else {
-                return Err(err("scan", "unexpected reply"));
-            };
-            let (Some(next), Some(Reply::Array(keys))) = (parts.first(), parts.get(1)) else {
-                return Err(err("scan", "unexpected reply"));
-            };
-            cursor = String::from_utf8_lossy(next.as_bytes().unwrap_or(b"0")).into_owned();
-            out.extend(keys.iter().filter_map(|k| {
-                k.as_bytes()
-                    .map(|b| String::from_utf8_lossy(b).into_owned())
-            }));
-            if cursor == "0" {
-                return Ok(out);
-            }
+    /// Every key matching `pattern`: SCAN on a standalone server (never blocks it); KEYS on a
+    /// cluster, which the client sends to every primary and combines (admin listings only).
+    fn matching(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
+        if self.topology() == Topology::Cluster {
+            return self
+                .pool
+                .with(0, "keys", |c| redis::cmd("KEYS").arg(pattern).query(c));
         }
+        self.pool.with(0, "scan", |c| {
+            let mut cursor = 0u64;
+            let mut out = Vec::new();
+            loop {
+                let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(pattern)
+                    .arg("COUNT")
+                    .arg(500)
+                    .query(c)?;
+                out.extend(keys);
+                if next == 0 {
+                    return Ok(out);
+                }
+                cursor = next;
+            }
+        })
     }
 
-    /// `<prefix>quota:{ip:<hex>}`: the identity's hash tag.
-    fn quota_key(&self, id: &IdKey) -> String {
+    /// `{ip:<hex>}`: the identity's hash tag, so all its keys share one cluster slot.
+    fn tag(id: &IdKey) -> String {
         let ns = match id.namespace_byte() {
             1 => "ip",
             2 => "tid",
             3 => "key",
             _ => "compat",
         };
-        format!("{}quota:{{{ns}:{}}}", self.prefix, hex::encode(&id.0[1..]))
+        format!("{{{ns}:{}}}", hex::encode(&id.0[1..]))
+    }
+
+    /// `<prefix>quota:{ip:<hex>}`.
+    fn quota_key(&self, id: &IdKey) -> String {
+        format!("{}quota:{}", self.prefix, Self::tag(id))
+    }
+
+    /// The identity `ip` is counted as when it is the subject (same bytes as the engine hashes).
+    fn ip_id(&self, ip: IpAddr) -> IdKey {
+        self.hasher.id(Namespace::Ip, ip.to_string().as_bytes())
+    }
+
+    /// `<prefix>lockout:{ip:<hex>}`: beside the IP's counters, in the same slot.
+    fn lockout_key(&self, ip: IpAddr) -> String {
+        format!("{}lockout:{}", self.prefix, Self::tag(&self.ip_id(ip)))
+    }
+
+    fn strikes_key(&self, ip: IpAddr) -> String {
+        format!("{}strikes:{}", self.prefix, Self::tag(&self.ip_id(ip)))
     }
 
     fn window_keys(&self, id: &IdKey, now_ms: u64) -> [String; 4] {
@@ -209,16 +192,72 @@ impl ValkeyStore {
             format!("{base}:d:{d}"),
         ]
     }
+
+    /// Runs the script for `req`, with `lockout` (a lockout key) checked first when given.
+    fn run_script(
+        &self,
+        req: &CountRequest,
+        lockout: Option<&str>,
+    ) -> Result<Vec<Value>, StoreError> {
+        let mut inv = self.script.prepare_invoke();
+        for k in self.window_keys(&req.id, req.now_ms) {
+            inv.key(k);
+        }
+        if let Some(k) = lockout {
+            inv.key(k);
+        }
+        let n = |v: Option<u32>| v.unwrap_or(0);
+        inv.arg(req.now_ms)
+            .arg(req.cost)
+            .arg(n(req.burst))
+            .arg(n(req.hourly))
+            .arg(n(req.key_hourly))
+            .arg(n(req.daily.map(|d| d.limit)))
+            .arg(u8::from(req.daily.is_some_and(|d| d.enforce)));
+        let slot = usize::try_from(req.id.as_u64() % pool::POOL as u64).unwrap_or(0);
+        self.pool
+            .with(slot, "check_and_count", |c: &mut dyn ConnectionLike| {
+                inv.invoke::<Vec<Value>>(c)
+            })
+    }
+
+    /// The script's counting reply as the reference semantics' outcome.
+    fn outcome(req: &CountRequest, r: &[Value]) -> CountOutcome {
+        let flags = int(r, 1);
+        let refused = Refusals {
+            burst: flags & 1 != 0,
+            hourly: flags & 2 != 0,
+            key_hourly: flags & 4 != 0,
+            daily: flags & 8 != 0,
+        };
+        let hour_left = windows::until_rollover(req.now_ms, HOUR_MS);
+        let day_left = windows::until_rollover(req.now_ms, DAY_MS);
+        let w = |limit: Option<u32>, used: u64, reset_ms: u64| {
+            limit.map(|limit| WindowUse {
+                limit,
+                used: clamp(used),
+                reset_ms,
+            })
+        };
+        CountOutcome {
+            admitted: int(r, 0) == 1,
+            refused,
+            burst: w(req.burst, int(r, 2), int(r, 3)),
+            hourly: w(req.hourly, int(r, 4), hour_left),
+            key_hourly: w(req.key_hourly, int(r, 5), hour_left),
+            daily: w(req.daily.map(|d| d.limit), int(r, 6), day_left),
+        }
+    }
 }
 
-fn int(r: &Reply, i: usize) -> u64 {
-    match r {
-        Reply::Array(v) => v
-            .get(i)
-            .and_then(Reply::as_int)
-            .map_or(0, |x| u64::try_from(x).unwrap_or(0)),
-        _ => 0,
-    }
+/// Element `i` of a reply as a count (integers, or numbers the script sent as strings).
+fn int(r: &[Value], i: usize) -> u64 {
+    let v = match r.get(i) {
+        Some(Value::Int(x)) => Some(*x),
+        Some(Value::BulkString(b)) => std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()),
+        _ => None,
+    };
+    v.map_or(0, |x| u64::try_from(x).unwrap_or(0))
 }
 
 fn clamp(v: u64) -> u32 {
@@ -237,107 +276,63 @@ impl Store for ValkeyStore {
     }
 
     fn check_and_count(&self, req: &CountRequest) -> Result<CountOutcome, StoreError> {
-        let keys = self.window_keys(&req.id, req.now_ms);
-        let n = |v: Option<u32>| v.unwrap_or(0).to_string();
-        let now = req.now_ms.to_string();
-        let cost = req.cost.to_string();
-        let (bl, hl, kl) = (n(req.burst), n(req.hourly), n(req.key_hourly));
-        let dl = n(req.daily.map(|d| d.limit));
-        let de = if req.daily.is_some_and(|d| d.enforce) {
-            "1"
-        } else {
-            "0"
-        };
-        let args: [&[u8]; 14] = [
-            b"EVALSHA",
-            self.script_sha.as_bytes(),
-            b"4",
-            keys[0].as_bytes(),
-            keys[1].as_bytes(),
-            keys[2].as_bytes(),
-            keys[3].as_bytes(),
-            now.as_bytes(),
-            cost.as_bytes(),
-            bl.as_bytes(),
-            hl.as_bytes(),
-            kl.as_bytes(),
-            dl.as_bytes(),
-            de.as_bytes(),
-        ];
-        let slot = (req.id.as_u64() % POOL as u64) as usize;
-        let r = match self.call(slot, "check_and_count", &args) {
-            Err(StoreError::Valkey { message, .. }) if message.starts_with("NOSCRIPT") => {
-                let mut eval = args;
-                eval[0] = b"EVAL";
-                eval[1] = SCRIPT.as_bytes();
-                self.call(slot, "check_and_count", &eval)?
+        let r = self.run_script(req, None)?;
+        Ok(Self::outcome(req, &r))
+    }
+
+    fn gate_and_count(&self, ip: IpAddr, req: &CountRequest) -> Result<Gate, StoreError> {
+        if self.topology() == Topology::Cluster && self.ip_id(ip) != req.id {
+            // A key or token holder is counted under its own tag, in another slot than its
+            // address's lockout: a cluster refuses one script over both, so ask in turn.
+            if let Some(l) = self.lockout(ip)?.filter(|l| l.is_active(req.now_ms)) {
+                return Ok(Gate::Locked(l));
             }
-            other => other?,
-        };
-        let flags = int(&r, 1);
-        let refused = Refusals {
-            burst: flags & 1 != 0,
-            hourly: flags & 2 != 0,
-            key_hourly: flags & 4 != 0,
-            daily: flags & 8 != 0,
-        };
-        let hour_left = windows::until_rollover(req.now_ms, HOUR_MS);
-        let day_left = windows::until_rollover(req.now_ms, DAY_MS);
-        let w = |limit: Option<u32>, used: u64, reset_ms: u64| {
-            limit.map(|limit| WindowUse {
-                limit,
-                used: clamp(used),
-                reset_ms,
-            })
-        };
-        Ok(CountOutcome {
-            admitted: int(&r, 0) == 1,
-            refused,
-            burst: w(req.burst, int(&r, 2), int(&r, 3)),
-            hourly: w(req.hourly, int(&r, 4), hour_left),
-            key_hourly: w(req.key_hourly, int(&r, 5), hour_left),
-            daily: w(req.daily.map(|d| d.limit), int(&r, 6), day_left),
-        })
+            return self.check_and_count(req).map(Gate::Counted);
+        }
+        let r = self.run_script(req, Some(&self.lockout_key(ip)))?;
+        if r.first() == Some(&Value::Int(LOCKED)) {
+            let Some(Value::BulkString(body)) = r.get(1) else {
+                return Err(err("check_and_count", "locked reply without the lockout"));
+            };
+            let l: Lockout = serde_json::from_slice(body)
+                .map_err(|e| err("check_and_count", format!("lockout of {ip}: {e}")))?;
+            return Ok(Gate::Locked(l));
+        }
+        Ok(Gate::Counted(Self::outcome(req, &r)))
     }
 
     fn usage(&self, id: &IdKey, now_ms: u64) -> Result<Option<Usage>, StoreError> {
-        // Plain reads (admin views need no atomicity).
+        // Plain reads (admin views need no atomicity); all keys share one slot, so MGET works
+        // on a cluster too.
         let keys = self.window_keys(id, now_ms);
-        let mut burst = 0;
-        let mut reset = windows::BURST_SPAN_MS;
-        if let Reply::Array(flat) = self.call(0, "usage", &[b"HGETALL", keys[0].as_bytes()])? {
-            let slot = now_ms / windows::BURST_SLOT_MS;
-            let mut oldest = None;
-            for pair in flat.chunks(2) {
-                let (Some(s), Some(c)) = (pair[0].as_int(), pair.get(1).and_then(Reply::as_int))
-                else {
-                    continue;
-                };
-                let s = u64::try_from(s).unwrap_or(0);
-                if s + 12 >= slot && s <= slot {
-                    burst += u32::try_from(c).unwrap_or(0);
-                    oldest = Some(oldest.map_or(s, |o: u64| o.min(s)));
-                }
-            }
-            if let Some(o) = oldest {
-                reset = ((o + 13) * windows::BURST_SLOT_MS)
-                    .saturating_sub(now_ms)
-                    .max(1);
+        let (slots, counts): (Vec<(u64, u32)>, Vec<Option<u32>>) =
+            self.pool.with(0, "usage", |c| {
+                let slots = redis::cmd("HGETALL").arg(&keys[0]).query(c)?;
+                let counts = redis::cmd("MGET").arg(&keys[1..]).query(c)?;
+                Ok::<_, RedisError>((slots, counts))
+            })?;
+        let slot = now_ms / windows::BURST_SLOT_MS;
+        let span = windows::BURST_SLOTS as u64 - 1;
+        let mut burst = 0u32;
+        let mut oldest = None;
+        for (s, c) in slots {
+            if s + span >= slot && s <= slot {
+                burst = burst.saturating_add(c);
+                oldest = Some(oldest.map_or(s, |o: u64| o.min(s)));
             }
         }
-        let get = |k: &str| -> Result<u32, StoreError> {
-            Ok(clamp(
-                self.call(0, "usage", &[b"GET", k.as_bytes()])?
-                    .as_int()
-                    .map_or(0, |v| u64::try_from(v).unwrap_or(0)),
-            ))
-        };
+        let reset = oldest.map_or(windows::BURST_SPAN_MS, |o| {
+            ((o + windows::BURST_SLOTS as u64) * windows::BURST_SLOT_MS)
+                .saturating_sub(now_ms)
+                .max(1)
+        });
+        let count = |i: usize| counts.get(i).copied().flatten().unwrap_or(0);
         let u = Usage {
             burst,
             burst_reset_ms: reset,
-            hourly: get(&keys[1])?,
-            key_hourly: get(&keys[2])?,
-            daily: get(&keys[3])?,
+            hourly: count(0),
+            key_hourly: count(1),
+            daily: count(2),
         };
         let empty = u.burst == 0 && u.hourly == 0 && u.key_hourly == 0 && u.daily == 0;
         Ok((!empty).then_some(u))
@@ -363,7 +358,7 @@ impl Store for ValkeyStore {
 
     fn keys(&self) -> Result<Vec<KeyRecord>, StoreError> {
         let mut v = Vec::new();
-        for k in self.scan(&self.name("key:*"))? {
+        for k in self.matching(&self.name("key:*"))? {
             if let Some(r) = self.get_json::<KeyRecord>("keys", &k)? {
                 v.push(r);
             }
@@ -373,7 +368,7 @@ impl Store for ValkeyStore {
     }
 
     fn strikes(&self, ip: IpAddr) -> Result<Option<StrikeRecord>, StoreError> {
-        self.get_json("strikes", &self.name(&format!("strikes:{ip}")))
+        self.get_json("strikes", &self.strikes_key(ip))
     }
 
     fn put_lockout(
@@ -384,14 +379,14 @@ impl Store for ValkeyStore {
         let ttl = lockout.until_ms.saturating_sub(lockout.since_ms);
         self.set_json(
             "put_lockout",
-            &self.name(&format!("lockout:{}", lockout.ip)),
+            &self.lockout_key(lockout.ip),
             &lockout,
             Some(ttl),
         )?;
         if let Some(s) = strikes {
             self.set_json(
                 "put_lockout",
-                &self.name(&format!("strikes:{}", lockout.ip)),
+                &self.strikes_key(lockout.ip),
                 &s,
                 Some(s.quiet_from_ms.saturating_sub(lockout.since_ms) + STRIKE_TTL_MS),
             )?;
@@ -400,22 +395,23 @@ impl Store for ValkeyStore {
     }
 
     fn lockout(&self, ip: IpAddr) -> Result<Option<Lockout>, StoreError> {
-        self.get_json("lockout", &self.name(&format!("lockout:{ip}")))
+        self.get_json("lockout", &self.lockout_key(ip))
     }
 
     fn remove_lockout(&self, ip: IpAddr) -> Result<Option<Lockout>, StoreError> {
-        let l = self.lockout(ip)?;
-        self.call(
-            0,
-            "remove_lockout",
-            &[b"DEL", self.name(&format!("lockout:{ip}")).as_bytes()],
-        )?;
-        Ok(l)
+        let key = self.lockout_key(ip);
+        let body: Option<Vec<u8>> = self.pool.with(0, "remove_lockout", |c| {
+            redis::cmd("GETDEL").arg(&key).query(c)
+        })?;
+        body.map(|b| {
+            serde_json::from_slice(&b).map_err(|e| err("remove_lockout", format!("{key}: {e}")))
+        })
+        .transpose()
     }
 
     fn lockouts(&self, now_ms: u64) -> Result<Vec<Lockout>, StoreError> {
         let mut v = Vec::new();
-        for k in self.scan(&self.name("lockout:*"))? {
+        for k in self.matching(&self.name("lockout:*"))? {
             if let Some(l) = self.get_json::<Lockout>("lockouts", &k)? {
                 if l.is_active(now_ms) {
                     v.push(l);
@@ -428,38 +424,29 @@ impl Store for ValkeyStore {
 
     fn list(&self, kind: ListKind) -> Result<Vec<ListEntry>, StoreError> {
         let key = self.name(&format!("list:{kind:?}").to_lowercase());
-        let Reply::Array(flat) = self.call(0, "list", &[b"HGETALL", key.as_bytes()])? else {
-            return Ok(Vec::new());
-        };
-        let mut v = Vec::new();
-        for pair in flat.chunks(2) {
-            if let Some(b) = pair.get(1).and_then(Reply::as_bytes) {
-                v.push(serde_json::from_slice(b).map_err(|e| err("list", e.to_string()))?);
-            }
-        }
-        Ok(v)
+        let flat: Vec<(String, Vec<u8>)> = self
+            .pool
+            .with(0, "list", |c| redis::cmd("HGETALL").arg(&key).query(c))?;
+        flat.iter()
+            .map(|(_, b)| serde_json::from_slice(b).map_err(|e| err("list", e.to_string())))
+            .collect()
     }
 
     fn put_list_entry(&self, kind: ListKind, entry: ListEntry) -> Result<(), StoreError> {
         let key = self.name(&format!("list:{kind:?}").to_lowercase());
         let body = serde_json::to_vec(&entry).map_err(|e| err("put_list_entry", e.to_string()))?;
         let field = entry.net.to_string();
-        self.call(
-            0,
-            "put_list_entry",
-            &[b"HSET", key.as_bytes(), field.as_bytes(), &body],
-        )?;
-        Ok(())
+        self.pool.with(0, "put_list_entry", |c| {
+            redis::cmd("HSET").arg(&key).arg(&field).arg(&body).exec(c)
+        })
     }
 
     fn remove_list_entry(&self, kind: ListKind, net: &IpNet) -> Result<bool, StoreError> {
         let key = self.name(&format!("list:{kind:?}").to_lowercase());
         let field = net.to_string();
-        let r = self.call(
-            0,
-            "remove_list_entry",
-            &[b"HDEL", key.as_bytes(), field.as_bytes()],
-        )?;
-        Ok(r.as_int() == Some(1))
+        let n: i64 = self.pool.with(0, "remove_list_entry", |c| {
+            redis::cmd("HDEL").arg(&key).arg(&field).query(c)
+        })?;
+        Ok(n == 1)
     }
 }
