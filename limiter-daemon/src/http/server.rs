@@ -6,7 +6,7 @@
 //! a single-threaded tokio runtime, its own accept loop on a clone of each proxy listener, and
 //! its own keep-alive pool to the upstream. A request, its upstream exchange and its held
 //! timer then stay on one thread: no work stealing, no cross-thread wake-ups on the hot path
-//! (measured ~20% more throughput than one shared multi-thread runtime; see docs/http.md).
+//! (the shape nginx's workers have; figures in docs/http.md).
 //! The API listeners run on the caller's runtime.
 //!
 //! [`HttpServer::bind`] and [`HttpServer::run`] are separate so callers (and tests binding port
