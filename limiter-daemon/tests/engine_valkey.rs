@@ -326,31 +326,38 @@ fn store_down_falls_back_to_local_counting_and_resumes() {
     assert!(!engine.store().degraded(), "resumed");
 }
 
-/// The commands other clients send the server while `f` runs, as MONITOR reports them: one
-/// line per command a client sent (a round trip), and a script's own commands marked `lua`,
-/// which are left out here.
-fn client_commands_during(addr: &str, f: impl FnOnce()) -> Vec<String> {
-    let client = redis::Client::open(format!("redis://{addr}/")).unwrap();
-    let mut monitor = client.get_connection().unwrap();
-    let mut other = client.get_connection().unwrap();
-    monitor
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    redis::cmd("MONITOR").exec(&mut monitor).unwrap();
+/// The commands other clients send the servers at `addrs` while `f` runs, as MONITOR reports
+/// them: one line per command a client sent (a round trip), and a script's own commands marked
+/// `lua`, which are left out here.
+fn client_commands_during(addrs: &[&str], f: impl FnOnce()) -> Vec<String> {
+    let mut watched = Vec::new();
+    for addr in addrs {
+        let client = redis::Client::open(format!("redis://{addr}/")).unwrap();
+        let mut monitor = client.get_connection().unwrap();
+        let other = client.get_connection().unwrap();
+        monitor
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        redis::cmd("MONITOR").exec(&mut monitor).unwrap();
+        watched.push((monitor, other));
+    }
     f();
-    // MONITOR streams in order: once this marker arrives, everything `f` sent has.
-    let marker = format!("end-of-run-{}", rand::random::<u64>());
-    redis::cmd("ECHO").arg(&marker).exec(&mut other).unwrap();
     let mut lines = Vec::new();
-    loop {
-        let line: String = redis::from_redis_value(monitor.recv_response().unwrap()).unwrap();
-        if line.contains(&marker) {
-            return lines;
-        }
-        if !line.contains(" lua]") {
-            lines.push(line);
+    for (monitor, other) in &mut watched {
+        // MONITOR streams in order: once this marker arrives, everything `f` sent has.
+        let marker = format!("end-of-run-{}", rand::random::<u64>());
+        redis::cmd("ECHO").arg(&marker).exec(other).unwrap();
+        loop {
+            let line: String = redis::from_redis_value(monitor.recv_response().unwrap()).unwrap();
+            if line.contains(&marker) {
+                break;
+            }
+            if !line.contains(" lua]") {
+                lines.push(line);
+            }
         }
     }
+    lines
 }
 
 #[test]
@@ -388,7 +395,7 @@ fn one_round_trip_per_decision_allowed_or_locked() {
     assert_eq!(engine.decide(&req("192.0.2.22")).action, Action::Allow);
 
     let mut seen = Vec::new();
-    let lines = client_commands_during(&server.addr, || {
+    let lines = client_commands_during(&[&server.addr], || {
         for _ in 0..25 {
             seen.push(engine.decide(&req("192.0.2.22")).reason);
             seen.push(engine.decide(&req("192.0.2.20")).reason);
@@ -587,5 +594,26 @@ fn engine_over_a_cluster_locks_out_and_a_second_host_restores_it() {
         "restored from the cluster"
     );
     assert_eq!(b.decide(&req("192.0.2.90")).reason, Some(Reason::Locked));
-    assert_eq!(b.decide(&req("192.0.2.91")).action, Action::Allow);
+
+    // One round trip per decision on the cluster too, for callers counted by address: warm
+    // every pooled connection first (a cluster connection's handshake is not a decision's cost).
+    let peers: Vec<String> = (1..=40).map(|n| format!("198.51.100.{n}")).collect();
+    for p in &peers {
+        assert_eq!(b.decide(&req(p)).action, Action::Allow);
+    }
+    let addrs: Vec<&str> = nodes.iter().map(|n| n.addr.as_str()).collect();
+    let mut seen = Vec::new();
+    let lines = client_commands_during(&addrs, || {
+        for p in &peers {
+            seen.push(b.decide(&req(p)).action);
+        }
+        seen.push(b.decide(&req("192.0.2.90")).action);
+    });
+    assert_eq!(lines.len(), 41, "one command per decision: {lines:#?}");
+    assert!(
+        lines.iter().all(|l| l.contains("\"EVALSHA\"")),
+        "{lines:#?}"
+    );
+    assert_eq!(seen.iter().filter(|a| **a == Action::Allow).count(), 40);
+    assert_eq!(seen.last(), Some(&Action::Reject), "the locked address");
 }

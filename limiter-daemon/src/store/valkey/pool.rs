@@ -168,3 +168,23 @@ fn set_timeouts(c: &redis::Connection, timeout: Duration) -> Result<(), RedisErr
     c.set_read_timeout(Some(timeout))?;
     c.set_write_timeout(Some(timeout))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_parse_to_tcp_hosts_and_ports() {
+        let addr = |a: &str| info(a).map(|i| i.addr().to_string());
+        assert_eq!(addr("127.0.0.1:6379").unwrap(), "127.0.0.1:6379");
+        assert_eq!(addr("[::1]:7000").unwrap(), "::1:7000");
+        assert_eq!(
+            addr("valkey.internal:6380").unwrap(),
+            "valkey.internal:6380"
+        );
+        for bad in ["no-port", "host:", "host:99999", "host:six"] {
+            let e = info(bad).unwrap_err().to_string();
+            assert!(e.contains(bad), "{bad}: {e}");
+        }
+    }
+}
