@@ -32,16 +32,21 @@ pub struct KernelConfig {
 }
 const _: () = assert!(core::mem::size_of::<KernelConfig>() == 40);
 
+impl KernelConfig {
+    /// Used by the program only when the daemon has not written a config yet (a zeroed entry).
+    pub const DEFAULT: Self = Self {
+        ceiling_burst: [60, 200, 1000],
+        ceiling_per_sec: [10, 50, 200],
+        v6_prefix_len: 64,
+        flags: 0,
+        sample_every: 64,
+        _reserved: 0,
+    };
+}
+
 impl Default for KernelConfig {
-    /// Used by the program only when the daemon has not written a config yet.
+    /// [`KernelConfig::DEFAULT`].
     fn default() -> Self {
-        Self {
-            ceiling_burst: [60, 200, 1000],
-            ceiling_per_sec: [10, 50, 200],
-            v6_prefix_len: 64,
-            flags: 0,
-            sample_every: 64,
-            _reserved: 0,
-        }
+        Self::DEFAULT
     }
 }

@@ -22,24 +22,13 @@ impl IpKey {
     /// IPv6 address masked to `prefix_len` bits (clamped to 0..=128).
     #[inline(always)]
     pub fn from_v6(addr: [u8; 16], prefix_len: u32) -> Self {
-        let mut hi = u64::from_be_bytes([
+        let hi = u64::from_be_bytes([
             addr[0], addr[1], addr[2], addr[3], addr[4], addr[5], addr[6], addr[7],
         ]);
-        let mut lo = u64::from_be_bytes([
+        let lo = u64::from_be_bytes([
             addr[8], addr[9], addr[10], addr[11], addr[12], addr[13], addr[14], addr[15],
         ]);
-        // Branches instead of one 128-bit shift: BPF has no 128-bit arithmetic.
-        if prefix_len == 0 {
-            hi = 0;
-            lo = 0;
-        } else if prefix_len < 64 {
-            hi &= !0u64 << (64 - prefix_len);
-            lo = 0;
-        } else if prefix_len == 64 {
-            lo = 0;
-        } else if prefix_len < 128 {
-            lo &= !0u64 << (128 - prefix_len);
-        }
+        let (hi, lo) = mask_v6_halves(hi, lo, prefix_len);
         let h = hi.to_be_bytes();
         let l = lo.to_be_bytes();
         Self {
@@ -54,6 +43,26 @@ impl IpKey {
     pub fn is_v4_mapped(&self) -> bool {
         self.addr[..10].iter().all(|b| *b == 0) && self.addr[10] == 0xff && self.addr[11] == 0xff
     }
+}
+
+/// Masks an IPv6 address, given as its two big-endian halves (bytes 0..8 and 8..16 read as
+/// `u64::from_be_bytes`), to `prefix_len` bits (clamped to 0..=128). The kernel program works on
+/// the halves directly; [`IpKey::from_v6`] is the byte-array form.
+#[inline(always)]
+pub fn mask_v6_halves(mut hi: u64, mut lo: u64, prefix_len: u32) -> (u64, u64) {
+    // Branches instead of one 128-bit shift: BPF has no 128-bit arithmetic.
+    if prefix_len == 0 {
+        hi = 0;
+        lo = 0;
+    } else if prefix_len < 64 {
+        hi &= !0u64 << (64 - prefix_len);
+        lo = 0;
+    } else if prefix_len == 64 {
+        lo = 0;
+    } else if prefix_len < 128 {
+        lo &= !0u64 << (128 - prefix_len);
+    }
+    (hi, lo)
 }
 
 /// Prefix length of an IPv4 CIDR inside the 128-bit LPM key space.

@@ -39,6 +39,19 @@ pub const ALL_MAPS: [&str; 9] = [
 pub const PROG_XDP: &str = "limiter_xdp";
 /// Name of the `#[classifier]` entry point.
 pub const PROG_TC: &str = "limiter_tc";
+/// Name of an `#[xdp]` program that only returns `XDP_PASS`: the benchmark's baseline, never
+/// attached by the daemon.
+pub const PROG_BENCH_PASS: &str = "limiter_bench_pass";
+
+/// Value type of [`MAP_PORTS`]: non-zero marks a protected TCP destination port.
+pub type PortMark = u32;
+/// Value type of [`MAP_ALLOW`]: only presence matters; write 1.
+pub type AllowMark = u32;
+/// Value type of [`MAP_COUNTERS`] (one per CPU; sum them for a total).
+pub type Counter = u64;
+/// Key type of [`MAP_ALLOW`] and [`MAP_DENY`] data: the full 16-byte source address (IPv4 as
+/// `::ffff:a.b.c.d`, IPv6 *not* masked, so a CIDR longer than the v6 prefix still matches).
+pub type CidrBytes = [u8; 16];
 
 pub const PORTS_CAPACITY: u32 = 65536;
 pub const ALLOW_CAPACITY: u32 = 16384;

@@ -1,6 +1,10 @@
 //! Command-line interface: argument types and dispatch to the library.
 
+use std::path::PathBuf;
+
 use clap::{Parser, Subcommand};
+
+use crate::kernel::cli::{DetachArgs, KernelArgs};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -15,8 +19,39 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Placeholder until the issues land.
+    /// Print the version.
     Version,
+    /// Validate a config file (with environment overrides) and print the effective limits.
+    CheckConfig {
+        /// The TOML config file.
+        file: PathBuf,
+    },
+    /// Start the daemon: kernel dataplane, decision engine and HTTP surfaces, until SIGINT/SIGTERM.
+    Run {
+        /// Config file (TOML).
+        #[arg(long)]
+        config: PathBuf,
+        /// Interfaces to attach to (default: the config's kernel.interfaces).
+        #[arg(long = "iface")]
+        ifaces: Vec<String>,
+    },
+    /// Operate the kernel maps directly (works while the daemon is stopped).
+    Kernel(KernelArgs),
+    /// Detach the program from every interface and remove every pin.
+    Detach(DetachArgs),
+}
+
+/// Exit code for bad input (arguments, values, config): distinct from other failures (1).
+/// clap's own usage errors exit with the same code.
+pub const EXIT_USAGE: u8 = 2;
+
+/// The exit code for an error returned by [`run`].
+pub fn exit_code(err: &anyhow::Error) -> u8 {
+    if err.chain().any(|e| e.is::<crate::config::ConfigError>()) {
+        EXIT_USAGE
+    } else {
+        1
+    }
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -25,5 +60,16 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
+        Command::CheckConfig { file } => {
+            let env = crate::config::env_from_process();
+            let cfg = crate::config::Config::load(&file, &env)?;
+            crate::config::http::HttpSettings::from_table(cfg.http_raw.clone())?;
+            println!("{}: valid\n", file.display());
+            print!("{}", crate::config::table::effective_limits(&cfg));
+            Ok(())
+        }
+        Command::Run { config, ifaces } => crate::daemon::run(&config, ifaces),
+        Command::Kernel(args) => crate::kernel::cli::run_kernel(args),
+        Command::Detach(args) => crate::kernel::cli::run_detach(args),
     }
 }

@@ -5,12 +5,14 @@
 //! - [`identity`]: who a request comes from (client IP, session cookie, JWT, API key).
 //! - [`engine`]: the tier ladder, budgets, scan delays, strikes and lockouts.
 //! - [`store`]: where counters, keys and lockouts live (embedded by default).
+//! - [`daemon`]: `run` wiring: config → kernel → store → engine → HTTP until a signal.
 //! - [`http`]: reverse proxy, decision API and nginx `auth_request` surfaces.
 //! - [`clock`]: injected time, so every window and lockout is tested without sleeping.
 
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod daemon;
 pub mod engine;
 pub mod http;
 pub mod identity;

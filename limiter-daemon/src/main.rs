@@ -1,14 +1,25 @@
-//! Thin entry point: parse arguments, hand over to the library, print errors with their chain.
+//! Thin entry point: parse arguments, set up tracing (stderr), hand over to the library, print
+//! errors with their chain. Bad input exits 2, other failures 1.
+
+use std::io::IsTerminal as _;
 
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     let cli = limiter_daemon::cli::Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
     match limiter_daemon::cli::run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
-            std::process::ExitCode::FAILURE
+            std::process::ExitCode::from(limiter_daemon::cli::exit_code(&err))
         }
     }
 }

@@ -1,6 +1,11 @@
 //! Shared harness for the end-to-end tests in `tests/tests/`: locating built binaries, deciding
 //! whether a privileged test may skip (never under `CI=true`), and polling with deadlines.
 
+pub mod frames;
+pub mod netns;
+pub mod nginx;
+pub mod testrun;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 

@@ -18,6 +18,14 @@ pub enum ConfigError {
     },
     #[error("config field `{field}`: {message}")]
     Invalid { field: String, message: String },
+    /// A validation error located in the file (the line where the field is written).
+    #[error("config file {path}, line {line}: field `{field}`: {message}")]
+    InvalidAt {
+        path: PathBuf,
+        line: usize,
+        field: String,
+        message: String,
+    },
     #[error("environment variable {var}: {message}")]
     Env { var: String, message: String },
 }

@@ -1,7 +1,255 @@
 //! Configuration: one TOML file, validated in two stages (raw serde structs → validated types),
-//! with environment overrides. Errors name the field; nothing falls back silently.
+//! with environment overrides. Errors name the field (and the line); nothing falls back
+//! silently.
+//!
+//! ```no_run
+//! use limiter_daemon::config::{Config, env_from_process};
+//! let cfg = Config::load("limiter.toml".as_ref(), &env_from_process())?;
+//! # Ok::<(), limiter_daemon::config::ConfigError>(())
+//! ```
+//!
+//! Sections owned elsewhere stay raw here: `[http]` is kept as [`Config::http_raw`] for the
+//! HTTP surfaces to validate in their own module; `[kernel]` is validated by [`kernel`].
 
+pub mod env;
 pub mod error;
+pub mod http;
+pub mod identity;
+pub mod jwt;
 pub mod kernel;
+pub mod keys;
+pub mod locate;
+pub mod lockout;
+pub mod quota;
+pub mod routes;
+pub mod store;
+pub mod table;
+pub mod tiers;
+pub mod upgrade;
 
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+pub use env::{env_from_process, EnvMap, ENV_VARS};
 pub use error::ConfigError;
+pub use identity::{ForwardedHeader, IdentitySettings};
+pub use jwt::{JwtAlgorithm, JwtSettings};
+pub use kernel::KernelSettings;
+pub use keys::KeySettings;
+pub use lockout::LockoutSettings;
+pub use quota::QuotaSettings;
+pub use routes::{Limits, OverQuota, Route, RouteTable};
+pub use store::{HashMode, StoreSettings};
+pub use tiers::{TierLimits, TierTable};
+pub use upgrade::UpgradePaths;
+
+/// The file as written: every section optional, unknown fields refused.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    #[serde(default)]
+    pub tiers: tiers::RawTiers,
+    #[serde(default)]
+    pub quota: quota::RawQuota,
+    #[serde(default)]
+    pub routes: Vec<routes::RawRoute>,
+    pub default_route: Option<routes::RawDefaultRoute>,
+    #[serde(default)]
+    pub identity: identity::RawIdentity,
+    pub jwt: Option<jwt::RawJwt>,
+    #[serde(default)]
+    pub keys: keys::RawKeys,
+    #[serde(default)]
+    pub lockout: lockout::RawLockout,
+    #[serde(default)]
+    pub store: store::RawStore,
+    #[serde(default)]
+    pub upgrade: upgrade::RawUpgrade,
+    #[serde(default)]
+    pub kernel: kernel::RawKernel,
+    /// Owned by the HTTP surfaces; kept raw.
+    #[serde(default)]
+    pub http: toml::Table,
+}
+
+/// The validated configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub tiers: TierTable,
+    pub quota: QuotaSettings,
+    pub routes: RouteTable,
+    pub identity: IdentitySettings,
+    /// `None`: bearer JWTs are not recognised (callers stay anonymous).
+    pub jwt: Option<JwtSettings>,
+    pub keys: KeySettings,
+    pub lockout: LockoutSettings,
+    pub store: StoreSettings,
+    pub upgrade: UpgradePaths,
+    pub kernel: KernelSettings,
+    /// The `[http]` table, validated by the HTTP module.
+    pub http_raw: toml::Table,
+    /// Environment variables that overrode the file, with their values.
+    pub env_applied: Vec<(&'static str, u32)>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::from_raw(RawConfig::default(), &EnvMap::new()).expect("defaults are valid")
+    }
+}
+
+impl Config {
+    /// Reads, parses, applies `env` and validates `path`.
+    pub fn load(path: &Path, env: &EnvMap) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::from_toml_str(&text, path, env)
+    }
+
+    /// Parses `text` (named `path` in errors), applies `env`, validates.
+    pub fn from_toml_str(text: &str, path: &Path, env: &EnvMap) -> Result<Self, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            line: e.span().map(|s| line_at(text, s.start)),
+            message: e.message().to_string(),
+        })?;
+        Config::from_raw(raw, env).map_err(|err| locate_error(err, text, path))
+    }
+
+    /// Validates an already-parsed file with `env` applied over it.
+    pub fn from_raw(mut raw: RawConfig, env: &EnvMap) -> Result<Self, ConfigError> {
+        let mut env_applied = Vec::new();
+        TierTable::apply_env(&mut raw.tiers, env, &mut env_applied)?;
+        QuotaSettings::apply_env(&mut raw.quota, env, &mut env_applied)?;
+        let identity = IdentitySettings::validate(raw.identity)?;
+        let kernel = KernelSettings::validate(raw.kernel, identity.ipv6_prefix)?;
+        Ok(Config {
+            tiers: TierTable::validate(raw.tiers)?,
+            quota: QuotaSettings::validate(raw.quota)?,
+            routes: RouteTable::validate(raw.routes, raw.default_route)?,
+            identity,
+            jwt: raw.jwt.map(JwtSettings::validate).transpose()?,
+            keys: KeySettings::validate(raw.keys)?,
+            lockout: LockoutSettings::validate(raw.lockout)?,
+            store: StoreSettings::validate(raw.store)?,
+            upgrade: UpgradePaths::validate(raw.upgrade)?,
+            kernel,
+            http_raw: raw.http,
+            env_applied,
+        })
+    }
+
+    /// Defaults, with the state directory set (tests and benches).
+    pub fn with_state_dir(dir: impl Into<PathBuf>) -> Self {
+        let mut c = Config::default();
+        c.store.state_dir = dir.into();
+        c
+    }
+}
+
+fn line_at(text: &str, offset: usize) -> usize {
+    text.get(..offset).map_or(0, |t| t.matches('\n').count()) + 1
+}
+
+/// Adds the line to a field error when the field can be found in the text.
+fn locate_error(err: ConfigError, text: &str, path: &Path) -> ConfigError {
+    match err {
+        ConfigError::Invalid { field, message } => match locate::line_of(text, &field) {
+            Some(line) => ConfigError::InvalidAt {
+                path: path.to_path_buf(),
+                line,
+                field,
+                message,
+            },
+            None => ConfigError::Invalid { field, message },
+        },
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let env: EnvMap = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_toml_str(text, Path::new("test.toml"), &env)
+    }
+
+    #[test]
+    fn defaults_match_the_ladder() {
+        let c = parse("", &[]).unwrap();
+        assert_eq!(c.tiers.anon.burst.get(), 120);
+        assert_eq!(c.tiers.anon.hourly.get(), 600);
+        assert_eq!(c.tiers.session.burst.get(), 300);
+        assert_eq!(c.tiers.session.hourly.get(), 6_000);
+        assert_eq!(c.tiers.sponsor.burst.get(), 2_000);
+        assert_eq!(c.tiers.sponsor.hourly.get(), 120_000);
+        assert_eq!(c.quota.anon.get(), 1_000);
+        assert_eq!(c.quota.token.get(), 10_000);
+        assert_eq!(c.quota.warn_threshold, 200);
+        assert_eq!(c.quota.soft_window, 30);
+        assert_eq!(c.keys.prefix, "rsa");
+        assert_eq!(c.keys.default_hourly_limit.get(), 5_000);
+    }
+
+    #[test]
+    fn env_wins_over_file() {
+        let c = parse(
+            "[tiers.anon]\nhourly = 50\n",
+            &[("TIER_FREE_HOURLY", "70"), ("TIER_AUTH_MULTIPLIER", "3")],
+        )
+        .unwrap();
+        assert_eq!(c.tiers.anon.hourly.get(), 70);
+        assert_eq!(c.tiers.session.hourly.get(), 210);
+        assert_eq!(c.env_applied.len(), 2);
+    }
+
+    #[test]
+    fn malformed_env_names_the_variable() {
+        let err = parse("", &[("TIER_SPONSOR_BURST", "2k")]).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Env { var, .. } if var == "TIER_SPONSOR_BURST"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unknown_field_gives_the_line() {
+        let err = parse("[tiers.anon]\nburst = 10\nbursts = 3\n", &[]).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, ConfigError::Parse { line: Some(3), .. }),
+            "{text}"
+        );
+        assert!(text.contains("bursts"), "{text}");
+    }
+
+    #[test]
+    fn invalid_value_names_field_and_line() {
+        let err = parse("[quota]\nanon = 5\n\n[tiers.session]\nburst = 0\n", &[]).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, ConfigError::InvalidAt { line: 5, .. }),
+            "{text}"
+        );
+        assert!(text.contains("tiers.session.burst"), "{text}");
+    }
+
+    #[test]
+    fn http_section_is_kept_raw() {
+        let c = parse(
+            "[http]\nlisten = \"127.0.0.1:8080\"\n[http.admin]\ntoken = \"x\"\n",
+            &[],
+        )
+        .unwrap();
+        assert!(c.http_raw.contains_key("listen"));
+        assert!(c.http_raw.contains_key("admin"));
+    }
+}

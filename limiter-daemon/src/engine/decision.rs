@@ -127,6 +127,31 @@ pub struct WindowState {
     pub reset_secs: u64,
 }
 
+/// What became of an API key the request presented.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyStatus {
+    /// Not of the `<prefix>_<8 hex>_<20+ chars>` shape: never looked up.
+    Malformed,
+    /// Not known yet: metered one rung down while the lookup lands.
+    Pending,
+    /// Known and the secret matched: metered at the key's tier.
+    Verified,
+    /// Unknown, revoked, or wrong secret: metered down, never up.
+    Invalid,
+}
+
+impl KeyStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyStatus::Malformed => "malformed",
+            KeyStatus::Pending => "pending",
+            KeyStatus::Verified => "verified",
+            KeyStatus::Invalid => "invalid",
+        }
+    }
+}
+
 /// A decision: everything a response needs, whatever surface renders it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
@@ -146,6 +171,14 @@ pub struct Decision {
     /// Stable, hashed identity of the caller (never a raw IP, token or key), used to bound held
     /// requests per identity and for logs.
     pub identity: String,
+    /// The sentence naming the next rung (from `[upgrade]`), `None` at the top of the ladder.
+    pub upgrade: Option<String>,
+    /// What became of a presented API key (metrics: key-cache results).
+    pub key_status: Option<KeyStatus>,
+    /// Set when this request earned a strike and a lockout: the new escalation level.
+    pub lockout_level: Option<u32>,
+    /// Units this request cost (route weight) when it was counted.
+    pub cost: u32,
 }
 
 impl Decision {

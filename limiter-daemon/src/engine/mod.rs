@@ -1,6 +1,266 @@
 //! The decision engine: tier ladder, burst/hourly/daily/key windows, scan delays, strikes and
 //! lockouts. [`decision`] holds the types every HTTP surface renders; [`sink`] is how lockouts
 //! and verified tiers reach the kernel.
+//!
+//! # API (what the HTTP surfaces call)
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use limiter_daemon::{clock::SystemClock, config::{Config, env_from_process}};
+//! use limiter_daemon::engine::{Engine, RequestInfo, sink::NoKernel};
+//! use limiter_daemon::store::EmbeddedStore;
+//!
+//! let cfg = Arc::new(Config::load("limiter.toml".as_ref(), &env_from_process())?);
+//! let clock = Arc::new(SystemClock);
+//! let store = Arc::new(EmbeddedStore::open(&cfg.store, limiter_daemon::clock::Clock::now_ms(&*clock))?);
+//! let engine = Engine::new(cfg, store, Arc::new(NoKernel), clock);
+//! let headers = http::HeaderMap::new();
+//! let d = engine.decide(&RequestInfo {
+//!     peer: "203.0.113.7".parse()?, method: "GET", path: "/api/feeds", headers: &headers,
+//! });
+//! // d.action: Allow | Delay (hold d.delay, then forward) | Reject (429, d.reason, d.retry_after_secs)
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! - [`Engine::decide`] is synchronous and never blocks on I/O (the embedded store is memory;
+//!   key lookups land behind the request). It never fails: a decision is a value.
+//! - [`Engine::explain`]: the same decision without counting anything (admin dry-run).
+//! - [`Engine::attempt`]: the compatibility call (120/min burst, no hourly budget).
+//! - [`Engine::keys`]: issue (secret returned once), revoke, list API keys.
+//! - [`Engine::lockouts`]: list, query, lift, and lock by hand.
+//! - [`Engine::lists`]: allow/deny CIDR lists.
+//! - [`Engine::client`]: one client's windows, strikes and lockout (admin view).
+//! - [`Engine::reload`]: swap in a new validated [`Config`].
 
+pub mod client;
+pub mod compat;
+pub mod decide;
 pub mod decision;
+pub mod error;
+pub mod keys;
+pub mod lists;
+pub mod lockouts;
+pub mod request;
 pub mod sink;
+pub mod strikes;
+pub mod tier_push;
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+pub use decision::{Action, Decision, DelayKind, KeyStatus, Reason, Tier, WindowKind, WindowState};
+pub use error::EngineError;
+pub use request::RequestInfo;
+
+use self::lists::ListSnapshot;
+use self::sink::EnforcementSink;
+use self::tier_push::TierPusher;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::identity::hash::IdentityHasher;
+use crate::identity::key_cache::{KeyCache, RefresherGuard};
+use crate::identity::IdentityResolver;
+use crate::store::Store;
+
+/// How API key lookups land.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyRefresh {
+    /// A background thread (the daemon).
+    Background,
+    /// Only when [`keys::KeyManager::process_pending`] is called (tests: "the lookup lands").
+    Manual,
+}
+
+/// Construction options beyond the four collaborators.
+#[derive(Clone, Copy, Debug)]
+pub struct EngineOptions {
+    pub key_refresh: KeyRefresh,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            key_refresh: KeyRefresh::Background,
+        }
+    }
+}
+
+/// Configuration plus what is derived from it, and the allow/deny lists; swapped whole on
+/// reload or list change. It holds no store or cache, so a stale copy keeps nothing big alive.
+pub(crate) struct Runtime {
+    pub cfg: Arc<Config>,
+    pub resolver: Arc<IdentityResolver>,
+    pub lists: Arc<ListSnapshot>,
+}
+
+static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// This thread's copy of an engine's runtime: (engine id, generation, runtime). Reading a
+    /// current copy touches no shared cache line, which is what lets decisions scale across
+    /// cores (a shared lock or reference count would bounce between them on every request).
+    static RUNTIME_CACHE: RefCell<Option<(u64, u64, Arc<Runtime>)>> = const { RefCell::new(None) };
+}
+
+pub struct Engine {
+    id: u64,
+    generation: AtomicU64,
+    runtime: RwLock<Arc<Runtime>>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) sink: Arc<dyn EnforcementSink>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) hasher: IdentityHasher,
+    pub(crate) key_cache: Arc<KeyCache>,
+    pub(crate) strike_lock: Mutex<()>,
+    pub(crate) rng: Mutex<StdRng>,
+    pub(crate) tiers: TierPusher,
+    // Declared last: dropped after everything it might still use.
+    _refresher: Option<RefresherGuard>,
+}
+
+impl Engine {
+    /// An engine with lookups landing on a background thread. Active lockouts in the store are
+    /// pushed to `sink` now (so a restart or reboot restores kernel enforcement).
+    pub fn new(
+        cfg: Arc<Config>,
+        store: Arc<dyn Store>,
+        sink: Arc<dyn EnforcementSink>,
+        clock: Arc<dyn Clock>,
+    ) -> Engine {
+        Engine::with_options(cfg, store, sink, clock, EngineOptions::default())
+    }
+
+    pub fn with_options(
+        cfg: Arc<Config>,
+        store: Arc<dyn Store>,
+        sink: Arc<dyn EnforcementSink>,
+        clock: Arc<dyn Clock>,
+        opts: EngineOptions,
+    ) -> Engine {
+        let hasher = store.hasher();
+        let lookup: Arc<dyn crate::identity::key_cache::KeyLookup> =
+            Arc::new(StoreLookup(Arc::clone(&store)));
+        let key_cache = Arc::new(KeyCache::new(lookup, hasher.clone(), &cfg.keys));
+        let refresher = match opts.key_refresh {
+            KeyRefresh::Background => Some(key_cache.spawn_refresher(Arc::clone(&clock))),
+            KeyRefresh::Manual => None,
+        };
+        let rng = match cfg.lockout.jitter_seed {
+            Some(seed) => StdRng::seed_from_u64(seed),
+            None => StdRng::from_entropy(),
+        };
+        let resolver = Arc::new(IdentityResolver::new(&cfg));
+        let engine = Engine {
+            id: NEXT_ENGINE_ID.fetch_add(1, Ordering::Relaxed),
+            generation: AtomicU64::new(0),
+            runtime: RwLock::new(Arc::new(Runtime {
+                cfg,
+                resolver,
+                lists: Arc::new(ListSnapshot::default()),
+            })),
+            store,
+            sink,
+            clock,
+            hasher,
+            key_cache,
+            strike_lock: Mutex::new(()),
+            rng: Mutex::new(rng),
+            tiers: TierPusher::default(),
+            _refresher: refresher,
+        };
+        engine.reload_lists();
+        engine.restore_lockouts();
+        engine
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> Arc<Config> {
+        Arc::clone(&self.runtime.read().cfg)
+    }
+
+    pub(crate) fn runtime(&self) -> Arc<Runtime> {
+        Arc::clone(&self.runtime.read())
+    }
+
+    /// Runs `f` with the current runtime, from this thread's cached copy when it is current.
+    pub(crate) fn with_runtime<R>(&self, f: impl FnOnce(&Runtime) -> R) -> R {
+        let generation = self.generation.load(Ordering::Acquire);
+        RUNTIME_CACHE.with(|cell| {
+            if let Ok(cached) = cell.try_borrow() {
+                if let Some((id, g, rt)) = &*cached {
+                    if *id == self.id && *g == generation {
+                        return f(rt);
+                    }
+                }
+            }
+            let rt = self.runtime();
+            if let Ok(mut slot) = cell.try_borrow_mut() {
+                *slot = Some((self.id, generation, Arc::clone(&rt)));
+            }
+            f(&rt)
+        })
+    }
+
+    /// Replaces the runtime; every thread picks the new one up on its next decision.
+    pub(crate) fn replace_runtime(&self, f: impl FnOnce(&Runtime) -> Runtime) {
+        let mut w = self.runtime.write();
+        *w = Arc::new(f(&w));
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Swaps in a new configuration (already validated). Counters, keys and lockouts stay.
+    pub fn reload(&self, cfg: Arc<Config>) {
+        let resolver = Arc::new(IdentityResolver::new(&cfg));
+        self.replace_runtime(|old| Runtime {
+            cfg,
+            resolver,
+            lists: Arc::clone(&old.lists),
+        });
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// Pushes every active stored lockout into the sink (called at construction).
+    pub fn restore_lockouts(&self) -> usize {
+        let now = self.clock.now_ms();
+        match self.store.lockouts(now) {
+            Ok(list) => {
+                for l in &list {
+                    self.sink.lock(
+                        l.ip,
+                        std::time::Duration::from_millis(l.remaining_ms(now)),
+                        l.level,
+                    );
+                }
+                list.len()
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "cannot read stored lockouts to restore them");
+                0
+            }
+        }
+    }
+}
+
+/// Adapts the store to the key cache's lookup trait.
+struct StoreLookup(Arc<dyn Store>);
+
+impl crate::identity::key_cache::KeyLookup for StoreLookup {
+    fn lookup_key(
+        &self,
+        id: &str,
+    ) -> Result<Option<crate::store::KeyRecord>, crate::store::StoreError> {
+        self.0.lookup_key(id)
+    }
+}

@@ -1,1 +1,27 @@
-//! http (placeholder until its issue lands).
+//! The HTTP surfaces, one decision engine behind all three:
+//!
+//! - [`proxy`]: the reverse proxy (hyper directly on the hot path) forwarding through the
+//!   pooled [`upstream`] client, with [`hop`] header hygiene and [`limits`] on request heads.
+//! - [`decide_api`]: `POST /v1/decide` for apps and gateways that enforce themselves.
+//! - [`auth_request`]: `GET /v1/auth` for nginx `auth_request`.
+//! - [`response`]: how a [`crate::engine::decision::Decision`] becomes headers and a 429
+//!   problem document; [`problem`] renders every error body as `application/problem+json`.
+//! - [`hold`]: bounds on requests held for a scan delay.
+//! - [`server`]: binds the configured listeners and serves until a shutdown future resolves.
+//! - [`decider`]: the trait the surfaces call, implemented by the engine.
+
+pub mod api;
+pub mod auth_request;
+pub mod body;
+pub mod decide_api;
+pub mod decider;
+pub mod hold;
+pub mod hop;
+pub mod limits;
+pub mod problem;
+pub mod proxy;
+pub mod response;
+pub mod server;
+pub mod upstream;
+
+pub use decider::{Decider, RequestView};

@@ -1,1 +1,135 @@
-//! identity (placeholder until its issue lands).
+//! Who a request comes from: the client address ([`client_ip`]), and the best credential it
+//! carries — a verified API key ([`api_key`], [`key_cache`]), a valid bearer JWT ([`jwt`]), a
+//! session cookie ([`session`]) — or none. Malformed cookies, headers and tokens leave the
+//! caller anonymous: never elevated, never an error. [`hash`] turns subjects into store keys.
+
+pub mod api_key;
+pub mod client_ip;
+pub mod hash;
+pub mod jwt;
+pub mod key_cache;
+pub mod session;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use http::HeaderMap;
+
+use self::hash::{IdKey, IdentityHasher, Namespace};
+use self::jwt::JwtVerifier;
+use self::key_cache::{KeyCache, KeyCheck};
+use crate::config::Config;
+use crate::engine::decision::{KeyStatus, Tier};
+use crate::store::records::KeyRecord;
+
+/// What the caller is counted as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Subject {
+    /// Its (grouped) client address: anonymous and session callers, unverified keys.
+    Ip,
+    /// A verified bearer token's ID (raw here; hashed before it is stored).
+    Token(String),
+    /// A verified API key.
+    Key(Arc<KeyRecord>),
+}
+
+/// A resolved caller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    /// The client address (after trusted-proxy walking), not grouped.
+    pub ip: IpAddr,
+    /// The address counters and lockouts use (IPv6 masked to the configured prefix).
+    pub group: IpAddr,
+    pub tier: Tier,
+    pub subject: Subject,
+    /// What became of a presented API key, if one was presented.
+    pub key_status: Option<KeyStatus>,
+}
+
+impl Caller {
+    /// A verified credential (key or token): its tier is pushed into the kernel's tier map.
+    pub fn is_verified(&self) -> bool {
+        !matches!(self.subject, Subject::Ip)
+    }
+
+    /// The hashed identity the store counts.
+    pub fn id_key(&self, hasher: &IdentityHasher) -> IdKey {
+        match &self.subject {
+            Subject::Ip => hasher.id(Namespace::Ip, self.group.to_string().as_bytes()),
+            Subject::Token(t) => hasher.id(Namespace::Token, t.as_bytes()),
+            Subject::Key(k) => hasher.id(Namespace::Key, k.id.as_bytes()),
+        }
+    }
+}
+
+/// Resolves callers for one configuration (holds what is derived from it: the JWT verifier).
+pub struct IdentityResolver {
+    jwt: Option<JwtVerifier>,
+}
+
+impl IdentityResolver {
+    pub fn new(cfg: &Config) -> Self {
+        IdentityResolver {
+            jwt: cfg.jwt.as_ref().map(JwtVerifier::new),
+        }
+    }
+
+    /// Who `peer` with `headers` is at `now_ms`. API keys are checked against `keys`.
+    pub fn resolve(
+        &self,
+        cfg: &Config,
+        keys: &KeyCache,
+        peer: IpAddr,
+        headers: &HeaderMap,
+        now_ms: u64,
+    ) -> Caller {
+        let ip = client_ip::client_ip(peer, headers, &cfg.identity);
+        let group = client_ip::group(ip, cfg.identity.ipv6_prefix);
+        let cookie = session::has_session_cookie(headers, &cfg.identity.session_cookie);
+        let mut caller = Caller {
+            ip,
+            group,
+            tier: if cookie { Tier::Session } else { Tier::Anon },
+            subject: Subject::Ip,
+            key_status: None,
+        };
+        let bearer = jwt::bearer(headers);
+        let key_prefix_len = cfg.keys.prefix.len();
+        let bearer_is_key = bearer.is_some_and(|b| {
+            b.len() > key_prefix_len
+                && b.starts_with(cfg.keys.prefix.as_str())
+                && b.as_bytes()[key_prefix_len] == b'_'
+        });
+        if let (Some(verifier), Some(token), false) = (&self.jwt, bearer, bearer_is_key) {
+            if let Some(holder) = verifier.verify(token, now_ms) {
+                caller.tier = caller.tier.max(holder.tier);
+                caller.subject = Subject::Token(holder.token_id);
+            }
+        }
+        let presented = headers
+            .get(&cfg.keys.header)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .or(bearer.filter(|_| bearer_is_key));
+        if let Some(text) = presented {
+            // The shape is checked first: a wrong shape never reaches the cache.
+            match api_key::parse_key(text, &cfg.keys.prefix) {
+                None => caller.key_status = Some(KeyStatus::Malformed),
+                Some(k) => match keys.check(k.id, k.secret, now_ms) {
+                    KeyCheck::Verified(record) => {
+                        caller.tier = record.tier;
+                        caller.subject = Subject::Key(record);
+                        caller.key_status = Some(KeyStatus::Verified);
+                    }
+                    KeyCheck::Pending => {
+                        // One rung below what a key buys, while the lookup lands.
+                        caller.tier = caller.tier.max(Tier::Sponsor.below());
+                        caller.key_status = Some(KeyStatus::Pending);
+                    }
+                    KeyCheck::Invalid => caller.key_status = Some(KeyStatus::Invalid),
+                },
+            }
+        }
+        caller
+    }
+}

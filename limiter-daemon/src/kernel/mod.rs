@@ -1,1 +1,30 @@
-//! kernel (placeholder until its issue lands).
+//! The kernel bridge: finds, loads, attaches and pins the XDP/TC program, adopts what a previous
+//! daemon pinned, and drives its maps.
+//!
+//! - [`object`]: where the built eBPF object is.
+//! - [`loader`]: load, attach (auto/xdp/xdp-skb/tc), pin, adopt, detach.
+//! - [`pins`]: the layout of pins under the pin path.
+//! - [`maps`]: typed map operations (lockouts, tiers, lists, config, counters, fill).
+//! - [`addr`]: IPs and CIDRs as map keys. [`clock`]: the kernel's clock (CLOCK_BOOTTIME).
+//! - [`dataplane`]: the running dataplane; [`sink`]: the engine's enforcement sink on it.
+//! - [`events`]: sampled over-ceiling events; [`logs`]: aya-log forwarded into tracing.
+//! - [`status`]: the `kernel status` report; [`cli`]: the `kernel`, `detach` and `run` commands.
+
+pub mod addr;
+pub mod cli;
+pub mod clock;
+pub mod dataplane;
+pub mod error;
+pub mod events;
+pub mod loader;
+pub mod logs;
+pub mod maps;
+pub mod object;
+pub mod pins;
+pub mod sink;
+pub mod status;
+
+pub use dataplane::Dataplane;
+pub use error::KernelError;
+pub use maps::KernelMaps;
+pub use pins::{AttachedMode, PinLayout};

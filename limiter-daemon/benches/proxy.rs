@@ -1,0 +1,259 @@
+//! `cargo xtask bench proxy`: throughput and latency through the daemon's reverse proxy,
+//! against the same upstream reached directly and through nginx with `limit_req`, in one run.
+//!
+//! - Upstream: nginx (1 worker) serving a small static file.
+//! - nginx + `limit_req`: 2 workers, keep-alive to the upstream, a rate so high nothing is
+//!   rejected.
+//! - Daemon: the `bench-fast` binary (`limiter-daemon run`) with a generated config: embedded
+//!   store, kernel off, 2 runtime worker threads, limits high enough that nothing is rejected.
+//! - Load: `wrk --latency -t2 -c64 -d<secs>s` (BENCH_SECS, default 10) after a 2 s warm-up.
+//!
+//! Prints a table with ratios: daemon/nginx throughput and the p99 each adds over the direct
+//! path. Any non-2xx answer fails the run (a rejected request would flatter the numbers).
+
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use limiter_tests::nginx::{available, free_port, Nginx};
+
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    rps: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    non_2xx: u64,
+    errors: u64,
+}
+
+fn wrk_available() -> bool {
+    Command::new("wrk")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+fn parse_latency(v: &str) -> Option<f64> {
+    let v = v.trim();
+    let (num, unit) = v.split_at(v.find(|c: char| c.is_ascii_alphabetic())?);
+    let n: f64 = num.parse().ok()?;
+    Some(match unit {
+        "us" => n / 1000.0,
+        "ms" => n,
+        "s" => n * 1000.0,
+        "m" => n * 60_000.0,
+        _ => return None,
+    })
+}
+
+fn parse_wrk(out: &str) -> Run {
+    let mut run = Run {
+        rps: 0.0,
+        p50_ms: f64::NAN,
+        p99_ms: f64::NAN,
+        non_2xx: 0,
+        errors: 0,
+    };
+    for line in out.lines() {
+        let t = line.trim();
+        if let Some(v) = t.strip_prefix("Requests/sec:") {
+            run.rps = v.trim().parse().unwrap_or(0.0);
+        } else if let Some(v) = t.strip_prefix("50%") {
+            run.p50_ms = parse_latency(v).unwrap_or(f64::NAN);
+        } else if let Some(v) = t.strip_prefix("99%") {
+            run.p99_ms = parse_latency(v).unwrap_or(f64::NAN);
+        } else if let Some(v) = t.strip_prefix("Non-2xx or 3xx responses:") {
+            run.non_2xx = v.trim().parse().unwrap_or(u64::MAX);
+        } else if let Some(v) = t.strip_prefix("Socket errors:") {
+            // "connect 0, read 0, write 0, timeout 0"
+            run.errors = v
+                .split(',')
+                .filter_map(|p| p.split_whitespace().last()?.parse::<u64>().ok())
+                .sum();
+        }
+    }
+    run
+}
+
+fn wrk(url: &str, secs: u64) -> Run {
+    let out = Command::new("wrk")
+        .args(["--latency", "-t2", "-c64", &format!("-d{secs}s"), url])
+        .output()
+        .expect("run wrk");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "wrk failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    parse_wrk(&text)
+}
+
+fn wait_listening(addr: SocketAddr, child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(addr).is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("daemon exited early with {status}");
+        }
+        assert!(Instant::now() < deadline, "daemon did not listen on {addr}");
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+}
+
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on our own child.
+        unsafe {
+            libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::park_timeout(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn daemon_binary() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| limiter_tests::workspace_root().join("target"));
+    target.join("bench-fast/limiter-daemon")
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing else to parse.
+    if !limiter_tests::require(available() && wrk_available(), "nginx and wrk") {
+        return;
+    }
+    let bin = daemon_binary();
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo xtask bench proxy` (it builds the daemon with --profile bench-fast)",
+        bin.display()
+    );
+    let secs: u64 = std::env::var("BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let scratch = tempfile::tempdir().expect("temp dir");
+
+    // Upstream: nginx serving a small static file.
+    let www = scratch.path().join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(
+        www.join("index.html"),
+        "<!doctype html><title>upstream</title><p>hello from the upstream</p>\n",
+    )
+    .unwrap();
+    let up_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let upstream = Nginx::start(
+        &format!(
+            "server {{ listen {up_addr} backlog=4096; keepalive_requests 1000000; location / {{ root {}; }} }}",
+            www.display()
+        ),
+        up_addr,
+        1,
+    );
+
+    // nginx with limit_req in front of the same upstream.
+    let ng_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let nginx = Nginx::start(
+        &format!(
+            "limit_req_zone $binary_remote_addr zone=bench:10m rate=1000000r/s;\n\
+             upstream app {{ server {up_addr}; keepalive 128; }}\n\
+             server {{ listen {ng_addr} backlog=4096; keepalive_requests 1000000;\n\
+               location / {{ limit_req zone=bench burst=1000000 nodelay;\n\
+                 proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection \"\";\n\
+                 proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for; }} }}"
+        ),
+        ng_addr,
+        2,
+    );
+
+    // The daemon's proxy, embedded store, limits out of reach.
+    let px_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let api_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let state = scratch.path().join("state");
+    let big = 1_000_000_000u32;
+    let config = format!(
+        "[tiers.anon]\nburst = {big}\nhourly = {big}\n\n[quota]\nanon = {big}\n\n\
+         [store]\nstate_dir = \"{}\"\n\n[kernel]\nmode = \"off\"\n\n\
+         [http]\nproxy_listen = [\"{px_addr}\"]\napi_listen = [\"{api_addr}\"]\n\
+         upstream = \"http://{up_addr}\"\nworker_threads = 2\n",
+        state.display()
+    );
+    let config_path = scratch.path().join("limiter.toml");
+    std::fs::write(&config_path, config).unwrap();
+    let mut child = Command::new(&bin)
+        .arg("run")
+        .arg("--config")
+        .arg(&config_path)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start the daemon");
+    wait_listening(px_addr, &mut child);
+    let _daemon = Daemon(child);
+
+    let targets = [
+        ("direct (upstream)", format!("http://{up_addr}/index.html")),
+        ("nginx limit_req", format!("http://{ng_addr}/index.html")),
+        (
+            "limiter-daemon proxy",
+            format!("http://{px_addr}/index.html"),
+        ),
+    ];
+    let mut results = Vec::new();
+    for (name, url) in &targets {
+        let _warm = wrk(url, 2);
+        let r = wrk(url, secs);
+        assert_eq!(
+            r.non_2xx, 0,
+            "{name}: {} answers were not 2xx (limits too low?)",
+            r.non_2xx
+        );
+        results.push((*name, r));
+    }
+    drop(nginx);
+    drop(upstream);
+
+    let direct = results[0].1;
+    let ng = results[1].1;
+    let dm = results[2].1;
+    println!();
+    println!("proxy benchmark: wrk --latency -t2 -c64 -d{secs}s, 2 cores shared by load, proxies and upstream");
+    println!();
+    println!(
+        "| path | requests/s | p50 ms | p99 ms | p99 added over direct (ms) | socket errors |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (name, r) in &results {
+        println!(
+            "| {name} | {:.0} | {:.2} | {:.2} | {:.2} | {} |",
+            r.rps,
+            r.p50_ms,
+            r.p99_ms,
+            r.p99_ms - direct.p99_ms,
+            r.errors
+        );
+    }
+    let added_dm = dm.p99_ms - direct.p99_ms;
+    let added_ng = ng.p99_ms - direct.p99_ms;
+    println!();
+    println!("daemon / nginx throughput: {:.2}", dm.rps / ng.rps);
+    println!("daemon / direct throughput: {:.2}", dm.rps / direct.rps);
+    println!(
+        "p99 added: daemon {added_dm:.2} ms vs nginx {added_ng:.2} ms (daemon - nginx = {:+.2} ms)",
+        added_dm - added_ng
+    );
+}

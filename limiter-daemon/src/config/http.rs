@@ -1,0 +1,334 @@
+//! The `[http]` section: where the three HTTP surfaces listen, the upstream the proxy forwards
+//! to, its timeouts, the bounds on held (delayed) requests, header limits, the peers trusted to
+//! say who the client is (`X-Real-IP` on `/v1/auth`). Upgrade paths named in 429s live in `[upgrade]`.
+//!
+//! Two stages, like every section: [`RawHttp`] mirrors the file, [`HttpSettings`] holds checked
+//! values. Every error names the field.
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use ipnet::IpNet;
+use serde::Deserialize;
+
+use super::ConfigError;
+
+/// `[http]` as written in the file; every field optional with a documented default.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHttp {
+    /// Reverse-proxy listeners (default: none; needs `upstream`).
+    pub proxy_listen: Option<Vec<String>>,
+    /// Decision API + nginx `auth_request` listeners (default: none; e.g. `127.0.0.1:8081`).
+    pub api_listen: Option<Vec<String>>,
+    /// Where the proxy forwards: `http://host:port` (plain HTTP, no path).
+    pub upstream: Option<String>,
+    /// Time allowed to open a TCP connection to the upstream (default 2s) → 502 past it.
+    pub connect_timeout: Option<String>,
+    /// Time allowed for the upstream's response head (default 30s) → 504 past it.
+    pub response_timeout: Option<String>,
+    /// Idle keep-alive connections to the upstream are closed after this (default 90s).
+    pub pool_idle_timeout: Option<String>,
+    /// Idle keep-alive connections kept to the upstream (default 256).
+    pub pool_max_idle: Option<usize>,
+    /// Requests held for a scan delay at once, over all callers (default 10000).
+    pub max_held: Option<usize>,
+    /// Requests held for a scan delay at once for one identity (default 8).
+    pub max_held_per_identity: Option<usize>,
+    /// Most request header fields accepted (default 100) → 431 past it.
+    pub max_header_count: Option<usize>,
+    /// Most bytes of request header fields accepted, names + values (default 16384) → 431.
+    pub max_header_bytes: Option<usize>,
+    /// Time allowed for a client to send its request head (default 30s).
+    pub header_read_timeout: Option<String>,
+    /// Peers whose `X-Real-IP` is believed on `/v1/auth` (CIDRs; default loopback only).
+    pub trusted_peers: Option<Vec<String>>,
+    /// Base URI of problem `type`s; the reason is appended (default: `about:blank`, no base).
+    pub problem_type_base: Option<String>,
+    /// On shutdown, how long in-flight (and held) requests may finish (default 10s).
+    pub shutdown_grace: Option<String>,
+    /// Threads of the daemon's async runtime, which serves every listener (default: one per
+    /// CPU).
+    pub worker_threads: Option<usize>,
+    /// `[http.admin]` belongs to the admin API, which validates it; passed over here.
+    pub admin: Option<toml::Table>,
+}
+
+/// The validated `[http]` section.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpSettings {
+    pub proxy_listen: Vec<SocketAddr>,
+    pub api_listen: Vec<SocketAddr>,
+    pub upstream: Option<Upstream>,
+    pub connect_timeout: Duration,
+    pub response_timeout: Duration,
+    pub pool_idle_timeout: Duration,
+    pub pool_max_idle: usize,
+    pub max_held: NonZeroUsize,
+    pub max_held_per_identity: NonZeroUsize,
+    pub max_header_count: NonZeroUsize,
+    pub max_header_bytes: NonZeroUsize,
+    pub header_read_timeout: Duration,
+    pub trusted_peers: Vec<IpNet>,
+    pub problem_type_base: Option<String>,
+    pub shutdown_grace: Duration,
+    /// `None`: one per CPU.
+    pub worker_threads: Option<NonZeroUsize>,
+}
+
+/// The upstream origin: scheme `http`, a host and a port (the proxy keeps the request's path).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Upstream {
+    /// `host:port` as written (a name is resolved per connection by the pooled client).
+    pub authority: http::uri::Authority,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings::validate(RawHttp::default()).expect("defaults are valid")
+    }
+}
+
+fn duration(
+    field: &str,
+    value: Option<String>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(s) => {
+            let d = humantime::parse_duration(&s)
+                .map_err(|e| ConfigError::invalid(field, format!("{s:?}: {e}")))?;
+            if d.is_zero() {
+                return Err(ConfigError::invalid(field, "must be longer than zero"));
+            }
+            Ok(d)
+        }
+    }
+}
+
+fn non_zero(
+    field: &str,
+    value: Option<usize>,
+    default: usize,
+) -> Result<NonZeroUsize, ConfigError> {
+    NonZeroUsize::new(value.unwrap_or(default))
+        .ok_or_else(|| ConfigError::invalid(field, "must be at least 1"))
+}
+
+fn addrs(
+    field: &str,
+    value: Option<Vec<String>>,
+    default: &[&str],
+) -> Result<Vec<SocketAddr>, ConfigError> {
+    let list = value.unwrap_or_else(|| default.iter().map(|s| s.to_string()).collect());
+    list.iter()
+        .map(|s| {
+            s.parse::<SocketAddr>().map_err(|_| {
+                ConfigError::invalid(
+                    field,
+                    format!("{s:?} is not an address:port (e.g. \"127.0.0.1:8080\")"),
+                )
+            })
+        })
+        .collect()
+}
+
+impl HttpSettings {
+    pub fn validate(raw: RawHttp) -> Result<Self, ConfigError> {
+        let upstream = match raw.upstream {
+            None => None,
+            Some(s) => {
+                let uri: http::Uri = s
+                    .parse()
+                    .map_err(|e| ConfigError::invalid("http.upstream", format!("{s:?}: {e}")))?;
+                if uri.scheme_str() != Some("http") {
+                    return Err(ConfigError::invalid(
+                        "http.upstream",
+                        format!("{s:?}: only http:// upstreams are supported"),
+                    ));
+                }
+                if uri.path_and_query().is_some_and(|p| p.as_str() != "/") {
+                    return Err(ConfigError::invalid(
+                        "http.upstream",
+                        format!(
+                            "{s:?}: give only scheme, host and port; the request's path is kept"
+                        ),
+                    ));
+                }
+                let authority = uri.authority().cloned().ok_or_else(|| {
+                    ConfigError::invalid("http.upstream", format!("{s:?}: no host"))
+                })?;
+                Some(Upstream { authority })
+            }
+        };
+        let proxy_listen = addrs("http.proxy_listen", raw.proxy_listen, &[])?;
+        if !proxy_listen.is_empty() && upstream.is_none() {
+            return Err(ConfigError::invalid(
+                "http.upstream",
+                "required when http.proxy_listen is set (where should the proxy forward?)",
+            ));
+        }
+        let trusted_peers = raw
+            .trusted_peers
+            .unwrap_or_else(|| vec!["127.0.0.0/8".into(), "::1/128".into()])
+            .iter()
+            .map(|s| {
+                s.parse::<IpNet>()
+                    .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
+                    .map_err(|_| {
+                        ConfigError::invalid(
+                            "http.trusted_peers",
+                            format!("{s:?} is not an IP or CIDR"),
+                        )
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let max_held = non_zero("http.max_held", raw.max_held, 10_000)?;
+        let max_held_per_identity =
+            non_zero("http.max_held_per_identity", raw.max_held_per_identity, 8)?;
+        if max_held_per_identity > max_held {
+            return Err(ConfigError::invalid(
+                "http.max_held_per_identity",
+                format!("{max_held_per_identity} is more than http.max_held ({max_held})"),
+            ));
+        }
+        let problem_type_base = match raw.problem_type_base {
+            None => None,
+            Some(b)
+                if b.starts_with("https://") || b.starts_with("http://") || b.starts_with('/') =>
+            {
+                Some(b)
+            }
+            Some(b) => {
+                return Err(ConfigError::invalid(
+                    "http.problem_type_base",
+                    format!("{b:?} must be an http(s) URL or an absolute path"),
+                ))
+            }
+        };
+        Ok(HttpSettings {
+            proxy_listen,
+            api_listen: addrs("http.api_listen", raw.api_listen, &[])?,
+            upstream,
+            connect_timeout: duration(
+                "http.connect_timeout",
+                raw.connect_timeout,
+                Duration::from_secs(2),
+            )?,
+            response_timeout: duration(
+                "http.response_timeout",
+                raw.response_timeout,
+                Duration::from_secs(30),
+            )?,
+            pool_idle_timeout: duration(
+                "http.pool_idle_timeout",
+                raw.pool_idle_timeout,
+                Duration::from_secs(90),
+            )?,
+            pool_max_idle: raw.pool_max_idle.unwrap_or(256),
+            max_held,
+            max_held_per_identity,
+            max_header_count: non_zero("http.max_header_count", raw.max_header_count, 100)?,
+            max_header_bytes: non_zero("http.max_header_bytes", raw.max_header_bytes, 16 * 1024)?,
+            header_read_timeout: duration(
+                "http.header_read_timeout",
+                raw.header_read_timeout,
+                Duration::from_secs(30),
+            )?,
+            trusted_peers,
+            problem_type_base,
+            worker_threads: raw
+                .worker_threads
+                .map(|n| {
+                    NonZeroUsize::new(n).ok_or_else(|| {
+                        ConfigError::invalid("http.worker_threads", "must be at least 1")
+                    })
+                })
+                .transpose()?,
+            shutdown_grace: duration(
+                "http.shutdown_grace",
+                raw.shutdown_grace,
+                Duration::from_secs(10),
+            )?,
+        })
+    }
+
+    /// Validates the `[http]` table as kept raw by the whole-file config.
+    pub fn from_table(table: toml::Table) -> Result<Self, ConfigError> {
+        let raw = RawHttp::deserialize(table).map_err(|e| ConfigError::Parse {
+            path: "[http]".into(),
+            line: None,
+            message: e.to_string(),
+        })?;
+        HttpSettings::validate(raw)
+    }
+
+    /// Parses and validates an `[http]` table given as TOML text (the section's body).
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        let raw: RawHttp = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: "[http]".into(),
+            line: None,
+            message: e.to_string(),
+        })?;
+        HttpSettings::validate(raw)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        HttpSettings::from_toml(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn defaults_listen_nowhere() {
+        // Nothing is bound unless configured: a kernel-only daemon opens no HTTP port.
+        let s = HttpSettings::default();
+        assert!(s.proxy_listen.is_empty());
+        assert!(s.api_listen.is_empty());
+        assert_eq!(s.max_held_per_identity.get(), 8);
+    }
+
+    #[test]
+    fn proxy_without_upstream_names_upstream() {
+        assert!(err("proxy_listen = [\"127.0.0.1:0\"]").contains("http.upstream"));
+    }
+
+    #[test]
+    fn bad_values_name_their_field() {
+        assert!(err("upstream = \"https://x:1\"").contains("http.upstream"));
+        assert!(err("upstream = \"http://x:1/app\"").contains("http.upstream"));
+        assert!(err("api_listen = [\"localhost\"]").contains("http.api_listen"));
+        assert!(err("connect_timeout = \"soon\"").contains("http.connect_timeout"));
+        assert!(err("response_timeout = \"0s\"").contains("http.response_timeout"));
+        assert!(err("max_held = 0").contains("http.max_held"));
+        assert!(
+            err("max_held = 2\nmax_held_per_identity = 3").contains("http.max_held_per_identity")
+        );
+        assert!(err("trusted_peers = [\"10.0.0.0/33\"]").contains("http.trusted_peers"));
+        assert!(err("problem_type_base = \"x\"").contains("http.problem_type_base"));
+    }
+
+    #[test]
+    fn unknown_field_is_an_error() {
+        assert!(HttpSettings::from_toml("upstrem = \"http://x:1\"").is_err());
+    }
+
+    #[test]
+    fn upstream_keeps_authority() {
+        let s = HttpSettings::from_toml(
+            "proxy_listen = [\"127.0.0.1:0\"]\nupstream = \"http://127.0.0.1:9000\"",
+        )
+        .unwrap();
+        assert_eq!(s.upstream.unwrap().authority.as_str(), "127.0.0.1:9000");
+        let bare = HttpSettings::from_toml("trusted_peers = [\"10.1.2.3\"]").unwrap();
+        assert_eq!(
+            bare.trusted_peers,
+            vec!["10.1.2.3/32".parse::<IpNet>().unwrap()]
+        );
+    }
+}

@@ -1,0 +1,266 @@
+//! `[[routes]]` and `[default_route]`: a path prefix (and optional methods) decides what a
+//! request costs, which windows apply, what happens over the daily quota, and whether an API
+//! key's own `hourly_limit` applies.
+
+use std::num::NonZeroU32;
+
+use serde::Deserialize;
+
+use super::tiers::positive;
+use super::ConfigError;
+
+/// What happens when the daily quota is spent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OverQuota {
+    /// 429 with `reason = daily`.
+    Reject,
+    /// Hold the request (soft, then hard delay) and let it proceed; never a 429.
+    Delay,
+}
+
+impl OverQuota {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OverQuota::Reject => "reject",
+            OverQuota::Delay => "delay",
+        }
+    }
+}
+
+/// A window a route may opt into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LimitName {
+    Burst,
+    Hourly,
+    Daily,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRoute {
+    pub prefix: String,
+    pub methods: Option<Vec<String>>,
+    pub cost: Option<u32>,
+    pub limits: Option<Vec<LimitName>>,
+    pub over_quota: Option<OverQuota>,
+    pub key_limit: Option<bool>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDefaultRoute {
+    pub cost: Option<u32>,
+    pub limits: Option<Vec<LimitName>>,
+    pub over_quota: Option<OverQuota>,
+    pub key_limit: Option<bool>,
+}
+
+/// Which windows count a route's requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub burst: bool,
+    pub hourly: bool,
+    pub daily: bool,
+}
+
+impl Limits {
+    pub const ALL: Limits = Limits {
+        burst: true,
+        hourly: true,
+        daily: true,
+    };
+
+    fn from_names(names: &[LimitName]) -> Limits {
+        Limits {
+            burst: names.contains(&LimitName::Burst),
+            hourly: names.contains(&LimitName::Hourly),
+            daily: names.contains(&LimitName::Daily),
+        }
+    }
+
+    pub fn describe(self) -> String {
+        let mut v = Vec::new();
+        if self.burst {
+            v.push("burst");
+        }
+        if self.hourly {
+            v.push("hourly");
+        }
+        if self.daily {
+            v.push("daily");
+        }
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join("+")
+        }
+    }
+}
+
+/// A validated route.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Route {
+    /// `"/"`-anchored prefix; `None` for the default route.
+    pub prefix: Option<String>,
+    /// Upper-case method names; `None` means any method.
+    pub methods: Option<Vec<String>>,
+    /// Units each request costs in the hourly, key and daily windows (burst counts requests).
+    pub cost: NonZeroU32,
+    pub limits: Limits,
+    pub over_quota: OverQuota,
+    /// Whether an API key's own `hourly_limit` applies here.
+    pub key_limit: bool,
+}
+
+impl Route {
+    fn matches(&self, method: &str, path: &str) -> bool {
+        let Some(prefix) = &self.prefix else {
+            return true;
+        };
+        if let Some(methods) = &self.methods {
+            if !methods.iter().any(|m| m.eq_ignore_ascii_case(method)) {
+                return false;
+            }
+        }
+        // Match on a segment boundary so `/api/feeds` covers `/api/feeds/1` but not `/api/feedsx`.
+        match path.strip_prefix(prefix.as_str()) {
+            None => false,
+            Some(rest) => rest.is_empty() || prefix.ends_with('/') || rest.starts_with('/'),
+        }
+    }
+}
+
+/// Routes, longest prefix first, plus the default.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteTable {
+    pub routes: Vec<Route>,
+    pub default: Route,
+}
+
+impl RouteTable {
+    /// The most specific route for a request (the query string is ignored).
+    pub fn matching(&self, method: &str, path: &str) -> &Route {
+        let path = path.split(['?', '#']).next().unwrap_or(path);
+        self.routes
+            .iter()
+            .find(|r| r.matches(method, path))
+            .unwrap_or(&self.default)
+    }
+
+    pub fn validate(
+        raw: Vec<RawRoute>,
+        default: Option<RawDefaultRoute>,
+    ) -> Result<Self, ConfigError> {
+        let mut routes = Vec::with_capacity(raw.len());
+        for (i, r) in raw.into_iter().enumerate() {
+            let field = |name: &str| format!("routes[{i}].{name}");
+            if !r.prefix.starts_with('/') {
+                return Err(ConfigError::invalid(
+                    field("prefix"),
+                    format!("{:?} must start with '/'", r.prefix),
+                ));
+            }
+            let methods = match r.methods {
+                None => None,
+                Some(ms) if ms.is_empty() => {
+                    return Err(ConfigError::invalid(
+                        field("methods"),
+                        "an empty list matches nothing; leave it out to match every method",
+                    ))
+                }
+                Some(ms) => {
+                    let mut out = Vec::with_capacity(ms.len());
+                    for m in ms {
+                        if m.is_empty() || !m.bytes().all(|b| b.is_ascii_alphabetic()) {
+                            return Err(ConfigError::invalid(
+                                field("methods"),
+                                format!("{m:?} is not an HTTP method"),
+                            ));
+                        }
+                        out.push(m.to_ascii_uppercase());
+                    }
+                    Some(out)
+                }
+            };
+            routes.push(Route {
+                prefix: Some(r.prefix),
+                methods,
+                cost: positive(&field("cost"), r.cost, 1)?,
+                limits: r
+                    .limits
+                    .as_deref()
+                    .map(Limits::from_names)
+                    .unwrap_or(Limits::ALL),
+                over_quota: r.over_quota.unwrap_or(OverQuota::Reject),
+                key_limit: r.key_limit.unwrap_or(false),
+            });
+        }
+        // Longest prefix first; among equals, routes naming methods before catch-alls.
+        routes.sort_by(|a, b| {
+            let la = a.prefix.as_ref().map_or(0, String::len);
+            let lb = b.prefix.as_ref().map_or(0, String::len);
+            lb.cmp(&la)
+                .then_with(|| b.methods.is_some().cmp(&a.methods.is_some()))
+        });
+        let d = default.unwrap_or_default();
+        let default = Route {
+            prefix: None,
+            methods: None,
+            cost: positive("default_route.cost", d.cost, 1)?,
+            limits: d
+                .limits
+                .as_deref()
+                .map(Limits::from_names)
+                .unwrap_or(Limits::ALL),
+            over_quota: d.over_quota.unwrap_or(OverQuota::Reject),
+            key_limit: d.key_limit.unwrap_or(false),
+        };
+        Ok(RouteTable { routes, default })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(toml_text: &str) -> RouteTable {
+        #[derive(Deserialize)]
+        struct W {
+            routes: Vec<RawRoute>,
+        }
+        let w: W = toml::from_str(toml_text).unwrap();
+        RouteTable::validate(w.routes, None).unwrap()
+    }
+
+    #[test]
+    fn longest_prefix_on_segment_boundary_wins() {
+        let t = table(
+            "[[routes]]\nprefix = \"/api\"\ncost = 2\n[[routes]]\nprefix = \"/api/feeds\"\ncost = 3\n",
+        );
+        assert_eq!(t.matching("GET", "/api/feeds/1?x=1").cost.get(), 3);
+        assert_eq!(t.matching("GET", "/api/feedsx").cost.get(), 2);
+        assert_eq!(t.matching("GET", "/other").cost.get(), 1);
+    }
+
+    #[test]
+    fn methods_filter() {
+        let t = table("[[routes]]\nprefix = \"/scan\"\nmethods = [\"post\"]\ncost = 5\n");
+        assert_eq!(t.matching("POST", "/scan").cost.get(), 5);
+        assert_eq!(t.matching("GET", "/scan").cost.get(), 1);
+    }
+
+    #[test]
+    fn bad_prefix_names_the_field() {
+        #[derive(Deserialize)]
+        struct W {
+            routes: Vec<RawRoute>,
+        }
+        let w: W = toml::from_str("[[routes]]\nprefix = \"scan\"\n").unwrap();
+        let err = RouteTable::validate(w.routes, None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("routes[0].prefix"), "{err}");
+    }
+}

@@ -1,0 +1,144 @@
+//! `[store]`: where counters, keys, lockouts and lists live, and how identities are hashed.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::keys::duration;
+use super::ConfigError;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreBackend {
+    /// In-process counters; keys, lockouts and lists persisted in `state_dir`.
+    Embedded,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HashMode {
+    /// HMAC-SHA256 with a secret (configured, or generated once into the state directory).
+    Hmac,
+    /// Plain SHA-256, for compatibility with existing key layouts only.
+    Sha256,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStore {
+    pub backend: Option<StoreBackend>,
+    pub state_dir: Option<PathBuf>,
+    pub hash: Option<HashMode>,
+    pub hash_secret: Option<String>,
+    pub hash_secret_file: Option<PathBuf>,
+    /// Hard ceiling on identities counted in memory.
+    pub max_identities: Option<usize>,
+    /// How often idle identities are swept out.
+    pub sweep_interval: Option<String>,
+}
+
+#[derive(Clone, PartialEq, Eq)]
+pub struct StoreSettings {
+    pub backend: StoreBackend,
+    pub state_dir: PathBuf,
+    pub hash: HashMode,
+    /// Configured HMAC secret (bytes); `None` means generate/keep one in `state_dir`.
+    pub hash_secret: Option<Vec<u8>>,
+    pub max_identities: usize,
+    pub sweep_interval: Duration,
+}
+
+impl std::fmt::Debug for StoreSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreSettings")
+            .field("backend", &self.backend)
+            .field("state_dir", &self.state_dir)
+            .field("hash", &self.hash)
+            .field(
+                "hash_secret",
+                &self.hash_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .field("max_identities", &self.max_identities)
+            .field("sweep_interval", &self.sweep_interval)
+            .finish()
+    }
+}
+
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/limiter";
+
+impl StoreSettings {
+    /// Defaults with a given state directory (tests, benches).
+    pub fn in_dir(dir: impl Into<PathBuf>) -> Self {
+        let mut s = StoreSettings::validate(RawStore::default()).expect("defaults are valid");
+        s.state_dir = dir.into();
+        s
+    }
+
+    pub fn validate(raw: RawStore) -> Result<Self, ConfigError> {
+        let hash = raw.hash.unwrap_or(HashMode::Hmac);
+        let hash_secret = match (raw.hash_secret, raw.hash_secret_file) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::invalid(
+                    "store.hash_secret",
+                    "set `hash_secret` or `hash_secret_file`, not both",
+                ))
+            }
+            (Some(s), None) => Some(s.into_bytes()),
+            (None, Some(p)) => Some(
+                std::fs::read(&p)
+                    .map_err(|e| {
+                        ConfigError::invalid(
+                            "store.hash_secret_file",
+                            format!("cannot read {}: {e}", p.display()),
+                        )
+                    })?
+                    .trim_ascii()
+                    .to_vec(),
+            ),
+            (None, None) => None,
+        };
+        if let Some(s) = &hash_secret {
+            if hash == HashMode::Sha256 {
+                return Err(ConfigError::invalid(
+                    "store.hash_secret",
+                    "a secret has no use with `hash = \"sha256\"`",
+                ));
+            }
+            if s.len() < 16 {
+                return Err(ConfigError::invalid(
+                    "store.hash_secret",
+                    "must be at least 16 bytes",
+                ));
+            }
+        }
+        let max_identities = raw.max_identities.unwrap_or(2_000_000);
+        if max_identities < 1024 {
+            return Err(ConfigError::invalid(
+                "store.max_identities",
+                "must be at least 1024",
+            ));
+        }
+        let sweep_interval = duration(
+            "store.sweep_interval",
+            raw.sweep_interval,
+            Duration::from_secs(60),
+        )?;
+        if sweep_interval.is_zero() {
+            return Err(ConfigError::invalid(
+                "store.sweep_interval",
+                "must be longer than zero",
+            ));
+        }
+        Ok(StoreSettings {
+            backend: raw.backend.unwrap_or(StoreBackend::Embedded),
+            state_dir: raw
+                .state_dir
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
+            hash,
+            hash_secret,
+            max_identities,
+            sweep_interval,
+        })
+    }
+}

@@ -1,0 +1,140 @@
+//! `[tiers]`: per-rung burst (per 60 s) and hourly budget. The session budget is the anonymous
+//! budget times a multiplier, as the seed defines it.
+
+use std::num::NonZeroU32;
+
+use serde::Deserialize;
+
+use super::env::{self, EnvMap};
+use super::ConfigError;
+use crate::engine::decision::Tier;
+
+/// The largest burst a tier may have: the embedded store counts burst slots in `u16`.
+pub const MAX_BURST: u32 = u16::MAX as u32;
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTier {
+    pub burst: Option<u32>,
+    pub hourly: Option<u32>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSessionTier {
+    pub burst: Option<u32>,
+    /// Session budget = anonymous budget × this.
+    pub multiplier: Option<u32>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTiers {
+    #[serde(default)]
+    pub anon: RawTier,
+    #[serde(default)]
+    pub session: RawSessionTier,
+    #[serde(default)]
+    pub sponsor: RawTier,
+}
+
+/// One rung's windows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TierLimits {
+    /// Admitted requests in any 60-second span.
+    pub burst: NonZeroU32,
+    /// Units per UTC clock hour.
+    pub hourly: NonZeroU32,
+}
+
+/// The validated ladder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TierTable {
+    pub anon: TierLimits,
+    pub session: TierLimits,
+    pub sponsor: TierLimits,
+    pub auth_multiplier: NonZeroU32,
+}
+
+impl TierTable {
+    pub fn get(&self, tier: Tier) -> &TierLimits {
+        match tier {
+            Tier::Anon => &self.anon,
+            Tier::Session => &self.session,
+            Tier::Sponsor => &self.sponsor,
+        }
+    }
+
+    /// Applies the environment (which wins) onto the raw section, recording what it changed.
+    pub(crate) fn apply_env(
+        raw: &mut RawTiers,
+        env: &EnvMap,
+        applied: &mut Vec<(&'static str, u32)>,
+    ) -> Result<(), ConfigError> {
+        let mut set = |var: &'static str, slot: &mut Option<u32>| -> Result<(), ConfigError> {
+            if let Some(v) = env::read_u32(env, var, false)? {
+                *slot = Some(v);
+                applied.push((var, v));
+            }
+            Ok(())
+        };
+        set(env::TIER_FREE_HOURLY, &mut raw.anon.hourly)?;
+        set(env::TIER_FREE_BURST, &mut raw.anon.burst)?;
+        set(env::TIER_AUTH_MULTIPLIER, &mut raw.session.multiplier)?;
+        set(env::TIER_AUTH_BURST, &mut raw.session.burst)?;
+        set(env::TIER_SPONSOR_HOURLY, &mut raw.sponsor.hourly)?;
+        set(env::TIER_SPONSOR_BURST, &mut raw.sponsor.burst)?;
+        Ok(())
+    }
+
+    pub fn validate(raw: RawTiers) -> Result<Self, ConfigError> {
+        let anon = TierLimits {
+            burst: burst("tiers.anon.burst", raw.anon.burst, 120)?,
+            hourly: positive("tiers.anon.hourly", raw.anon.hourly, 600)?,
+        };
+        let auth_multiplier = positive("tiers.session.multiplier", raw.session.multiplier, 10)?;
+        let session_hourly = anon.hourly.checked_mul(auth_multiplier).ok_or_else(|| {
+            ConfigError::invalid(
+                "tiers.session.multiplier",
+                format!(
+                    "{} × {} overflows the hourly budget",
+                    anon.hourly, auth_multiplier
+                ),
+            )
+        })?;
+        let session = TierLimits {
+            burst: burst("tiers.session.burst", raw.session.burst, 300)?,
+            hourly: session_hourly,
+        };
+        let sponsor = TierLimits {
+            burst: burst("tiers.sponsor.burst", raw.sponsor.burst, 2000)?,
+            hourly: positive("tiers.sponsor.hourly", raw.sponsor.hourly, 120_000)?,
+        };
+        Ok(TierTable {
+            anon,
+            session,
+            sponsor,
+            auth_multiplier,
+        })
+    }
+}
+
+pub(crate) fn positive(
+    field: &str,
+    value: Option<u32>,
+    default: u32,
+) -> Result<NonZeroU32, ConfigError> {
+    NonZeroU32::new(value.unwrap_or(default))
+        .ok_or_else(|| ConfigError::invalid(field, "must be at least 1"))
+}
+
+fn burst(field: &str, value: Option<u32>, default: u32) -> Result<NonZeroU32, ConfigError> {
+    let v = positive(field, value, default)?;
+    if v.get() > MAX_BURST {
+        return Err(ConfigError::invalid(
+            field,
+            format!("{v} is above the largest supported burst {MAX_BURST}"),
+        ));
+    }
+    Ok(v)
+}

@@ -1,0 +1,76 @@
+//! `limiter-daemon run`: load and validate the whole config (HTTP section included) before
+//! binding anything, start the kernel dataplane as `[kernel] mode` says, open the store, build
+//! the engine, and serve the HTTP surfaces until SIGINT or SIGTERM.
+//!
+//! Kernel pins outlive the process on purpose (enforcement continues across restarts;
+//! `limiter-daemon detach` removes them).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+
+use crate::clock::{Clock, SystemClock};
+use crate::config::http::HttpSettings;
+use crate::config::{env_from_process, Config};
+use crate::engine::sink::{EnforcementSink, NoKernel};
+use crate::engine::Engine;
+use crate::http::response::Hints;
+use crate::kernel::cli::wait_for_shutdown;
+use crate::kernel::dataplane::Dataplane;
+use crate::store::EmbeddedStore;
+
+/// Everything `run` needs, validated: the process exits before binding if any of it is wrong.
+pub struct DaemonConfig {
+    pub config: Config,
+    pub http: HttpSettings,
+}
+
+impl DaemonConfig {
+    pub fn load(path: &Path) -> Result<Self, crate::config::ConfigError> {
+        let config = Config::load(path, &env_from_process())?;
+        let http = HttpSettings::from_table(config.http_raw.clone())?;
+        Ok(DaemonConfig { config, http })
+    }
+}
+
+pub fn run(path: &Path, ifaces: Vec<String>) -> anyhow::Result<()> {
+    let DaemonConfig { mut config, http } = DaemonConfig::load(path)?;
+    if !ifaces.is_empty() {
+        config.kernel.interfaces = ifaces;
+    }
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = http.worker_threads {
+        builder.worker_threads(n.get());
+    }
+    let rt = builder
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        // Inside the runtime: the dataplane spawns its log, event and expiry tasks.
+        let sink: Arc<dyn EnforcementSink> = match Dataplane::start(&config.kernel)? {
+            Some(dp) => Arc::new(dp),
+            None => {
+                tracing::warn!("running userspace-only: lockouts are enforced at L7 only");
+                Arc::new(NoKernel)
+            }
+        };
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let store = Arc::new(
+            EmbeddedStore::open(&config.store, clock.now_ms()).context("opening the store")?,
+        );
+        let engine = Arc::new(Engine::new(Arc::new(config), store, sink, clock));
+        let hints = Hints::from_settings(&http);
+        let shutdown = async {
+            if let Err(err) = wait_for_shutdown().await {
+                tracing::error!(error = %format!("{err:#}"), "cannot wait for signals; stopping");
+            }
+        };
+        crate::http::server::serve(&http, hints, engine, shutdown).await?;
+        tracing::info!(
+            "stopped; kernel pins stay in place (enforcement continues; `limiter-daemon detach` removes it)"
+        );
+        Ok(())
+    })
+}

@@ -1,0 +1,53 @@
+//! One client's state for the admin API: its tier limits, current window use, strikes and
+//! lockout, looked up by address (anonymous/session counters).
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use super::decision::Tier;
+use super::{Engine, EngineError};
+use crate::identity::client_ip;
+use crate::identity::hash::Namespace;
+use crate::store::count::Usage;
+use crate::store::records::Lockout;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientReport {
+    /// The address counters use (IPv6 grouped).
+    pub group: IpAddr,
+    /// Hashed identity, as decisions report it.
+    pub identity: String,
+    /// Counters of the address; `None` when it has none live.
+    pub usage: Option<Usage>,
+    pub strikes: u32,
+    pub lockout: Option<Lockout>,
+    pub allow_listed: bool,
+    pub deny_listed: bool,
+    /// Anonymous limits (the address's own rung without a credential).
+    pub anon_burst: u32,
+    pub anon_hourly: u32,
+    pub anon_daily: u32,
+}
+
+impl Engine {
+    pub fn client(&self, ip: IpAddr) -> Result<ClientReport, EngineError> {
+        let cfg = self.config();
+        let now = self.clock.now_ms();
+        let group = client_ip::group(ip, cfg.identity.ipv6_prefix);
+        let id = self.hasher.id(Namespace::Ip, group.to_string().as_bytes());
+        let lists = Arc::clone(&self.runtime().lists);
+        let anon = cfg.tiers.get(Tier::Anon);
+        Ok(ClientReport {
+            group,
+            identity: id.display(),
+            usage: self.store.usage(&id, now)?,
+            strikes: self.lockouts().strikes(ip)?,
+            lockout: self.lockouts().get(ip)?,
+            allow_listed: lists.allows(ip),
+            deny_listed: lists.denies(ip, now).is_some(),
+            anon_burst: anon.burst.get(),
+            anon_hourly: anon.hourly.get(),
+            anon_daily: cfg.quota.anon.get(),
+        })
+    }
+}

@@ -1,0 +1,70 @@
+//! `attempt(identity, now)`: the old throttle's call, kept exactly. No tier: the default
+//! allowance is the anonymous burst (120 per 60 s) and no hourly budget. A burst violation is a
+//! strike; when the identity is an IP address its lockout reaches the kernel like any other.
+
+use std::net::IpAddr;
+
+use super::decide::{base_decision, locked};
+use super::decision::{Action, Decision, Reason, Tier, WindowKind, WindowState};
+use super::Engine;
+use crate::identity::client_ip;
+use crate::identity::hash::Namespace;
+use crate::store::count::CountRequest;
+use crate::store::windows::BURST_SPAN_MS;
+
+impl Engine {
+    /// Counts one attempt by `identity` at `now_ms` against the burst only.
+    pub fn attempt(&self, identity: &str, now_ms: u64) -> Decision {
+        let cfg = self.config();
+        let id = self.hasher.id(Namespace::Compat, identity.as_bytes());
+        let mut d = base_decision(&cfg, Tier::Anon, id.display());
+        let ip: Option<IpAddr> = identity
+            .parse()
+            .ok()
+            .map(|ip| client_ip::group(ip, cfg.identity.ipv6_prefix));
+        if let Some(ip) = ip {
+            if let Ok(Some(l)) = self.store.lockout(ip) {
+                if l.is_active(now_ms) {
+                    return locked(d, l.remaining_ms(now_ms));
+                }
+            }
+        }
+        let req = CountRequest {
+            id,
+            now_ms,
+            cost: 1,
+            burst: Some(cfg.tiers.anon.burst.get()),
+            hourly: None,
+            key_hourly: None,
+            daily: None,
+        };
+        let o = match self.store.check_and_count(&req) {
+            Ok(o) => o,
+            Err(err) => {
+                tracing::warn!(error = %err, "store check failed; allowing");
+                return d;
+            }
+        };
+        d.cost = 1;
+        if let Some(w) = o.burst {
+            d.windows.push(WindowState {
+                kind: WindowKind::Burst,
+                limit: u64::from(w.limit),
+                remaining: u64::from(w.remaining()),
+                window_secs: BURST_SPAN_MS / 1000,
+                reset_secs: w.reset_ms.div_ceil(1000),
+            });
+            if o.refused.burst {
+                d.action = Action::Reject;
+                d.reason = Some(Reason::Burst);
+                d.retry_after_secs = Some(w.reset_ms.div_ceil(1000).max(1));
+                if let Some(ip) = ip {
+                    let l = self.strike(&cfg, ip, now_ms);
+                    d.lockout_level = Some(l.level);
+                    d.retry_after_secs = Some(l.remaining_ms(now_ms).div_ceil(1000).max(1));
+                }
+            }
+        }
+        d
+    }
+}

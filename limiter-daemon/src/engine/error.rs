@@ -1,0 +1,18 @@
+//! Errors from the engine's management calls (issuing keys, lifting lockouts, lists). Decisions
+//! themselves never fail: they are values.
+
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("store operation failed")]
+    Store(#[from] StoreError),
+    #[error("`hourly_limit` must be at least 1")]
+    ZeroHourlyLimit,
+    #[error("{id:?} is not an API key id (8 lower-case hex digits)")]
+    BadKeyId { id: String },
+    #[error("lockout duration must be longer than zero")]
+    ZeroDuration,
+    #[error("could not find a free API key id")]
+    NoFreeKeyId,
+}

@@ -1,0 +1,77 @@
+//! Strikes and escalating lockouts: a burst violation is a strike; strike `n` locks the client
+//! address for `base × 2^(n−1)` (capped, optionally jittered); one strike is forgiven per
+//! `decay` of quiet after a lockout ends. Lockouts go to the store (persisted) and to the
+//! enforcement sink (the kernel).
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use rand::Rng;
+
+use super::Engine;
+use crate::config::{Config, LockoutSettings};
+use crate::store::records::{LockCause, Lockout, StrikeRecord};
+
+/// Strikes left at `now_ms` after decay.
+pub fn decayed_strikes(rec: &StrikeRecord, now_ms: u64, decay: Duration) -> u32 {
+    let decay_ms = u64::try_from(decay.as_millis()).unwrap_or(u64::MAX);
+    if decay_ms == 0 {
+        return rec.strikes;
+    }
+    let quiet = now_ms.saturating_sub(rec.quiet_from_ms);
+    let forgiven = u32::try_from(quiet / decay_ms).unwrap_or(u32::MAX);
+    rec.strikes.saturating_sub(forgiven)
+}
+
+/// The lockout length for escalation `level`, with jitter `r ∈ [0, 1)` applied, capped.
+pub fn lock_duration(s: &LockoutSettings, level: u32, r: f64) -> Duration {
+    let d = s.duration_for(level);
+    let jittered = d.mul_f64(1.0 + s.jitter * r.clamp(0.0, 1.0));
+    jittered.min(s.cap)
+}
+
+impl Engine {
+    /// Records a strike against `ip` (grouped) and locks it. Returns the lockout in force.
+    pub(crate) fn strike(&self, cfg: &Config, ip: IpAddr, now_ms: u64) -> Lockout {
+        let _serial = self.strike_lock.lock();
+        // Two requests may strike at once; the second finds the first's lockout.
+        if let Ok(Some(l)) = self.store.lockout(ip) {
+            if l.is_active(now_ms) {
+                return l;
+            }
+        }
+        let prev = self.store.strikes(ip).ok().flatten();
+        let level = prev.map_or(0, |r| decayed_strikes(&r, now_ms, cfg.lockout.decay)) + 1;
+        let r = if cfg.lockout.jitter > 0.0 {
+            self.rng.lock().gen::<f64>()
+        } else {
+            0.0
+        };
+        let duration = lock_duration(&cfg.lockout, level, r);
+        let until_ms =
+            now_ms.saturating_add(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX));
+        let lockout = Lockout {
+            ip,
+            since_ms: now_ms,
+            until_ms,
+            level,
+            cause: LockCause::Burst,
+        };
+        let record = StrikeRecord {
+            strikes: level,
+            last_strike_ms: now_ms,
+            quiet_from_ms: until_ms,
+        };
+        if let Err(err) = self.store.put_lockout(lockout, Some(record)) {
+            // The kernel still gets it; only persistence across restart is lost.
+            tracing::error!(error = %err, "cannot persist a lockout");
+        }
+        self.sink.lock(ip, duration, level);
+        tracing::info!(
+            level,
+            secs = duration.as_secs(),
+            "burst exceeded: client locked out"
+        );
+        lockout
+    }
+}

@@ -1,0 +1,110 @@
+//! `GET /v1/auth` for nginx `auth_request`: nginx asks before serving each request.
+//!
+//! - Client: `X-Real-IP` when the TCP peer is a trusted peer (nginx), else the peer itself.
+//! - Request: path from `X-Original-URI` (required), method from `X-Original-Method` (GET when
+//!   absent); the original request's other headers (cookie, authorization, API key) identify
+//!   the caller.
+//! - Answer: `204` allow and `429` reject, both with the rate-limit headers; a delay is held
+//!   here (bounded, `503` past the bound) and then answered `204`.
+//!
+//! nginx treats any status other than 2xx/401/403 from the auth subrequest as an error, so the
+//! shipped config (`examples/nginx/`) turns that error back into a 429 built from the headers
+//! captured with `auth_request_set`; the whole problem document travels in `x-limiter-problem`
+//! for that purpose.
+
+use std::net::{IpAddr, SocketAddr};
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, State};
+use axum::response::Response;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+
+use super::api::{drop_forwarding, ApiState};
+use super::decider::RequestView;
+use super::problem;
+use super::response::{hold_overflow, problem as rejection_problem, rejection, write_headers};
+use crate::engine::decision::Action;
+
+pub const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+pub const X_ORIGINAL_URI: HeaderName = HeaderName::from_static("x-original-uri");
+pub const X_ORIGINAL_METHOD: HeaderName = HeaderName::from_static("x-original-method");
+/// The 429 problem document, compact JSON, for nginx to replay as the body.
+pub const X_LIMITER_PROBLEM: HeaderName = HeaderName::from_static("x-limiter-problem");
+
+/// The client behind the subrequest.
+pub fn client_ip(state: &ApiState, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+    if !state.is_trusted(peer) {
+        return peer;
+    }
+    match headers
+        .get(&X_REAL_IP)
+        .map(|v| v.to_str().map(|s| s.trim().parse::<IpAddr>()))
+    {
+        Some(Ok(Ok(ip))) => ip,
+        None => peer,
+        Some(_) => {
+            // A trusted peer sending garbage is a misconfiguration; meter the peer rather than
+            // fail every request, and say so.
+            tracing::warn!(%peer, "unparseable X-Real-IP from a trusted peer; metering the peer");
+            peer
+        }
+    }
+}
+
+pub async fn auth(
+    State(state): State<ApiState>,
+    ConnectInfo(addr): ConnectInfo<SocketAddr>,
+    mut headers: HeaderMap,
+) -> Response<Body> {
+    let client = client_ip(&state, addr.ip(), &headers);
+    let Some(uri) = headers.get(&X_ORIGINAL_URI).and_then(|v| v.to_str().ok()) else {
+        return problem::bad_request(
+            "Header X-Original-URI is missing or not text; in nginx set \
+             `proxy_set_header X-Original-URI $request_uri;` on the auth location.",
+        )
+        .map(Body::from);
+    };
+    let path = uri.split('?').next().unwrap_or("/").to_string();
+    if !path.starts_with('/') {
+        return problem::bad_request(format!(
+            "Header X-Original-URI {path:?} must start with `/`."
+        ))
+        .map(Body::from);
+    }
+    let method = headers
+        .get(&X_ORIGINAL_METHOD)
+        .and_then(|v| Method::from_bytes(v.as_bytes()).ok())
+        .unwrap_or(Method::GET);
+    drop_forwarding(&mut headers);
+    headers.remove(&X_ORIGINAL_URI);
+    headers.remove(&X_ORIGINAL_METHOD);
+
+    let d = state.decider.decide(&RequestView {
+        peer: client,
+        method: &method,
+        path: &path,
+        headers: &headers,
+    });
+    match d.action {
+        Action::Reject => {
+            let mut resp = rejection(&d, &state.hints);
+            let compact = rejection_problem(&d, &state.hints).to_bytes();
+            if let Ok(v) = HeaderValue::from_bytes(&compact) {
+                resp.headers_mut().insert(X_LIMITER_PROBLEM, v);
+            }
+            return resp.map(Body::from);
+        }
+        Action::Delay => {
+            let Some(permit) = state.gate.try_hold(&d.identity) else {
+                return hold_overflow(&d).map(Body::from);
+            };
+            tokio::time::sleep(d.delay).await;
+            drop(permit);
+        }
+        Action::Allow => {}
+    }
+    let mut resp = Response::new(Body::empty());
+    *resp.status_mut() = StatusCode::NO_CONTENT;
+    write_headers(&d, resp.headers_mut());
+    resp
+}

@@ -1,0 +1,50 @@
+//! The one thing every HTTP surface needs from the engine: a [`Decision`] for a request.
+//!
+//! Surfaces are written against [`Decider`] so their mechanics (streaming, holding, rendering)
+//! can be tested with a scripted decider; the daemon plugs in the real engine.
+
+use std::net::IpAddr;
+
+use http::{HeaderMap, Method};
+
+use crate::engine::decision::Decision;
+use crate::engine::{Engine, RequestInfo};
+
+/// What a surface knows about a request when it asks for a decision.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestView<'a> {
+    /// Who is asking: the TCP peer for the proxy (the engine may walk `X-Forwarded-For` when the
+    /// peer is a trusted proxy), or the resolved client for `/v1/auth` and `/v1/decide`.
+    pub peer: IpAddr,
+    pub method: &'a Method,
+    /// Path only, without the query string (routes are matched on it).
+    pub path: &'a str,
+    pub headers: &'a HeaderMap,
+}
+
+/// Decides one request. Implementations must be cheap and must not block for long: surfaces
+/// call this on the request path.
+pub trait Decider: Send + Sync + 'static {
+    fn decide(&self, req: &RequestView<'_>) -> Decision;
+}
+
+impl<D: Decider + ?Sized> Decider for std::sync::Arc<D> {
+    fn decide(&self, req: &RequestView<'_>) -> Decision {
+        (**self).decide(req)
+    }
+}
+
+/// The real engine: the surfaces' view maps onto its [`RequestInfo`] one to one.
+impl Decider for Engine {
+    fn decide(&self, req: &RequestView<'_>) -> Decision {
+        Engine::decide(
+            self,
+            &RequestInfo {
+                peer: req.peer,
+                method: req.method.as_str(),
+                path: req.path,
+                headers: req.headers,
+            },
+        )
+    }
+}

@@ -1,0 +1,125 @@
+//! Header hygiene between client, proxy and upstream: hop-by-hop fields are removed in both
+//! directions (RFC 9110 §7.6.1: `Connection` and every field it names, `Keep-Alive`, `TE`,
+//! `Trailer`, `Transfer-Encoding`, `Upgrade`, `Proxy-*`), and the client's address is appended to
+//! `X-Forwarded-For`. Everything else passes untouched.
+
+use std::net::IpAddr;
+
+use http::header::{CONNECTION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE};
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+
+/// Removes hop-by-hop fields from `h`.
+pub fn strip_hop_by_hop(h: &mut HeaderMap) {
+    // Fields named in `Connection` first, while it is still there.
+    if h.contains_key(CONNECTION) {
+        let named: Vec<HeaderName> = h
+            .get_all(CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+            .collect();
+        for name in named {
+            h.remove(name);
+        }
+    }
+    for name in [
+        CONNECTION,
+        KEEP_ALIVE,
+        TE,
+        TRAILER,
+        TRANSFER_ENCODING,
+        UPGRADE,
+    ] {
+        h.remove(name);
+    }
+    // `Proxy-Authorization`, `Proxy-Authenticate`, `Proxy-Connection`, … are for this hop.
+    if h.keys().any(|k| k.as_str().starts_with("proxy-")) {
+        let proxy: Vec<HeaderName> = h
+            .keys()
+            .filter(|k| k.as_str().starts_with("proxy-"))
+            .cloned()
+            .collect();
+        for name in proxy {
+            h.remove(name);
+        }
+    }
+}
+
+/// Appends `client` to `X-Forwarded-For`, folding earlier fields into one list.
+pub fn append_forwarded_for(h: &mut HeaderMap, client: IpAddr) {
+    let client = client.to_string();
+    let mut prior = h.get_all(&X_FORWARDED_FOR).iter();
+    let value = match (prior.next(), prior.next()) {
+        (None, _) => client,
+        (Some(one), None) => match one.to_str() {
+            Ok(s) => format!("{s}, {client}"),
+            Err(_) => client,
+        },
+        _ => {
+            let mut all: Vec<&str> = h
+                .get_all(&X_FORWARDED_FOR)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .collect();
+            all.push(&client);
+            all.join(", ")
+        }
+    };
+    if let Ok(v) = HeaderValue::from_str(&value) {
+        h.insert(X_FORWARDED_FOR, v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn strips_listed_and_named_fields_only() {
+        let mut h = map(&[
+            ("connection", "keep-alive, x-secret-hop"),
+            ("x-secret-hop", "1"),
+            ("keep-alive", "timeout=5"),
+            ("te", "trailers"),
+            ("trailer", "x-sum"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "websocket"),
+            ("proxy-authorization", "Basic abc"),
+            ("proxy-connection", "keep-alive"),
+            ("x-app", "kept"),
+            ("cookie", "session=1"),
+        ]);
+        strip_hop_by_hop(&mut h);
+        let mut left: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
+        left.sort_unstable();
+        assert_eq!(left, vec!["cookie", "x-app"]);
+    }
+
+    #[test]
+    fn forwarded_for_appends_and_folds() {
+        let mut h = HeaderMap::new();
+        append_forwarded_for(&mut h, "192.0.2.1".parse().unwrap());
+        assert_eq!(h[&X_FORWARDED_FOR], "192.0.2.1");
+        let mut h = map(&[
+            ("x-forwarded-for", "10.0.0.1"),
+            ("x-forwarded-for", "10.0.0.2"),
+        ]);
+        append_forwarded_for(&mut h, "2001:db8::1".parse().unwrap());
+        assert_eq!(h[&X_FORWARDED_FOR], "10.0.0.1, 10.0.0.2, 2001:db8::1");
+    }
+}

@@ -1,0 +1,347 @@
+//! How a [`Decision`] becomes an HTTP answer: the rate-limit headers every response carries, the
+//! 429 problem document with its upgrade hint, and the 503 for a caller whose held requests are
+//! over the bound.
+//!
+//! Header set (names lower-case on the wire):
+//! - `x-ratelimit-tier`, `x-ratelimit-limit-hour` (the hourly budget that applies, the tighter of
+//!   tier budget and key limit), and `x-ratelimit-limit` / `-remaining` / `-reset` for the
+//!   *binding* window: on a reject the window named by the reason, otherwise the window with the
+//!   fewest units left.
+//! - IETF draft `RateLimit-Policy` (one named policy per window, `"burst";q=120;w=60`) and
+//!   `RateLimit` (the same names with remaining units and seconds to reset, `"burst";r=0;t=12`).
+//! - `Retry-After` on 429 and 503; `x-quota-warning` when the daily quota is nearly used up.
+
+use bytes::Bytes;
+use http::header::RETRY_AFTER;
+use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
+use serde_json::Value;
+
+use super::problem::Problem;
+use crate::config::http::HttpSettings;
+use crate::engine::decision::{Action, Decision, Reason, WindowKind, WindowState};
+
+pub const X_RATELIMIT_TIER: HeaderName = HeaderName::from_static("x-ratelimit-tier");
+pub const X_RATELIMIT_LIMIT_HOUR: HeaderName = HeaderName::from_static("x-ratelimit-limit-hour");
+pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+pub const X_QUOTA_WARNING: HeaderName = HeaderName::from_static("x-quota-warning");
+
+/// How problem documents are typed: `about:blank` unless `[http] problem_type_base` is set,
+/// then the base with the reason appended. (The `upgrade` sentence comes with the decision.)
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Hints {
+    pub problem_type_base: Option<String>,
+}
+
+impl Hints {
+    pub fn from_settings(settings: &HttpSettings) -> Self {
+        Hints {
+            problem_type_base: settings.problem_type_base.clone(),
+        }
+    }
+}
+
+fn kind_of(reason: Reason) -> Option<WindowKind> {
+    match reason {
+        Reason::Burst => Some(WindowKind::Burst),
+        Reason::Hourly => Some(WindowKind::Hourly),
+        Reason::Daily => Some(WindowKind::Daily),
+        Reason::KeyHourly => Some(WindowKind::KeyHourly),
+        Reason::Locked => None,
+    }
+}
+
+/// The window the `x-ratelimit-limit/-remaining/-reset` trio describes.
+pub fn binding_window(d: &Decision) -> Option<&WindowState> {
+    if let Some(w) = d.reason.and_then(kind_of).and_then(|k| d.window(k)) {
+        return Some(w);
+    }
+    if d.reason == Some(Reason::Locked) {
+        // A locked caller was stopped by its burst record; name that window when it applied.
+        if let Some(w) = d.window(WindowKind::Burst) {
+            return Some(w);
+        }
+    }
+    // Fewest units left; on a tie the first (shortest) window, as `min_by_key` keeps the first.
+    d.windows.iter().min_by_key(|w| w.remaining)
+}
+
+/// Seconds a rejected caller should wait: the engine's figure, else the binding window's reset;
+/// never 0 (a 429 saying "retry now" invites a tight loop).
+pub fn retry_after(d: &Decision) -> u64 {
+    d.retry_after_secs
+        .or_else(|| binding_window(d).map(|w| w.reset_secs))
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// `"burst";q=120;w=60, "hourly";q=600;w=3600, …`
+pub fn policy_value(d: &Decision) -> String {
+    let mut s = String::with_capacity(24 * d.windows.len());
+    for (i, w) in d.windows.iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        s.push('"');
+        s.push_str(w.kind.as_str());
+        s.push_str("\";q=");
+        s.push_str(itoa(w.limit).as_str());
+        s.push_str(";w=");
+        s.push_str(itoa(w.window_secs).as_str());
+    }
+    s
+}
+
+/// `"burst";r=0;t=12, "hourly";r=480;t=1800, …`. On a reject the window that refused says
+/// `r=0` and `t` = `Retry-After` (so the fields agree); on a lockout every window does.
+pub fn ratelimit_value(d: &Decision) -> String {
+    let rejected = d.action == Action::Reject;
+    let locked = d.reason == Some(Reason::Locked);
+    let binding = if rejected {
+        binding_window(d).map(|w| w.kind)
+    } else {
+        None
+    };
+    let mut s = String::with_capacity(24 * d.windows.len());
+    for (i, w) in d.windows.iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        let (r, t) = if locked {
+            (0, retry_after(d).max(w.reset_secs))
+        } else if binding == Some(w.kind) {
+            (0, retry_after(d))
+        } else {
+            (w.remaining, w.reset_secs)
+        };
+        s.push('"');
+        s.push_str(w.kind.as_str());
+        s.push_str("\";r=");
+        s.push_str(itoa(r).as_str());
+        s.push_str(";t=");
+        s.push_str(itoa(t).as_str());
+    }
+    s
+}
+
+fn itoa(n: u64) -> String {
+    n.to_string()
+}
+
+fn text(s: String) -> Option<HeaderValue> {
+    // Only digits, ASCII names and punctuation are written; a failure would be a bug, and the
+    // header is then left out rather than failing the response.
+    HeaderValue::from_str(&s).ok()
+}
+
+/// Writes the rate-limit headers for `d` into `h` (allowed, delayed and rejected alike).
+pub fn write_headers(d: &Decision, h: &mut HeaderMap) {
+    h.insert(X_RATELIMIT_TIER, HeaderValue::from_static(d.tier.as_str()));
+    if let Some(limit) = d.hourly_limit() {
+        h.insert(X_RATELIMIT_LIMIT_HOUR, HeaderValue::from(limit));
+    }
+    let rejected = d.action == Action::Reject;
+    if let Some(w) = binding_window(d) {
+        h.insert(X_RATELIMIT_LIMIT, HeaderValue::from(w.limit));
+        let remaining = if rejected { 0 } else { w.remaining };
+        h.insert(X_RATELIMIT_REMAINING, HeaderValue::from(remaining));
+        let reset = if rejected {
+            retry_after(d)
+        } else {
+            w.reset_secs
+        };
+        h.insert(X_RATELIMIT_RESET, HeaderValue::from(reset));
+    } else if rejected {
+        h.insert(X_RATELIMIT_REMAINING, HeaderValue::from(0u64));
+        h.insert(X_RATELIMIT_RESET, HeaderValue::from(retry_after(d)));
+    }
+    if !d.windows.is_empty() {
+        if let Some(v) = text(policy_value(d)) {
+            h.insert(RATELIMIT_POLICY, v);
+        }
+        if let Some(v) = text(ratelimit_value(d)) {
+            h.insert(RATELIMIT, v);
+        }
+    }
+    if let Some(left) = d.warn_remaining {
+        if let Some(v) = text(format!("{left} units left today")) {
+            h.insert(X_QUOTA_WARNING, v);
+        }
+    }
+    if rejected {
+        h.insert(RETRY_AFTER, HeaderValue::from(retry_after(d)));
+    }
+}
+
+/// The `detail` sentence of a 429: what was exceeded and when it frees up.
+pub fn detail(d: &Decision) -> String {
+    let tier = d.tier.as_str();
+    let wait = retry_after(d);
+    let w = binding_window(d);
+    let limit = w.map(|w| w.limit);
+    match (d.reason, limit) {
+        (Some(Reason::Burst), Some(n)) => format!(
+            "More than {n} units in 60 seconds from this caller (tier {tier}); repeated bursts \
+             lead to a lockout. Retry in {wait} s."
+        ),
+        (Some(Reason::Hourly), Some(n)) => format!(
+            "The hourly budget of {n} units for tier {tier} is used up; it renews at the top of \
+             the UTC hour, in {wait} s."
+        ),
+        (Some(Reason::Daily), Some(n)) => format!(
+            "The daily quota of {n} units for tier {tier} is used up; it renews at 00:00 UTC, \
+             in {wait} s."
+        ),
+        (Some(Reason::KeyHourly), Some(n)) => format!(
+            "This API key's hourly limit of {n} units on this route is used up; it renews at the \
+             top of the UTC hour, in {wait} s."
+        ),
+        (Some(Reason::Locked), _) => format!(
+            "This caller is locked out after repeated bursts; the lockout ends in {wait} s. \
+             Retrying earlier extends nothing but is refused."
+        ),
+        (Some(r), None) => format!(
+            "Rate limit ({}) exceeded for tier {tier}; retry in {wait} s.",
+            r.as_str()
+        ),
+        (None, _) => format!("Rate limit exceeded for tier {tier}; retry in {wait} s."),
+    }
+}
+
+/// The 429 problem document's members (also returned by `/v1/decide` for rejects).
+pub fn problem(d: &Decision, hints: &Hints) -> Problem {
+    let reason = d.reason.map(Reason::as_str).unwrap_or("burst");
+    let type_uri = hints
+        .problem_type_base
+        .as_ref()
+        .map(|b| format!("{b}{reason}"));
+    Problem::new(StatusCode::TOO_MANY_REQUESTS, type_uri, detail(d))
+        .with("tier", d.tier.as_str())
+        .with(
+            "hourlyLimit",
+            d.hourly_limit().map(Value::from).unwrap_or(Value::Null),
+        )
+        .with("reason", reason)
+        .with("retryAfter", retry_after(d))
+        .with(
+            "upgrade",
+            d.upgrade.clone().map(Value::from).unwrap_or(Value::Null),
+        )
+}
+
+/// The full 429 answer for a rejecting decision.
+pub fn rejection(d: &Decision, hints: &Hints) -> Response<Bytes> {
+    let mut resp = problem(d, hints).into_response();
+    write_headers(d, resp.headers_mut());
+    resp
+}
+
+/// `503` for a delayed request that cannot be held (too many held already), counted by the
+/// caller. `Retry-After` is the delay it would have waited.
+pub fn hold_overflow(d: &Decision) -> Response<Bytes> {
+    let wait = d.delay.as_secs_f64().ceil().max(1.0) as u64;
+    let mut resp = Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        None,
+        format!(
+            "This caller is over its daily quota, so each request is held for a scan delay, and \
+             too many of its requests are held already. Retry in {wait} s, one request at a \
+             time."
+        ),
+    )
+    .with("tier", d.tier.as_str())
+    .with("retryAfter", wait)
+    .into_response();
+    write_headers(d, resp.headers_mut());
+    resp.headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from(wait));
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::decision::Tier;
+    use std::time::Duration;
+
+    fn win(
+        kind: WindowKind,
+        limit: u64,
+        remaining: u64,
+        window_secs: u64,
+        reset_secs: u64,
+    ) -> WindowState {
+        WindowState {
+            kind,
+            limit,
+            remaining,
+            window_secs,
+            reset_secs,
+        }
+    }
+
+    fn decision(action: Action, reason: Option<Reason>) -> Decision {
+        Decision {
+            action,
+            tier: Tier::Anon,
+            reason,
+            retry_after_secs: reason.map(|_| 12),
+            delay: Duration::ZERO,
+            delay_kind: None,
+            windows: vec![
+                win(WindowKind::Burst, 120, 0, 60, 12),
+                win(WindowKind::Hourly, 600, 480, 3600, 1800),
+                win(WindowKind::Daily, 1000, 880, 86400, 40000),
+            ],
+            warn_remaining: None,
+            identity: "ip:abc".into(),
+            upgrade: None,
+            key_status: None,
+            lockout_level: None,
+            cost: 1,
+        }
+    }
+
+    #[test]
+    fn policy_and_ratelimit_fields_name_every_window() {
+        let d = decision(Action::Reject, Some(Reason::Burst));
+        assert_eq!(
+            policy_value(&d),
+            "\"burst\";q=120;w=60, \"hourly\";q=600;w=3600, \"daily\";q=1000;w=86400"
+        );
+        assert_eq!(
+            ratelimit_value(&d),
+            "\"burst\";r=0;t=12, \"hourly\";r=480;t=1800, \"daily\";r=880;t=40000"
+        );
+    }
+
+    #[test]
+    fn binding_window_follows_reason_then_fewest_remaining() {
+        let mut d = decision(Action::Reject, Some(Reason::Hourly));
+        assert_eq!(binding_window(&d).unwrap().kind, WindowKind::Hourly);
+        d.action = Action::Allow;
+        d.reason = None;
+        assert_eq!(binding_window(&d).unwrap().kind, WindowKind::Burst);
+        d.windows[0].remaining = 900;
+        assert_eq!(binding_window(&d).unwrap().kind, WindowKind::Hourly);
+    }
+
+    #[test]
+    fn retry_after_is_never_zero() {
+        let mut d = decision(Action::Reject, Some(Reason::Burst));
+        d.retry_after_secs = Some(0);
+        assert_eq!(retry_after(&d), 1);
+    }
+
+    #[test]
+    fn overflow_retry_after_rounds_delay_up() {
+        let mut d = decision(Action::Delay, None);
+        d.delay = Duration::from_millis(5_001);
+        let resp = hold_overflow(&d);
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(resp.headers()[RETRY_AFTER], "6");
+    }
+}

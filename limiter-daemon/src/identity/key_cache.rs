@@ -1,0 +1,270 @@
+//! The API key cache: verification is answered from memory; lookups happen behind the request.
+//!
+//! - A key ID never seen before answers [`KeyCheck::Pending`] (the caller is metered one rung
+//!   down) and queues a lookup; once it lands the key settles to verified or invalid.
+//! - Unknown and revoked keys are cached as negative answers for `negative_ttl`, and keep
+//!   answering invalid while they are refreshed: metered down, never up.
+//! - Verified answers are served for `cache_ttl`, then served stale while refreshed.
+//! - Secrets are compared as hashes, in constant time.
+//!
+//! Lookups run on a background thread ([`KeyCache::spawn_refresher`]) or, in tests, when the
+//! test calls [`KeyCache::process_pending`], so "the lookup landed" is a step the test takes.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use subtle::ConstantTimeEq;
+
+use super::hash::IdentityHasher;
+use crate::store::records::KeyRecord;
+use crate::store::StoreError;
+
+/// Where verified keys come from (the store).
+pub trait KeyLookup: Send + Sync + 'static {
+    fn lookup_key(&self, id: &str) -> Result<Option<KeyRecord>, StoreError>;
+}
+
+/// The cache's answer for a presented key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyCheck {
+    Verified(Arc<KeyRecord>),
+    /// Not known yet; a lookup is queued.
+    Pending,
+    /// Unknown, revoked or wrong secret.
+    Invalid,
+}
+
+enum Slot {
+    Known {
+        record: Arc<KeyRecord>,
+        fetched_ms: u64,
+    },
+    Absent {
+        fetched_ms: u64,
+    },
+}
+
+#[derive(Default)]
+struct Queue {
+    pending: HashSet<String>,
+    order: VecDeque<String>,
+    stop: bool,
+}
+
+const SLOT_SHARDS: usize = 16;
+
+#[derive(Default)]
+#[repr(align(64))]
+struct SlotShard {
+    slots: RwLock<HashMap<String, Slot>>,
+    consulted: AtomicU64,
+}
+
+/// Bound on queued lookups: beyond it, new IDs stay pending until the queue drains.
+const MAX_QUEUED: usize = 10_000;
+
+pub struct KeyCache {
+    /// Answers, sharded by key id so verified callers on different cores rarely share a
+    /// lock or a counter's cache line.
+    shards: Box<[SlotShard]>,
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    lookup: Arc<dyn KeyLookup>,
+    hasher: IdentityHasher,
+    ttl_ms: u64,
+    negative_ttl_ms: u64,
+    /// Per shard.
+    capacity: usize,
+    lookups: AtomicU64,
+}
+
+impl KeyCache {
+    pub fn new(
+        lookup: Arc<dyn KeyLookup>,
+        hasher: IdentityHasher,
+        settings: &crate::config::KeySettings,
+    ) -> Self {
+        KeyCache {
+            shards: (0..SLOT_SHARDS).map(|_| SlotShard::default()).collect(),
+            queue: Mutex::new(Queue::default()),
+            wake: Condvar::new(),
+            lookup,
+            hasher,
+            ttl_ms: u64::try_from(settings.cache_ttl.as_millis()).unwrap_or(u64::MAX),
+            negative_ttl_ms: u64::try_from(settings.negative_ttl.as_millis()).unwrap_or(u64::MAX),
+            capacity: settings.cache_capacity.div_ceil(SLOT_SHARDS).max(1),
+            lookups: AtomicU64::new(0),
+        }
+    }
+
+    fn shard(&self, id: &str) -> &SlotShard {
+        // FNV-1a: ids are 8 hex digits chosen at random, any spread will do.
+        let h = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        &self.shards[(h % SLOT_SHARDS as u64) as usize]
+    }
+
+    /// How many times a presented key reached the cache (tests: wrong shapes must not).
+    pub fn consultations(&self) -> u64 {
+        self.shards
+            .iter()
+            .map(|s| s.consulted.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// How many backend lookups ran.
+    pub fn lookups(&self) -> u64 {
+        self.lookups.load(Ordering::Relaxed)
+    }
+
+    /// Answers from memory; never waits for the backend.
+    pub fn check(&self, id: &str, secret: &str, now_ms: u64) -> KeyCheck {
+        let shard = self.shard(id);
+        shard.consulted.fetch_add(1, Ordering::Relaxed);
+        let (answer, refresh) = {
+            let slots = shard.slots.read();
+            match slots.get(id) {
+                None => (KeyCheck::Pending, true),
+                Some(Slot::Absent { fetched_ms }) => (
+                    KeyCheck::Invalid,
+                    now_ms.saturating_sub(*fetched_ms) >= self.negative_ttl_ms,
+                ),
+                Some(Slot::Known { record, fetched_ms }) => {
+                    let stale = now_ms.saturating_sub(*fetched_ms) >= self.ttl_ms;
+                    (self.compare(record, secret), stale)
+                }
+            }
+        };
+        if refresh {
+            self.request(id);
+        }
+        answer
+    }
+
+    fn compare(&self, record: &Arc<KeyRecord>, secret: &str) -> KeyCheck {
+        let presented = self.hasher.secret_hash(secret);
+        let Ok(stored) = hex::decode(&record.secret_hash) else {
+            return KeyCheck::Invalid;
+        };
+        let equal: bool = presented.as_slice().ct_eq(stored.as_slice()).into();
+        if equal && !record.is_revoked() {
+            KeyCheck::Verified(Arc::clone(record))
+        } else {
+            KeyCheck::Invalid
+        }
+    }
+
+    fn request(&self, id: &str) {
+        let mut q = self.queue.lock();
+        if q.pending.len() >= MAX_QUEUED || q.pending.contains(id) {
+            return;
+        }
+        q.pending.insert(id.to_string());
+        q.order.push_back(id.to_string());
+        drop(q);
+        self.wake.notify_one();
+    }
+
+    /// Forget what is known about `id` and answer invalid from now on (revocation).
+    pub fn invalidate(&self, id: &str, now_ms: u64) {
+        self.shard(id)
+            .slots
+            .write()
+            .insert(id.to_string(), Slot::Absent { fetched_ms: now_ms });
+    }
+
+    /// Runs one lookup and stores its answer. Backend errors leave the old answer in place.
+    fn settle(&self, id: &str, now_ms: u64) {
+        self.lookups.fetch_add(1, Ordering::Relaxed);
+        let slot = match self.lookup.lookup_key(id) {
+            Ok(Some(record)) => Slot::Known {
+                record: Arc::new(record),
+                fetched_ms: now_ms,
+            },
+            Ok(None) => Slot::Absent { fetched_ms: now_ms },
+            Err(err) => {
+                tracing::warn!(error = %err, "API key lookup failed; keeping the cached answer");
+                self.queue.lock().pending.remove(id);
+                return;
+            }
+        };
+        let mut slots = self.shard(id).slots.write();
+        // Still "in flight" until the answer is stored, so concurrent requests for the same id
+        // do not queue a second lookup.
+        self.queue.lock().pending.remove(id);
+        if slots.len() >= self.capacity && !slots.contains_key(id) {
+            // Negative answers go first; if the cache is full of real keys, drop one at random.
+            slots.retain(|_, s| matches!(s, Slot::Known { .. }));
+            if slots.len() >= self.capacity {
+                if let Some(victim) = slots.keys().next().cloned() {
+                    slots.remove(&victim);
+                }
+            }
+        }
+        slots.insert(id.to_string(), slot);
+    }
+
+    /// Runs every queued lookup now (tests, and the background thread). Returns how many ran.
+    pub fn process_pending(&self, now_ms: u64) -> usize {
+        let mut n = 0;
+        loop {
+            let next = self.queue.lock().order.pop_front();
+            let Some(id) = next else { return n };
+            self.settle(&id, now_ms);
+            n += 1;
+        }
+    }
+
+    /// Starts the background thread that lands lookups; it stops when the guard drops.
+    pub fn spawn_refresher(
+        self: &Arc<Self>,
+        clock: Arc<dyn crate::clock::Clock>,
+    ) -> RefresherGuard {
+        let cache = Arc::clone(self);
+        let handle = std::thread::Builder::new()
+            .name("key-cache".into())
+            .spawn(move || loop {
+                let id = {
+                    let mut q = cache.queue.lock();
+                    while q.order.is_empty() && !q.stop {
+                        cache.wake.wait(&mut q);
+                    }
+                    if q.stop {
+                        return;
+                    }
+                    q.order.pop_front()
+                };
+                if let Some(id) = id {
+                    cache.settle(&id, clock.now_ms());
+                }
+            })
+            .ok();
+        if handle.is_none() {
+            tracing::error!("cannot start the key-cache thread; keys settle only on demand");
+        }
+        RefresherGuard {
+            cache: Arc::clone(self),
+            handle,
+        }
+    }
+}
+
+/// Owns the refresher thread; dropping it stops and joins the thread.
+pub struct RefresherGuard {
+    cache: Arc<KeyCache>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Drop for RefresherGuard {
+    fn drop(&mut self) {
+        self.cache.queue.lock().stop = true;
+        self.cache.wake.notify_all();
+        if let Some(h) = self.handle.take() {
+            let _joined = h.join();
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! The running kernel dataplane: what `run` starts and the engine pushes lockouts into.
+//!
+//! [`Dataplane::start`] honours `[kernel] mode`: `off` never touches the kernel, `auto` logs loudly
+//! and returns `None` when the kernel half cannot start (no root, no object, no BPF), `required`
+//! makes that an error. Dropping a `Dataplane` stops its background tasks but leaves every pin in
+//! place, so enforcement and lockouts survive a crash or a restart; only `detach` removes them.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aya::maps::{MapData, RingBuf};
+use aya::Ebpf;
+use limiter_common::maps::MAP_EVENTS;
+
+use super::events::{self, EventStats};
+use super::loader::{self, Attachment};
+use super::maps::KernelMaps;
+use super::pins::PinLayout;
+use super::status::{self, KernelStatus};
+use super::{logs, object, KernelError};
+use crate::config::kernel::{KernelMode, KernelSettings};
+
+/// How often expired lockouts and deny entries are removed from the maps.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(30);
+
+pub struct Dataplane {
+    settings: KernelSettings,
+    object: PathBuf,
+    maps: Arc<KernelMaps>,
+    attachments: Vec<Attachment>,
+    events: Arc<EventStats>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Holds the loaded programs' fds; the pinned links keep them attached regardless.
+    _ebpf: Ebpf,
+}
+
+impl std::fmt::Debug for Dataplane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dataplane")
+            .field("object", &self.object)
+            .field("pin_path", &self.settings.pin_path)
+            .field("attachments", &self.attachments)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Dataplane {
+    /// Starts the dataplane as `settings.mode` says. Call it inside a tokio runtime to have the
+    /// program's logs, sampled events and the expiry sweep run in the background.
+    pub fn start(settings: &KernelSettings) -> Result<Option<Self>, KernelError> {
+        match settings.mode {
+            KernelMode::Off => {
+                tracing::warn!(
+                    "kernel dataplane off by config (kernel.mode = \"off\"): userspace-only"
+                );
+                Ok(None)
+            }
+            KernelMode::Required => Self::start_required(settings).map(Some),
+            KernelMode::Auto => match Self::start_required(settings) {
+                Ok(dp) => Ok(Some(dp)),
+                Err(err) => {
+                    tracing::error!(
+                        error = %super::error::chain(&err),
+                        "KERNEL DATAPLANE NOT RUNNING: continuing userspace-only (kernel.mode = \"auto\"); \
+                         set kernel.mode = \"required\" to make this fatal"
+                    );
+                    Ok(None)
+                }
+            },
+        }
+    }
+
+    /// Starts the dataplane or fails: loads, writes the config, attaches every interface.
+    pub fn start_required(settings: &KernelSettings) -> Result<Self, KernelError> {
+        if settings.interfaces.is_empty() {
+            return Err(KernelError::NoInterfaces);
+        }
+        let object = object::find_object()?;
+        let layout = PinLayout::new(&settings.pin_path);
+        let mut ebpf = loader::load(&object, &layout)?;
+        let maps = Arc::new(KernelMaps::open(&layout)?);
+        // Config before attaching, so the first packet is judged with the configured numbers.
+        maps.write_config(settings)?;
+        let mut attachments: Vec<Attachment> = Vec::new();
+        for iface in &settings.interfaces {
+            match loader::attach(&mut ebpf, &layout, iface, settings.attach) {
+                Ok(a) => attachments.push(a),
+                Err(err) => {
+                    // Undo what this start attached; adopted links were there before and stay.
+                    for a in attachments.iter().filter(|a| !a.adopted) {
+                        let path = layout.link(&a.iface, a.mode);
+                        if let Err(e) = std::fs::remove_file(&path) {
+                            tracing::warn!(path = %path.display(), error = %e, "rolling back an attachment failed");
+                        }
+                    }
+                    return Err(err);
+                }
+            }
+        }
+        let events = Arc::new(EventStats::default());
+        let mut dp = Dataplane {
+            settings: settings.clone(),
+            object,
+            maps,
+            attachments,
+            events,
+            tasks: Vec::new(),
+            _ebpf: ebpf,
+        };
+        dp.spawn_background();
+        tracing::info!(
+            object = %dp.object.display(),
+            pin_path = %settings.pin_path.display(),
+            interfaces = ?dp.attachments.iter().map(|a| format!("{}:{}{}", a.iface, a.mode, if a.adopted { " (adopted)" } else { "" })).collect::<Vec<_>>(),
+            "kernel dataplane ready"
+        );
+        Ok(dp)
+    }
+
+    fn spawn_background(&mut self) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            tracing::debug!("no tokio runtime: program logs, events and sweeps are not started");
+            return;
+        };
+        if let Some(logger) = logs::take_logger(&mut self._ebpf) {
+            self.tasks.push(rt.spawn(logs::run(logger)));
+        }
+        match self
+            ._ebpf
+            .take_map(MAP_EVENTS)
+            .map(RingBuf::<MapData>::try_from)
+        {
+            Some(Ok(ring)) => self
+                .tasks
+                .push(rt.spawn(events::run(ring, Arc::clone(&self.events)))),
+            Some(Err(err)) => tracing::warn!(error = %err, "event map is not a ring buffer"),
+            None => tracing::warn!("the eBPF object has no {MAP_EVENTS} map"),
+        }
+        let maps = Arc::clone(&self.maps);
+        self.tasks.push(rt.spawn(async move {
+            let mut tick = tokio::time::interval(SWEEP_EVERY);
+            loop {
+                tick.tick().await;
+                let maps = Arc::clone(&maps);
+                match tokio::task::spawn_blocking(move || maps.sweep_expired()).await {
+                    Ok(Ok(s)) if s.lockouts + s.denies > 0 => {
+                        tracing::info!(
+                            lockouts = s.lockouts,
+                            denies = s.denies,
+                            "removed expired kernel entries"
+                        )
+                    }
+                    Ok(Ok(_)) => {}
+                    Ok(Err(err)) => {
+                        tracing::warn!(error = %super::error::chain(&err), "sweeping expired kernel entries failed")
+                    }
+                    Err(err) => tracing::warn!(error = %err, "sweep task failed"),
+                }
+            }
+        }));
+    }
+
+    /// Typed map operations (lockouts, tiers, lists, counters).
+    pub fn maps(&self) -> &Arc<KernelMaps> {
+        &self.maps
+    }
+
+    pub fn attachments(&self) -> &[Attachment] {
+        &self.attachments
+    }
+
+    pub fn settings(&self) -> &KernelSettings {
+        &self.settings
+    }
+
+    /// Sampled over-ceiling events read from the ring buffer.
+    pub fn event_stats(&self) -> &Arc<EventStats> {
+        &self.events
+    }
+
+    /// The same report as `kernel status`.
+    pub fn status(&self) -> Result<KernelStatus, KernelError> {
+        status::gather(self.maps.layout(), &self.maps)
+    }
+
+    /// Rewrites the kernel config (on reload).
+    pub fn reconfigure(&mut self, settings: &KernelSettings) -> Result<(), KernelError> {
+        self.maps.write_config(settings)?;
+        self.settings = settings.clone();
+        Ok(())
+    }
+}
+
+impl Drop for Dataplane {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}

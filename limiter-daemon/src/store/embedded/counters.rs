@@ -1,0 +1,129 @@
+//! In-memory counters, sharded by identity so cores rarely contend. Memory is bounded: each
+//! shard sweeps out identities whose every window is stale (nothing forgotten changes an
+//! answer), and past the configured ceiling it evicts the least recently seen (which can forget
+//! a daily count early: the price of a hard memory bound, logged when it happens).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::identity::hash::{IdKey, IdKeyBuildHasher};
+use crate::store::count::{self, CountOutcome, CountRequest, Entry, Usage};
+
+pub const SHARDS: usize = 64;
+
+struct Shard {
+    map: HashMap<IdKey, Entry, IdKeyBuildHasher>,
+    last_sweep_ms: u64,
+}
+
+pub struct Counters {
+    shards: Box<[Mutex<Shard>]>,
+    per_shard_cap: usize,
+    sweep_ms: u64,
+    len: AtomicUsize,
+    forced_evictions: AtomicUsize,
+}
+
+impl Counters {
+    pub fn new(max_identities: usize, sweep_ms: u64) -> Self {
+        let shards = (0..SHARDS)
+            .map(|_| {
+                Mutex::new(Shard {
+                    map: HashMap::default(),
+                    last_sweep_ms: 0,
+                })
+            })
+            .collect();
+        Counters {
+            shards,
+            per_shard_cap: (max_identities / SHARDS).max(16),
+            sweep_ms: sweep_ms.max(1),
+            len: AtomicUsize::new(0),
+            forced_evictions: AtomicUsize::new(0),
+        }
+    }
+
+    fn shard(&self, id: &IdKey) -> &Mutex<Shard> {
+        // Byte 9 is digest material not used by the map's own hash (bytes 1..9).
+        &self.shards[id.0[9] as usize % SHARDS]
+    }
+
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Identities evicted while still counting (memory ceiling reached).
+    pub fn forced_evictions(&self) -> usize {
+        self.forced_evictions.load(Ordering::Relaxed)
+    }
+
+    pub fn check_and_count(&self, req: &CountRequest) -> CountOutcome {
+        let mut shard = self.shard(&req.id).lock();
+        if req.now_ms.saturating_sub(shard.last_sweep_ms) >= self.sweep_ms {
+            self.sweep(&mut shard, req.now_ms);
+        }
+        if let Some(e) = shard.map.get_mut(&req.id) {
+            return count::apply(e, req);
+        }
+        if shard.map.len() >= self.per_shard_cap {
+            self.sweep(&mut shard, req.now_ms);
+            if shard.map.len() >= self.per_shard_cap {
+                self.evict_oldest(&mut shard);
+            }
+        }
+        let mut e = Entry::default();
+        let out = count::apply(&mut e, req);
+        shard.map.insert(req.id, e);
+        self.len.fetch_add(1, Ordering::Relaxed);
+        out
+    }
+
+    pub fn usage(&self, id: &IdKey, now_ms: u64) -> Option<Usage> {
+        self.shard(id)
+            .lock()
+            .map
+            .get(id)
+            .map(|e| Usage::of(e, now_ms))
+    }
+
+    /// Sweeps every shard now (tests and periodic maintenance).
+    pub fn sweep_all(&self, now_ms: u64) {
+        for s in self.shards.iter() {
+            self.sweep(&mut s.lock(), now_ms);
+        }
+    }
+
+    fn sweep(&self, shard: &mut Shard, now_ms: u64) {
+        let before = shard.map.len();
+        shard.map.retain(|_, e| !e.is_stale(now_ms));
+        let removed = before - shard.map.len();
+        self.len.fetch_sub(removed, Ordering::Relaxed);
+        if shard.map.capacity() > 64 && shard.map.len() * 4 < shard.map.capacity() {
+            shard.map.shrink_to_fit();
+        }
+        shard.last_sweep_ms = now_ms;
+    }
+
+    /// Drops the least recently seen eighth of a full shard.
+    fn evict_oldest(&self, shard: &mut Shard) {
+        let mut seen: Vec<u32> = shard.map.values().map(|e| e.last_seen_s).collect();
+        let k = seen.len() / 8;
+        let (_, cutoff, _) = seen.select_nth_unstable(k);
+        let cutoff = *cutoff;
+        let before = shard.map.len();
+        shard.map.retain(|_, e| e.last_seen_s > cutoff);
+        let removed = before - shard.map.len();
+        self.len.fetch_sub(removed, Ordering::Relaxed);
+        self.forced_evictions.fetch_add(removed, Ordering::Relaxed);
+        tracing::warn!(
+            removed,
+            "identity ceiling reached (store.max_identities): evicted the least recently seen"
+        );
+    }
+}

@@ -1,0 +1,205 @@
+//! The embedded store (default; no server): counters in memory ([`counters`]), keys, strikes,
+//! lockouts and lists persisted in the state directory ([`persisted`]), identities hashed with
+//! a secret generated once into the state directory unless one is configured.
+
+pub mod counters;
+pub mod persisted;
+
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use ipnet::IpNet;
+
+use self::counters::Counters;
+use self::persisted::Persisted;
+use super::count::{CountOutcome, CountRequest, Usage};
+use super::records::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
+use super::state_file;
+use super::{CorruptFile, Store, StoreError};
+use crate::config::{HashMode, StoreSettings};
+use crate::identity::hash::{IdKey, IdentityHasher};
+use crate::identity::key_cache::KeyLookup;
+
+pub const SECRET_FILE: &str = "hash-secret";
+
+pub struct EmbeddedStore {
+    counters: Counters,
+    persisted: Persisted,
+    hasher: IdentityHasher,
+    corrupt: Vec<CorruptFile>,
+}
+
+impl EmbeddedStore {
+    /// Opens (creating if needed) the state directory. Corrupt files are set aside and reported
+    /// by [`Store::corrupt_files`]; the store opens regardless.
+    pub fn open(settings: &StoreSettings, now_ms: u64) -> Result<Self, StoreError> {
+        let dir = &settings.state_dir;
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::StateDir {
+            path: dir.clone(),
+            source,
+        })?;
+        let mut persisted = Persisted::open(dir, now_ms)?;
+        let mut corrupt = std::mem::take(&mut persisted.corrupt);
+        let hasher = match settings.hash {
+            HashMode::Sha256 => IdentityHasher::Sha256,
+            HashMode::Hmac => match &settings.hash_secret {
+                Some(secret) => IdentityHasher::hmac(secret),
+                None => IdentityHasher::hmac(&load_or_create_secret(dir, now_ms, &mut corrupt)?),
+            },
+        };
+        Ok(EmbeddedStore {
+            counters: Counters::new(
+                settings.max_identities,
+                u64::try_from(settings.sweep_interval.as_millis()).unwrap_or(u64::MAX),
+            ),
+            persisted,
+            hasher,
+            corrupt,
+        })
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+}
+
+fn load_or_create_secret(
+    dir: &Path,
+    now_ms: u64,
+    corrupt: &mut Vec<CorruptFile>,
+) -> Result<Vec<u8>, StoreError> {
+    let path = dir.join(SECRET_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => match hex::decode(text.trim()) {
+            Ok(bytes) if bytes.len() >= 16 => return Ok(bytes),
+            _ => corrupt.push(state_file::set_aside(
+                &path,
+                "not a hex secret of at least 16 bytes".to_string(),
+                now_ms,
+            )?),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => return Err(StoreError::Read { path, source }),
+    }
+    let secret: [u8; 32] = rand::random();
+    state_file::write_bytes(&path, hex::encode(secret).as_bytes(), true)?;
+    tracing::info!(file = %path.display(), "generated the identity hashing secret");
+    Ok(secret.to_vec())
+}
+
+impl KeyLookup for EmbeddedStore {
+    fn lookup_key(&self, id: &str) -> Result<Option<KeyRecord>, StoreError> {
+        self.key(id)
+    }
+}
+
+impl Store for EmbeddedStore {
+    fn hasher(&self) -> IdentityHasher {
+        self.hasher.clone()
+    }
+
+    fn check_and_count(&self, req: &CountRequest) -> Result<CountOutcome, StoreError> {
+        Ok(self.counters.check_and_count(req))
+    }
+
+    fn usage(&self, id: &IdKey, now_ms: u64) -> Result<Option<Usage>, StoreError> {
+        Ok(self.counters.usage(id, now_ms))
+    }
+
+    fn identity_count(&self) -> usize {
+        self.counters.len()
+    }
+
+    fn put_key(&self, record: KeyRecord) -> Result<(), StoreError> {
+        self.persisted.update_keys(|keys| {
+            keys.insert(record.id.clone(), record);
+            Ok(())
+        })
+    }
+
+    fn key(&self, id: &str) -> Result<Option<KeyRecord>, StoreError> {
+        Ok(self.persisted.keys.read().get(id).cloned())
+    }
+
+    fn keys(&self) -> Result<Vec<KeyRecord>, StoreError> {
+        let mut v: Vec<KeyRecord> = self.persisted.keys.read().values().cloned().collect();
+        v.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(v)
+    }
+
+    fn strikes(&self, ip: IpAddr) -> Result<Option<StrikeRecord>, StoreError> {
+        Ok(self.persisted.enforcement.read().strikes.get(&ip).copied())
+    }
+
+    fn put_lockout(
+        &self,
+        lockout: Lockout,
+        strikes: Option<StrikeRecord>,
+    ) -> Result<(), StoreError> {
+        self.persisted.update_enforcement(|e| {
+            e.lockouts.insert(lockout.ip, lockout);
+            if let Some(s) = strikes {
+                e.strikes.insert(lockout.ip, s);
+            }
+            // Drop what has expired while we rewrite anyway.
+            let now = lockout.since_ms;
+            e.lockouts.retain(|_, l| l.is_active(now));
+        })
+    }
+
+    fn lockout(&self, ip: IpAddr) -> Result<Option<Lockout>, StoreError> {
+        if self.persisted.lockout_count.load(Ordering::Acquire) == 0 {
+            return Ok(None);
+        }
+        Ok(self.persisted.enforcement.read().lockouts.get(&ip).copied())
+    }
+
+    fn remove_lockout(&self, ip: IpAddr) -> Result<Option<Lockout>, StoreError> {
+        if !self.persisted.enforcement.read().lockouts.contains_key(&ip) {
+            return Ok(None);
+        }
+        self.persisted
+            .update_enforcement(|e| e.lockouts.remove(&ip))
+    }
+
+    fn lockouts(&self, now_ms: u64) -> Result<Vec<Lockout>, StoreError> {
+        let mut v: Vec<Lockout> = self
+            .persisted
+            .enforcement
+            .read()
+            .lockouts
+            .values()
+            .filter(|l| l.is_active(now_ms))
+            .copied()
+            .collect();
+        v.sort_by_key(|l| (l.since_ms, l.ip));
+        Ok(v)
+    }
+
+    fn list(&self, kind: ListKind) -> Result<Vec<ListEntry>, StoreError> {
+        Ok(self
+            .persisted
+            .lists
+            .read()
+            .get(&kind)
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    fn put_list_entry(&self, kind: ListKind, entry: ListEntry) -> Result<(), StoreError> {
+        self.persisted.update_lists(|l| {
+            let v = l.entry(kind).or_default();
+            v.retain(|e| e.net != entry.net);
+            v.push(entry);
+        })
+    }
+
+    fn remove_list_entry(&self, kind: ListKind, net: &IpNet) -> Result<bool, StoreError> {
+        self.persisted.remove_list_entry(kind, net)
+    }
+
+    fn corrupt_files(&self) -> Vec<CorruptFile> {
+        self.corrupt.clone()
+    }
+}

@@ -1,0 +1,95 @@
+//! The records a store persists: API keys, strikes, lockouts, allow/deny list entries. These
+//! are the serialized forms (state files today, Valkey hashes later); secrets are hashed.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+
+use crate::engine::decision::Tier;
+
+/// An issued API key. The secret is never stored, only its hash.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyRecord {
+    /// The 8 hex digits between the prefix and the secret.
+    pub id: String,
+    /// Hex of `IdentityHasher::secret_hash(secret)`.
+    pub secret_hash: String,
+    pub tier: Tier,
+    /// The key's own hourly units on routes with `key_limit = true`.
+    pub hourly_limit: u32,
+    #[serde(default)]
+    pub label: String,
+    pub created_ms: u64,
+    #[serde(default)]
+    pub revoked_ms: Option<u64>,
+}
+
+impl KeyRecord {
+    pub fn is_revoked(&self) -> bool {
+        self.revoked_ms.is_some()
+    }
+}
+
+/// Strikes of one (grouped) client address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StrikeRecord {
+    pub strikes: u32,
+    pub last_strike_ms: u64,
+    /// When the quiet period started (the end of the last lockout): decay counts from here.
+    pub quiet_from_ms: u64,
+}
+
+/// Why a lockout was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LockCause {
+    /// Burst exceeded (a strike).
+    Burst,
+    /// An operator locked it (admin API).
+    Manual,
+}
+
+/// A lockout of one (grouped) client address, on the wall clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lockout {
+    pub ip: IpAddr,
+    pub since_ms: u64,
+    pub until_ms: u64,
+    /// Escalation level (1 = first lockout).
+    pub level: u32,
+    pub cause: LockCause,
+}
+
+impl Lockout {
+    pub fn is_active(&self, now_ms: u64) -> bool {
+        now_ms < self.until_ms
+    }
+    pub fn remaining_ms(&self, now_ms: u64) -> u64 {
+        self.until_ms.saturating_sub(now_ms)
+    }
+}
+
+/// Allow- or deny-list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ListKind {
+    Allow,
+    Deny,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListEntry {
+    pub net: IpNet,
+    /// Deny entries may expire; `None` = until removed.
+    #[serde(default)]
+    pub until_ms: Option<u64>,
+    #[serde(default)]
+    pub comment: String,
+}
+
+impl ListEntry {
+    pub fn is_active(&self, now_ms: u64) -> bool {
+        self.until_ms.is_none_or(|u| now_ms < u)
+    }
+}

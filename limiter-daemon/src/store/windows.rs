@@ -1,0 +1,156 @@
+//! Window arithmetic shared by every store: UTC-aligned fixed windows (hour, day) and the burst
+//! window, a ring of 5-second slots.
+//!
+//! Burst: "at most N admitted in any 60 s span". The ring sums every slot that overlaps the
+//! exact span `(now − 60 s, now]` (13 slots of 5 s), so the sum is never below the exact count;
+//! admitting only while the sum is below N therefore never admits more than N in any 60 s span
+//! (the property test in `tests/engine_properties.rs` checks this). The price is up to 5 s of
+//! extra memory: capacity frees at slot boundaries, 60–65 s after use. 13 × u16 per identity
+//! keeps a million identities in memory.
+
+pub const SECOND_MS: u64 = 1_000;
+pub const BURST_SPAN_MS: u64 = 60_000;
+pub const HOUR_MS: u64 = 3_600_000;
+pub const DAY_MS: u64 = 86_400_000;
+pub const BURST_SLOT_MS: u64 = 5_000;
+/// Slots overlapping a 60 s span: 60 / 5 + 1.
+pub const BURST_SLOTS: usize = (BURST_SPAN_MS / BURST_SLOT_MS) as usize + 1;
+
+/// UTC hour number since the epoch (Unix time has no leap seconds, so hours align to UTC).
+pub fn hour_index(now_ms: u64) -> u32 {
+    u32::try_from(now_ms / HOUR_MS).unwrap_or(u32::MAX)
+}
+
+/// UTC day number since the epoch (rolls over at 00:00 UTC).
+pub fn day_index(now_ms: u64) -> u32 {
+    u32::try_from(now_ms / DAY_MS).unwrap_or(u32::MAX)
+}
+
+/// Milliseconds until the fixed window of length `len_ms` containing `now_ms` rolls over.
+pub fn until_rollover(now_ms: u64, len_ms: u64) -> u64 {
+    len_ms - now_ms % len_ms
+}
+
+fn burst_slot(now_ms: u64) -> u32 {
+    u32::try_from(now_ms / BURST_SLOT_MS).unwrap_or(u32::MAX)
+}
+
+/// A counter for one fixed window (the current hour or day).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Fixed {
+    pub index: u32,
+    pub used: u32,
+}
+
+impl Fixed {
+    pub fn used_at(&self, index: u32) -> u32 {
+        if self.index == index {
+            self.used
+        } else {
+            0
+        }
+    }
+    pub fn add(&mut self, index: u32, n: u32) {
+        if self.index != index {
+            // A clock stepping backwards must not resurrect an old window's count as current.
+            self.index = index;
+            self.used = 0;
+        }
+        self.used = self.used.saturating_add(n);
+    }
+    pub fn is_stale(&self, index: u32) -> bool {
+        self.used_at(index) == 0
+    }
+}
+
+/// Admissions per 5 s slot over the last 13 slots.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BurstRing {
+    /// The newest slot written.
+    pub latest: u32,
+    pub counts: [u16; BURST_SLOTS],
+}
+
+impl BurstRing {
+    const SPAN: u32 = BURST_SLOTS as u32 - 1;
+
+    /// Admissions counted in slots overlapping `(now − 60 s, now]`.
+    pub fn used(&self, now_ms: u64) -> u32 {
+        let slot = burst_slot(now_ms);
+        let lo = slot
+            .saturating_sub(Self::SPAN)
+            .max(self.latest.saturating_sub(Self::SPAN));
+        let hi = slot.min(self.latest);
+        if lo > hi {
+            return 0;
+        }
+        (lo..=hi)
+            .map(|s| u32::from(self.counts[s as usize % BURST_SLOTS]))
+            .sum()
+    }
+
+    /// Counts one admission at `now_ms`.
+    pub fn admit(&mut self, now_ms: u64) {
+        let slot = burst_slot(now_ms);
+        if slot > self.latest {
+            let gap = slot - self.latest;
+            if gap as usize >= BURST_SLOTS {
+                self.counts = [0; BURST_SLOTS];
+            } else {
+                for s in self.latest + 1..=slot {
+                    self.counts[s as usize % BURST_SLOTS] = 0;
+                }
+            }
+            self.latest = slot;
+        }
+        // A clock stepping backwards counts into the newest slot: never lost, never early.
+        let at = slot.min(self.latest) as usize % BURST_SLOTS;
+        self.counts[at] = self.counts[at].saturating_add(1);
+    }
+
+    /// Milliseconds until the oldest counted slot leaves the span (capacity frees), or the
+    /// span length when nothing is counted.
+    pub fn reset_ms(&self, now_ms: u64) -> u64 {
+        let slot = burst_slot(now_ms);
+        let lo = slot
+            .saturating_sub(Self::SPAN)
+            .max(self.latest.saturating_sub(Self::SPAN));
+        let hi = slot.min(self.latest);
+        if lo <= hi {
+            for s in lo..=hi {
+                if self.counts[s as usize % BURST_SLOTS] > 0 {
+                    let frees_at = (u64::from(s) + BURST_SLOTS as u64) * BURST_SLOT_MS;
+                    return frees_at.saturating_sub(now_ms).max(1);
+                }
+            }
+        }
+        BURST_SPAN_MS
+    }
+
+    pub fn is_stale(&self, now_ms: u64) -> bool {
+        self.used(now_ms) == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_forgets_after_65_seconds_at_most() {
+        let mut r = BurstRing::default();
+        let t0 = 1_000_000_000_000;
+        r.admit(t0);
+        assert_eq!(r.used(t0), 1);
+        assert_eq!(r.used(t0 + 59_999), 1);
+        assert_eq!(r.used(t0 + 65_000), 0);
+    }
+
+    #[test]
+    fn rollover_is_exact() {
+        let h = 1_000 * HOUR_MS;
+        assert_eq!(hour_index(h - 1) + 1, hour_index(h));
+        assert_eq!(until_rollover(h - 1, HOUR_MS), 1);
+        assert_eq!(until_rollover(h, HOUR_MS), HOUR_MS);
+    }
+}

@@ -1,0 +1,159 @@
+//! The state directory: keys and lockouts survive a restart (and lockouts are pushed back into
+//! the kernel); a corrupt state file is reported, set aside, and the daemon starts.
+
+mod engine_support;
+
+use engine_support::*;
+use limiter_daemon::clock::Clock;
+use limiter_daemon::engine::keys::IssueKey;
+use limiter_daemon::engine::{Action, Reason, Tier};
+use limiter_daemon::store::records::{ListEntry, ListKind};
+use limiter_daemon::store::{EmbeddedStore, Store};
+
+#[test]
+fn restart_keeps_keys_and_lockouts() {
+    let r = rig("");
+    let key = r
+        .engine
+        .keys()
+        .issue(IssueKey {
+            label: "ci".into(),
+            ..IssueKey::default()
+        })
+        .unwrap();
+    let h = headers(&[("x-api-key", &key.token)]);
+    r.request("198.51.100.1", "GET", "/", &h);
+    r.land_lookups();
+    assert_eq!(
+        r.request("198.51.100.1", "GET", "/", &h).tier,
+        Tier::Sponsor
+    );
+    let anon_identity = r.get("192.0.2.50", "/").identity;
+    for _ in 0..200 {
+        r.get("192.0.2.50", "/");
+    }
+    let lock = r
+        .engine
+        .lockouts()
+        .get(ip("192.0.2.50"))
+        .unwrap()
+        .expect("locked");
+    r.engine
+        .lists()
+        .add(
+            ListKind::Deny,
+            ListEntry {
+                net: "203.0.113.0/24".parse().unwrap(),
+                until_ms: None,
+                comment: "test".into(),
+            },
+        )
+        .unwrap();
+    let revoked = r.engine.keys().issue(IssueKey::default()).unwrap();
+    r.engine.keys().revoke(&revoked.record.id).unwrap();
+
+    // Restart 10 s later in the same state directory.
+    let Rig {
+        engine, dir, clock, ..
+    } = r;
+    drop(engine);
+    let r = rig_in("", dir, clock.now_ms() + 10_000);
+
+    // The lockout went back into the kernel with what was left of it.
+    assert!(r.sink.events().contains(&SinkEvent::Lock {
+        ip: ip("192.0.2.50"),
+        secs: 50,
+        level: 1
+    }));
+    let d = r.get("192.0.2.50", "/");
+    assert_eq!(
+        (d.reason, d.retry_after_secs),
+        (Some(Reason::Locked), Some(50))
+    );
+    assert_eq!(d.identity, anon_identity, "the hashing secret survived too");
+    assert_eq!(r.engine.lockouts().strikes(ip("192.0.2.50")).unwrap(), 1);
+    assert_eq!(
+        r.engine.lockouts().list().unwrap()[0].until_ms,
+        lock.until_ms
+    );
+
+    // The key still verifies; the revoked one stays revoked.
+    r.request("198.51.100.1", "GET", "/", &h);
+    r.land_lookups();
+    assert_eq!(
+        r.request("198.51.100.1", "GET", "/", &h).tier,
+        Tier::Sponsor
+    );
+    let got = r.engine.keys().get(&key.record.id).unwrap().unwrap();
+    assert_eq!(got.label, "ci");
+    assert!(!got
+        .secret_hash
+        .contains(key.token.rsplit('_').next().unwrap()));
+    assert!(r
+        .engine
+        .keys()
+        .get(&revoked.record.id)
+        .unwrap()
+        .unwrap()
+        .is_revoked());
+    assert_eq!(
+        r.get("203.0.113.9", "/").reason,
+        Some(Reason::Locked),
+        "deny list kept"
+    );
+}
+
+#[test]
+fn secrets_never_reach_the_state_directory() {
+    let r = rig("");
+    let key = r.engine.keys().issue(IssueKey::default()).unwrap();
+    let secret = key.token.split('_').nth(2).unwrap().to_string();
+    for _ in 0..200 {
+        r.get("192.0.2.60", "/");
+    }
+    for entry in std::fs::read_dir(r.dir.path()).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        assert!(!text.contains(&secret), "key secret stored in clear");
+    }
+}
+
+#[test]
+fn corrupt_state_files_are_set_aside_and_the_daemon_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("keys.json"), b"{ this is not json").unwrap();
+    std::fs::write(dir.path().join("enforcement.json"), b"\x00\x01garbage").unwrap();
+    std::fs::write(dir.path().join("hash-secret"), b"zz-not-hex").unwrap();
+    let cfg = config("", dir.path());
+    let store = EmbeddedStore::open(&cfg.store, T0).expect("opens despite corrupt files");
+    let corrupt = store.corrupt_files();
+    let names: Vec<String> = corrupt
+        .iter()
+        .map(|c| c.file.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    for c in &corrupt {
+        assert!(c.moved_to.exists(), "{:?} kept for inspection", c.moved_to);
+        assert!(c.moved_to.to_string_lossy().contains(".corrupt-"));
+        assert!(!c.error.is_empty());
+    }
+    drop(store);
+    // The engine runs on the fresh state, and new state is written cleanly.
+    let r = rig_in("", dir, T0);
+    assert_eq!(r.get("192.0.2.1", "/").action, Action::Allow);
+    r.engine.keys().issue(IssueKey::default()).unwrap();
+    let text = std::fs::read_to_string(r.dir.path().join("keys.json")).unwrap();
+    assert!(serde_json::from_str::<serde_json::Value>(&text).is_ok());
+}
+
+#[test]
+fn plain_sha256_mode_matches_the_quota_document() {
+    use sha2::Digest;
+    let r = rig("[store]\nhash = \"sha256\"\n");
+    let d = r.get("203.0.113.7", "/");
+    let want = hex::encode(&sha2::Sha256::digest(b"203.0.113.7")[..8]);
+    assert_eq!(d.identity, format!("ip:{want}"));
+    assert!(
+        !r.dir.path().join("hash-secret").exists(),
+        "no secret in plain mode"
+    );
+}

@@ -1,0 +1,80 @@
+//! The shipped nginx `auth_request` config (`examples/nginx/limiter-auth.conf`) with a real
+//! nginx in front of a real upstream, asking the daemon's `/v1/auth` (in-process here, with a
+//! scripted decider; `tests/tests/nginx_auth.rs` runs the daemon binary with its engine).
+
+mod http_support;
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use http::StatusCode;
+use http_support::*;
+use limiter_tests::nginx::{auth_example, available, free_port, Nginx};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nginx_auth_request_allows_rejects_and_holds() {
+    if !limiter_tests::require(available(), "nginx (/usr/sbin/nginx)") {
+        return;
+    }
+    let up = start_upstream().await;
+    let decider = by_header();
+    let d = start(settings(None, ""), decider.clone()).await;
+    let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let conf = auth_example(listen, up.addr, d.api);
+    let nginx = tokio::task::spawn_blocking(move || Nginx::start(&conf, listen, 1))
+        .await
+        .unwrap();
+    let url = |p: &str| format!("http://{listen}{p}");
+
+    // Allowed: reaches the upstream, carries the rate-limit headers.
+    let (parts, body) = get(&url("/page?x=1"), &[("x-test-who", "reader")]).await;
+    assert_eq!(parts.status, StatusCode::OK, "{}", nginx.error_log());
+    assert_eq!(body, "ok");
+    assert_eq!(header(&parts, "x-ratelimit-tier"), "anon");
+    assert_eq!(header(&parts, "x-ratelimit-remaining"), "100");
+    assert_eq!(up.state.requests.load(Ordering::SeqCst), 1);
+    {
+        let seen = decider.seen.lock();
+        assert_eq!(seen[0].path, "/page");
+        assert_eq!(
+            seen[0].peer,
+            "127.0.0.1".parse::<std::net::IpAddr>().unwrap()
+        );
+    }
+
+    // Rejected: 429 with the daemon's problem document and headers; the upstream is not asked.
+    let (parts, body) = get(&url("/page"), &[("x-test-who", "burst")]).await;
+    assert_eq!(
+        parts.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "{}",
+        nginx.error_log()
+    );
+    assert_eq!(header(&parts, "content-type"), "application/problem+json");
+    assert_eq!(header(&parts, "retry-after"), "42");
+    assert_eq!(header(&parts, "x-ratelimit-remaining"), "0");
+    assert_eq!(
+        header(&parts, "ratelimit-policy"),
+        "\"burst\";q=120;w=60, \"hourly\";q=600;w=3600, \"daily\";q=1000;w=86400"
+    );
+    let v = json(&body);
+    assert_eq!(v["status"], 429);
+    assert_eq!(v["reason"], "burst");
+    assert_eq!(v["retryAfter"], 42);
+    assert!(v["upgrade"].as_str().unwrap().contains("/login"));
+    assert_eq!(up.state.requests.load(Ordering::SeqCst), 1);
+
+    // Delayed: held by the daemon, then served.
+    let t0 = Instant::now();
+    let (parts, _) = get(
+        &url("/page"),
+        &[("x-test-who", "scanner"), ("x-test-delay-ms", "100")],
+    )
+    .await;
+    assert_eq!(parts.status, StatusCode::OK);
+    assert!(t0.elapsed() >= Duration::from_millis(100));
+    assert_eq!(header(&parts, "x-quota-warning"), "0 units left today");
+    assert_eq!(up.state.requests.load(Ordering::SeqCst), 2);
+    drop(nginx);
+}
