@@ -1,5 +1,6 @@
 //! `limiter-daemon run`: load and validate the whole config (HTTP section included) before
-//! binding anything, start the kernel dataplane as `[kernel] mode` says, open the store, build
+//! binding anything, start the kernel dataplane as `[kernel] mode` says, open the store that
+//! `[store] backend` names (embedded or Valkey), build
 //! the engine, and serve the HTTP surfaces until SIGINT or SIGTERM.
 //!
 //! Kernel pins outlive the process on purpose (enforcement continues across restarts;
@@ -12,13 +13,15 @@ use anyhow::Context as _;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::http::HttpSettings;
+use crate::config::store::{StoreBackend, StoreSettings};
 use crate::config::{env_from_process, Config};
 use crate::engine::sink::{EnforcementSink, NoKernel};
 use crate::engine::Engine;
 use crate::http::response::Hints;
 use crate::kernel::cli::wait_for_shutdown;
 use crate::kernel::dataplane::Dataplane;
-use crate::store::EmbeddedStore;
+use crate::store::valkey::ValkeyStore;
+use crate::store::{EmbeddedStore, Store};
 
 /// Everything `run` needs, validated: the process exits before binding if any of it is wrong.
 pub struct DaemonConfig {
@@ -57,9 +60,7 @@ pub fn run(path: &Path, ifaces: Vec<String>) -> anyhow::Result<()> {
             }
         };
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let store = Arc::new(
-            EmbeddedStore::open(&config.store, clock.now_ms()).context("opening the store")?,
-        );
+        let store = open_store(&config.store, clock.now_ms())?;
         let engine = Arc::new(Engine::new(Arc::new(config), store, sink, clock));
         let hints = Hints::from_settings(&http);
         let shutdown = async {
@@ -72,5 +73,29 @@ pub fn run(path: &Path, ifaces: Vec<String>) -> anyhow::Result<()> {
             "stopped; kernel pins stay in place (enforcement continues; `limiter-daemon detach` removes it)"
         );
         Ok(())
+    })
+}
+
+/// The store `[store] backend` names: embedded (state directory) or a Valkey server.
+fn open_store(settings: &StoreSettings, now_ms: u64) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(match settings.backend {
+        StoreBackend::Embedded => {
+            Arc::new(EmbeddedStore::open(settings, now_ms).context("opening the embedded store")?)
+        }
+        StoreBackend::Valkey => {
+            let address = settings
+                .valkey_address
+                .as_deref()
+                .context("store.valkey_address is required with backend = \"valkey\"")?;
+            Arc::new(
+                ValkeyStore::open(
+                    address,
+                    &settings.key_prefix,
+                    settings.hash,
+                    settings.hash_secret.as_deref(),
+                )
+                .with_context(|| format!("opening the Valkey store at {address}"))?,
+            )
+        }
     })
 }

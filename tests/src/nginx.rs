@@ -99,6 +99,11 @@ impl Nginx {
         }
     }
 
+    /// The master process id (its workers are its children).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn error_log(&self) -> String {
         std::fs::read_to_string(self.dir.join("error.log")).unwrap_or_default()
     }

@@ -36,7 +36,7 @@ pub struct RawHttp {
     pub max_held: Option<usize>,
     /// Requests held for a scan delay at once for one identity (default 8).
     pub max_held_per_identity: Option<usize>,
-    /// Most request header fields accepted (default 100) → 431 past it.
+    /// Most request header fields accepted (default 64) → 431 past it.
     pub max_header_count: Option<usize>,
     /// Most bytes of request header fields accepted, names + values (default 16384) → 431.
     pub max_header_bytes: Option<usize>,
@@ -230,7 +230,7 @@ impl HttpSettings {
             pool_max_idle: raw.pool_max_idle.unwrap_or(256),
             max_held,
             max_held_per_identity,
-            max_header_count: non_zero("http.max_header_count", raw.max_header_count, 100)?,
+            max_header_count: non_zero("http.max_header_count", raw.max_header_count, 64)?,
             max_header_bytes: non_zero("http.max_header_bytes", raw.max_header_bytes, 16 * 1024)?,
             header_read_timeout: duration(
                 "http.header_read_timeout",

@@ -243,6 +243,20 @@ mod tests {
     }
 
     #[test]
+    fn valkey_backend_needs_an_address() {
+        let err = parse("[store]\nbackend = \"valkey\"\n", &[]).unwrap_err();
+        assert!(err.to_string().contains("store.valkey_address"), "{err}");
+        let c = parse(
+            "[store]\nbackend = \"valkey\"\nvalkey_address = \"127.0.0.1:6379\"\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.store.key_prefix, "limiter:");
+        let err = parse("[store]\nvalkey_address = \"127.0.0.1:6379\"\n", &[]).unwrap_err();
+        assert!(err.to_string().contains("store.valkey_address"), "{err}");
+    }
+
+    #[test]
     fn http_section_is_kept_raw() {
         let c = parse(
             "[http]\nlisten = \"127.0.0.1:8080\"\n[http.admin]\ntoken = \"x\"\n",

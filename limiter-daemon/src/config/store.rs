@@ -13,6 +13,8 @@ use super::ConfigError;
 pub enum StoreBackend {
     /// In-process counters; keys, lockouts and lists persisted in `state_dir`.
     Embedded,
+    /// A Valkey server shared by a fleet (`valkey_address`, standalone).
+    Valkey,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -36,6 +38,10 @@ pub struct RawStore {
     pub max_identities: Option<usize>,
     /// How often idle identities are swept out.
     pub sweep_interval: Option<String>,
+    /// `host:port` of the Valkey server (backend = "valkey").
+    pub valkey_address: Option<String>,
+    /// Namespaces every Valkey key (default `limiter:`).
+    pub key_prefix: Option<String>,
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -47,6 +53,8 @@ pub struct StoreSettings {
     pub hash_secret: Option<Vec<u8>>,
     pub max_identities: usize,
     pub sweep_interval: Duration,
+    pub valkey_address: Option<String>,
+    pub key_prefix: String,
 }
 
 impl std::fmt::Debug for StoreSettings {
@@ -61,6 +69,8 @@ impl std::fmt::Debug for StoreSettings {
             )
             .field("max_identities", &self.max_identities)
             .field("sweep_interval", &self.sweep_interval)
+            .field("valkey_address", &self.valkey_address)
+            .field("key_prefix", &self.key_prefix)
             .finish()
     }
 }
@@ -130,8 +140,32 @@ impl StoreSettings {
                 "must be longer than zero",
             ));
         }
+        let backend = raw.backend.unwrap_or(StoreBackend::Embedded);
+        match (backend, &raw.valkey_address) {
+            (StoreBackend::Valkey, None) => {
+                return Err(ConfigError::invalid(
+                    "store.valkey_address",
+                    "backend = \"valkey\" needs the server's host:port",
+                ))
+            }
+            (StoreBackend::Embedded, Some(_)) => {
+                return Err(ConfigError::invalid(
+                    "store.valkey_address",
+                    "only used with backend = \"valkey\"",
+                ))
+            }
+            (_, Some(a)) if !a.contains(':') => {
+                return Err(ConfigError::invalid(
+                    "store.valkey_address",
+                    format!("{a:?} is not host:port"),
+                ))
+            }
+            _ => {}
+        }
         Ok(StoreSettings {
-            backend: raw.backend.unwrap_or(StoreBackend::Embedded),
+            backend,
+            valkey_address: raw.valkey_address,
+            key_prefix: raw.key_prefix.unwrap_or_else(|| "limiter:".to_string()),
             state_dir: raw
                 .state_dir
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),

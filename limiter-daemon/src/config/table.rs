@@ -65,6 +65,20 @@ pub fn effective_limits(cfg: &Config) -> String {
         humantime::format_duration(cfg.lockout.decay),
         cfg.lockout.jitter
     );
+    let _ = match (&cfg.store.backend, &cfg.store.valkey_address) {
+        (super::store::StoreBackend::Valkey, Some(a)) => writeln!(
+            out,
+            "store: valkey at {a}, key prefix {:?}, hash {:?}",
+            cfg.store.key_prefix, cfg.store.hash
+        ),
+        _ => writeln!(
+            out,
+            "store: embedded, state in {}, hash {:?}, at most {} identities",
+            cfg.store.state_dir.display(),
+            cfg.store.hash,
+            cfg.store.max_identities
+        ),
+    };
     let _ = writeln!(out);
     let _ = writeln!(
         out,

@@ -11,6 +11,7 @@ use crate::identity::client_ip;
 use crate::identity::hash::Namespace;
 use crate::store::count::CountRequest;
 use crate::store::windows::BURST_SPAN_MS;
+use crate::store::Gate;
 
 impl Engine {
     /// Counts one attempt by `identity` at `now_ms` against the burst only.
@@ -22,13 +23,6 @@ impl Engine {
             .parse()
             .ok()
             .map(|ip| client_ip::group(ip, cfg.identity.ipv6_prefix));
-        if let Some(ip) = ip {
-            if let Ok(Some(l)) = self.store.lockout(ip) {
-                if l.is_active(now_ms) {
-                    return locked(d, l.remaining_ms(now_ms));
-                }
-            }
-        }
         let req = CountRequest {
             id,
             now_ms,
@@ -38,8 +32,14 @@ impl Engine {
             key_hourly: None,
             daily: None,
         };
-        let o = match self.store.check_and_count(&req) {
-            Ok(o) => o,
+        // An address's lockout is asked together with the count (one round trip on Valkey).
+        let gate = match ip {
+            Some(ip) => self.store.gate_and_count(ip, &req),
+            None => self.store.check_and_count(&req).map(Gate::Counted),
+        };
+        let o = match gate {
+            Ok(Gate::Locked(l)) => return locked(d, l.remaining_ms(now_ms)),
+            Ok(Gate::Counted(o)) => o,
             Err(err) => {
                 tracing::warn!(error = %err, "store check failed; allowing");
                 return d;

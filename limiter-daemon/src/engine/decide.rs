@@ -15,6 +15,7 @@ use crate::config::{Config, OverQuota};
 use crate::identity::{Caller, Subject};
 use crate::store::count::{CountOutcome, CountRequest, DailyRule, WindowUse};
 use crate::store::windows::{BURST_SPAN_MS, DAY_MS, HOUR_MS};
+use crate::store::Gate;
 
 fn ceil_secs(ms: u64) -> u64 {
     ms.div_ceil(1000)
@@ -110,10 +111,13 @@ impl Engine {
         if let Some(until) = lists.denies(caller.ip, now) {
             return locked(d, until.map_or(HOUR_MS, |u| u.saturating_sub(now)));
         }
-        match self.store.lockout(caller.group) {
-            Ok(Some(l)) if l.is_active(now) => return locked(d, l.remaining_ms(now)),
-            Ok(_) => {}
-            Err(err) => tracing::warn!(error = %err, "lockout lookup failed"),
+        if !count {
+            // A counted decision asks the store once for lockout and counts (`gate_and_count`).
+            match self.store.lockout(caller.group) {
+                Ok(Some(l)) if l.is_active(now) => return locked(d, l.remaining_ms(now)),
+                Ok(_) => {}
+                Err(err) => tracing::warn!(error = %err, "lockout lookup failed"),
+            }
         }
 
         let route = cfg.routes.matching(req.method, req.path);
@@ -142,7 +146,11 @@ impl Engine {
         };
         d.cost = creq.cost;
         let outcome = if count {
-            self.store.check_and_count(&creq)
+            match self.store.gate_and_count(caller.group, &creq) {
+                Ok(Gate::Locked(l)) => return locked(d, l.remaining_ms(now)),
+                Ok(Gate::Counted(o)) => Ok(o),
+                Err(err) => Err(err),
+            }
         } else {
             self.store.usage(&creq.id, now).map(|u| {
                 let mut e = crate::store::count::Entry::default();

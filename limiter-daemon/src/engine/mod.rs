@@ -22,8 +22,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! - [`Engine::decide`] is synchronous and never blocks on I/O (the embedded store is memory;
-//!   key lookups land behind the request). It never fails: a decision is a value.
+//! - [`Engine::decide`] is synchronous. With the embedded store it never blocks on I/O (the
+//!   counters are memory; key lookups land behind the request); with the Valkey store it makes
+//!   one or two blocking round trips. It never fails: a decision is a value.
 //! - [`Engine::explain`]: the same decision without counting anything (admin dry-run).
 //! - [`Engine::attempt`]: the compatibility call (120/min burst, no hourly budget).
 //! - [`Engine::keys`]: issue (secret returned once), revoke, list API keys.
@@ -176,6 +177,33 @@ impl Engine {
         engine.reload_lists();
         engine.restore_lockouts();
         engine
+    }
+
+    /// An engine over the configured store (embedded in `cfg.store.state_dir`, or Valkey),
+    /// lookups on a background thread: what the daemon runs. Corrupt state files are set aside
+    /// and logged (see [`Store::corrupt_files`]); only an unusable store is an error.
+    pub fn open(
+        cfg: Arc<Config>,
+        sink: Arc<dyn EnforcementSink>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Engine, crate::store::StoreError> {
+        let s = &cfg.store;
+        let store: Arc<dyn Store> = match (s.backend, &s.valkey_address) {
+            (crate::config::store::StoreBackend::Valkey, Some(addr)) => {
+                let remote = Arc::new(crate::store::valkey::ValkeyStore::open(
+                    addr,
+                    &s.key_prefix,
+                    s.hash,
+                    s.hash_secret.as_deref(),
+                )?);
+                Arc::new(crate::store::fallback::FallbackStore::new(
+                    remote,
+                    s.max_identities,
+                ))
+            }
+            _ => Arc::new(crate::store::EmbeddedStore::open(s, clock.now_ms())?),
+        };
+        Ok(Engine::new(cfg, store, sink, clock))
     }
 
     /// The configuration in force.

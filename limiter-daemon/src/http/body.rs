@@ -3,11 +3,11 @@
 //!
 //! An enum rather than a boxed trait object: no allocation per response on the hot path.
 
+use super::upstream::UpstreamBody;
 use bytes::Bytes;
 use http_body_util::{Either, Full};
-use hyper::body::Incoming;
 
-pub type ProxyBody = Either<Incoming, Full<Bytes>>;
+pub type ProxyBody = Either<UpstreamBody, Full<Bytes>>;
 
 /// A body the daemon wrote.
 pub fn full(bytes: Bytes) -> ProxyBody {
@@ -15,6 +15,6 @@ pub fn full(bytes: Bytes) -> ProxyBody {
 }
 
 /// The upstream's body, streamed through.
-pub fn streamed(body: Incoming) -> ProxyBody {
+pub fn streamed(body: UpstreamBody) -> ProxyBody {
     Either::Left(body)
 }

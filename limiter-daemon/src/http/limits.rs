@@ -42,10 +42,13 @@ impl HeaderLimits {
         Ok(())
     }
 
-    /// hyper's parser ceiling on field count: above ours, so our answer (with a body) wins for
-    /// moderate excess, while a flood is cut off during parsing.
-    pub fn parser_max_headers(&self) -> usize {
-        self.max_count.saturating_mul(2).max(100)
+    /// hyper's parser ceiling on field count, above ours, so our answer (with a body) wins for
+    /// moderate excess while a flood is cut off during parsing. `None` keeps hyper's default
+    /// (100), which parses into an inline array: any explicit value costs a heap allocation
+    /// and an initialisation per request (measured: ~1% of proxy CPU).
+    pub fn parser_max_headers(&self) -> Option<usize> {
+        const HYPER_DEFAULT: usize = 100;
+        (self.max_count >= HYPER_DEFAULT).then(|| self.max_count.saturating_mul(2))
     }
 }
 

@@ -22,7 +22,7 @@ use crate::engine::decision::Action;
 /// Everything the proxy needs per request, shared by all connections.
 pub struct ProxyState {
     pub decider: Arc<dyn Decider>,
-    pub upstream: Upstream,
+    pub upstream: Arc<Upstream>,
     pub gate: Arc<HoldGate>,
     pub hints: Hints,
     pub limits: HeaderLimits,
@@ -84,7 +84,7 @@ pub async fn handle(
                 UpstreamError::Unreachable { .. } => {
                     problem::bad_gateway("The upstream application cannot be reached. Retry later.")
                 }
-                UpstreamError::Failed { .. } | UpstreamError::Uri(_) => problem::bad_gateway(
+                UpstreamError::Failed { .. } => problem::bad_gateway(
                     "The upstream application broke off the exchange. Retry later.",
                 ),
             };

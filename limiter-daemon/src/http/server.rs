@@ -2,6 +2,13 @@
 //! API router (axum) until a shutdown future resolves; then stops accepting and lets in-flight
 //! requests finish within `http.shutdown_grace`.
 //!
+//! The proxy runs thread-per-core: `worker_threads` OS threads (default one per CPU), each with
+//! a single-threaded tokio runtime, its own accept loop on a clone of each proxy listener, and
+//! its own keep-alive pool to the upstream. A request, its upstream exchange and its held
+//! timer then stay on one thread: no work stealing, no cross-thread wake-ups on the hot path
+//! (the shape nginx's workers have; figures in docs/http.md).
+//! The API listeners run on the caller's runtime.
+//!
 //! [`HttpServer::bind`] and [`HttpServer::run`] are separate so callers (and tests binding port
 //! 0) learn the bound addresses before serving; [`serve`] does both.
 
@@ -9,13 +16,14 @@ use std::convert::Infallible;
 use std::future::{Future, IntoFuture};
 use std::io;
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -25,7 +33,7 @@ use super::hold::HoldGate;
 use super::limits::HeaderLimits;
 use super::proxy::{handle, ProxyState};
 use super::response::Hints;
-use super::upstream::Upstream;
+use super::upstream::{Upstream, UpstreamCounters};
 use crate::config::http::HttpSettings;
 
 #[derive(Debug, thiserror::Error)]
@@ -39,33 +47,43 @@ pub enum ServeError {
     },
     #[error("cannot read the bound address of a listener")]
     LocalAddr(#[source] io::Error),
+    #[error("cannot start proxy worker thread {index}")]
+    Worker {
+        index: usize,
+        #[source]
+        source: io::Error,
+    },
 }
 
 /// Listeners bound and state built; nothing served until [`HttpServer::run`].
 pub struct HttpServer {
-    proxy_listeners: Vec<TcpListener>,
+    /// Kept as std listeners: each proxy thread registers a clone with its own runtime.
+    proxy_listeners: Vec<std::net::TcpListener>,
     api_listeners: Vec<TcpListener>,
-    proxy: Option<Arc<ProxyState>>,
+    decider: Arc<dyn Decider>,
+    hints: Hints,
     api: ApiState,
     gate: Arc<HoldGate>,
+    upstream_counters: Arc<UpstreamCounters>,
     settings: HttpSettings,
 }
 
-async fn bind_all(
-    addrs: &[SocketAddr],
-    role: &'static str,
-) -> Result<Vec<TcpListener>, ServeError> {
-    let mut out = Vec::with_capacity(addrs.len());
-    for &addr in addrs {
-        let l = TcpListener::bind(addr)
-            .await
-            .map_err(|source| ServeError::Bind { addr, role, source })?;
-        out.push(l);
+/// Binds with `SO_REUSEADDR` and a deep backlog (bursts of new connections are the norm here).
+fn bind_one(addr: SocketAddr, role: &'static str) -> Result<TcpListener, ServeError> {
+    let err = |source| ServeError::Bind { addr, role, source };
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
     }
-    Ok(out)
+    .map_err(err)?;
+    socket.set_reuseaddr(true).map_err(err)?;
+    socket.bind(addr).map_err(err)?;
+    socket.listen(4096).map_err(err)
 }
 
 impl HttpServer {
+    /// Binds every configured listener (must be called inside a tokio runtime).
     pub async fn bind(
         settings: &HttpSettings,
         hints: Hints,
@@ -75,34 +93,37 @@ impl HttpServer {
             settings.max_held.get(),
             settings.max_held_per_identity.get(),
         );
-        let proxy = settings.upstream.as_ref().map(|up| {
-            Arc::new(ProxyState {
-                decider: Arc::clone(&decider),
-                upstream: Upstream::new(up.authority.clone(), settings),
-                gate: Arc::clone(&gate),
-                hints: hints.clone(),
-                limits: HeaderLimits {
-                    max_count: settings.max_header_count.get(),
-                    max_bytes: settings.max_header_bytes.get(),
-                },
-            })
-        });
+        let mut proxy_listeners = Vec::new();
+        if settings.upstream.is_some() {
+            for &addr in &settings.proxy_listen {
+                let l = bind_one(addr, "http.proxy_listen")?
+                    .into_std()
+                    .map_err(|source| ServeError::Bind {
+                        addr,
+                        role: "http.proxy_listen",
+                        source,
+                    })?;
+                proxy_listeners.push(l);
+            }
+        }
+        let mut api_listeners = Vec::new();
+        for &addr in &settings.api_listen {
+            api_listeners.push(bind_one(addr, "http.api_listen")?);
+        }
         let api = ApiState {
-            decider,
+            decider: Arc::clone(&decider),
             gate: Arc::clone(&gate),
-            hints: Arc::new(hints),
+            hints: Arc::new(hints.clone()),
             trusted_peers: Arc::new(settings.trusted_peers.clone()),
         };
         Ok(HttpServer {
-            proxy_listeners: if proxy.is_some() {
-                bind_all(&settings.proxy_listen, "http.proxy_listen").await?
-            } else {
-                Vec::new()
-            },
-            api_listeners: bind_all(&settings.api_listen, "http.api_listen").await?,
-            proxy,
+            proxy_listeners,
+            api_listeners,
+            decider,
+            hints,
             api,
             gate,
+            upstream_counters: Arc::new(UpstreamCounters::default()),
             settings: settings.clone(),
         })
     }
@@ -126,20 +147,16 @@ impl HttpServer {
         Arc::clone(&self.gate)
     }
 
+    /// Upstream failures by kind, for metrics.
+    pub fn upstream_counters(&self) -> Arc<UpstreamCounters> {
+        Arc::clone(&self.upstream_counters)
+    }
+
     /// Serves until `shutdown` resolves, then drains within `http.shutdown_grace`.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
         let (stop_tx, stop_rx) = watch::channel(false);
+        let workers = self.start_proxy_workers(&stop_rx)?;
         let mut tasks = JoinSet::new();
-        if let Some(state) = &self.proxy {
-            for listener in self.proxy_listeners {
-                tasks.spawn(proxy_loop(
-                    listener,
-                    Arc::clone(state),
-                    self.settings.clone(),
-                    stop_rx.clone(),
-                ));
-            }
-        }
         let app = router(self.api.clone());
         for listener in self.api_listeners {
             let mut rx = stop_rx.clone();
@@ -147,9 +164,12 @@ impl HttpServer {
             let app = app.clone();
             let grace = self.settings.shutdown_grace;
             tasks.spawn(async move {
-                let serve = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-                    .with_graceful_shutdown(async move { stopped(&mut rx).await })
-                    .into_future();
+                let serve = axum::serve(
+                    listener,
+                    app.into_make_service_with_connect_info::<SocketAddr>(),
+                )
+                .with_graceful_shutdown(async move { stopped(&mut rx).await })
+                .into_future();
                 // axum drains without a deadline; bound it like the proxy.
                 let deadline = async move {
                     stopped(&mut rx_grace).await;
@@ -167,7 +187,92 @@ impl HttpServer {
         tracing::info!("HTTP shutdown requested");
         let _ = stop_tx.send(true);
         while tasks.join_next().await.is_some() {}
+        for w in workers {
+            // The thread ends once its accept loops drained (bounded by the grace period).
+            if tokio::task::spawn_blocking(move || w.join()).await.is_err() {
+                tracing::error!("a proxy worker thread panicked");
+            }
+        }
         Ok(())
+    }
+
+    fn start_proxy_workers(
+        &self,
+        stop: &watch::Receiver<bool>,
+    ) -> Result<Vec<std::thread::JoinHandle<()>>, ServeError> {
+        let Some(up) = self.settings.upstream.clone() else {
+            return Ok(Vec::new());
+        };
+        if self.proxy_listeners.is_empty() {
+            return Ok(Vec::new());
+        }
+        let threads = self
+            .settings
+            .worker_threads
+            .or_else(|| std::thread::available_parallelism().ok())
+            .unwrap_or(NonZeroUsize::MIN)
+            .get();
+        let limits = HeaderLimits {
+            max_count: self.settings.max_header_count.get(),
+            max_bytes: self.settings.max_header_bytes.get(),
+        };
+        let mut handles = Vec::with_capacity(threads);
+        for index in 0..threads {
+            let listeners = self
+                .proxy_listeners
+                .iter()
+                .map(|l| {
+                    let c = l.try_clone()?;
+                    c.set_nonblocking(true)?;
+                    Ok(c)
+                })
+                .collect::<io::Result<Vec<_>>>()
+                .map_err(|source| ServeError::Worker { index, source })?;
+            let decider = Arc::clone(&self.decider);
+            let gate = Arc::clone(&self.gate);
+            let hints = self.hints.clone();
+            let counters = Arc::clone(&self.upstream_counters);
+            let settings = self.settings.clone();
+            let authority = up.authority.clone();
+            let stop = stop.clone();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|source| ServeError::Worker { index, source })?;
+            let handle = std::thread::Builder::new()
+                .name(format!("limiter-proxy-{index}"))
+                .spawn(move || {
+                    rt.block_on(async move {
+                        let state = Arc::new(ProxyState {
+                            decider,
+                            upstream: Upstream::new(authority, &settings, counters),
+                            gate,
+                            hints,
+                            limits,
+                        });
+                        let mut loops = JoinSet::new();
+                        for l in listeners {
+                            match TcpListener::from_std(l) {
+                                Ok(l) => {
+                                    loops.spawn(proxy_loop(
+                                        l,
+                                        Arc::clone(&state),
+                                        settings.clone(),
+                                        stop.clone(),
+                                    ));
+                                }
+                                Err(err) => {
+                                    tracing::error!(error = %err, "proxy listener cannot join the worker's runtime")
+                                }
+                            }
+                        }
+                        while loops.join_next().await.is_some() {}
+                    });
+                })
+                .map_err(|source| ServeError::Worker { index, source })?;
+            handles.push(handle);
+        }
+        Ok(handles)
     }
 }
 
@@ -180,7 +285,7 @@ pub async fn serve(
 ) -> Result<(), ServeError> {
     let server = HttpServer::bind(settings, hints, decider).await?;
     for a in server.proxy_addrs()? {
-        tracing::info!(addr = %a, "reverse proxy listening");
+        tracing::info!(addr = %a, upstream = ?settings.upstream.as_ref().map(|u| u.authority.to_string()), "reverse proxy listening");
     }
     for a in server.api_addrs()? {
         tracing::info!(addr = %a, "decision API and /v1/auth listening");
@@ -211,8 +316,10 @@ async fn proxy_loop(
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(settings.header_read_timeout)
-        .max_headers(limits.parser_max_headers())
         .keep_alive(true);
+    if let Some(max) = limits.parser_max_headers() {
+        builder.max_headers(max);
+    }
     let graceful = GracefulShutdown::new();
     loop {
         tokio::select! {

@@ -8,8 +8,11 @@
 
 pub mod count;
 pub mod embedded;
+pub mod fallback;
+pub mod gate;
 pub mod records;
 pub mod state_file;
+pub mod valkey;
 pub mod windows;
 
 use std::net::IpAddr;
@@ -19,6 +22,7 @@ use ipnet::IpNet;
 
 pub use count::{CountOutcome, CountRequest, DailyRule, Usage, WindowUse};
 pub use embedded::EmbeddedStore;
+pub use gate::Gate;
 pub use records::{KeyRecord, ListEntry, ListKind, LockCause, Lockout, StrikeRecord};
 
 use crate::identity::hash::{IdKey, IdentityHasher};
@@ -50,6 +54,8 @@ pub enum StoreError {
         #[source]
         source: serde_json::Error,
     },
+    #[error("valkey {op}: {message}")]
+    Valkey { op: &'static str, message: String },
     #[error("API key id {id} already exists")]
     KeyExists { id: String },
 }
@@ -68,6 +74,15 @@ pub trait Store: KeyLookup + Send + Sync + 'static {
     fn hasher(&self) -> IdentityHasher;
     /// Checks every window of one identity and counts the request if none refuses, atomically.
     fn check_and_count(&self, req: &CountRequest) -> Result<CountOutcome, StoreError>;
+    /// What one counted decision asks: `ip`'s lockout if active at `req.now_ms` (nothing
+    /// counted), else [`Store::check_and_count`]. Remote stores answer in one round trip; the
+    /// default asks the two questions in turn (free for an in-process store).
+    fn gate_and_count(&self, ip: IpAddr, req: &CountRequest) -> Result<Gate, StoreError> {
+        if let Some(l) = self.lockout(ip)?.filter(|l| l.is_active(req.now_ms)) {
+            return Ok(Gate::Locked(l));
+        }
+        self.check_and_count(req).map(Gate::Counted)
+    }
     /// Current use of an identity without counting.
     fn usage(&self, id: &IdKey, now_ms: u64) -> Result<Option<Usage>, StoreError>;
     /// Identities currently tracked.
@@ -92,6 +107,11 @@ pub trait Store: KeyLookup + Send + Sync + 'static {
     fn list(&self, kind: ListKind) -> Result<Vec<ListEntry>, StoreError>;
     fn put_list_entry(&self, kind: ListKind, entry: ListEntry) -> Result<(), StoreError>;
     fn remove_list_entry(&self, kind: ListKind, net: &IpNet) -> Result<bool, StoreError>;
+
+    /// True while counting has fallen back to local memory because the store is down.
+    fn degraded(&self) -> bool {
+        false
+    }
 
     /// State files found corrupt when the store opened.
     fn corrupt_files(&self) -> Vec<CorruptFile> {

@@ -2,7 +2,10 @@
 //! manual clock, a sink that records what reached "the kernel", and key lookups that land only
 //! when the test says so.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each engine_* test crate uses a different part of this shared rig"
+)]
 
 use std::net::IpAddr;
 use std::path::Path;

