@@ -261,6 +261,7 @@ async fn decisions_hits_histogram_strikes_and_lockouts_are_scraped() {
     assert_eq!(must(&t, r#"limiter_lockouts_total{level="1"}"#), 1.0);
     assert_eq!(must(&t, "limiter_lockouts_active"), 1.0);
     assert_eq!(must(&t, "limiter_store_degraded"), 0.0);
+    assert_eq!(must(&t, "limiter_store_errors_total"), 0.0);
     assert_eq!(must(&t, "limiter_held_refused_total"), 0.0);
     // The scrape and the engine agree on the lockout.
     assert_eq!(w.engine.lockouts().list().unwrap().len(), 1);
@@ -445,6 +446,7 @@ async fn readyz_is_503_naming_the_store_while_it_is_degraded() {
     );
     let t = w.scrape().await;
     assert_eq!(must(&t, "limiter_store_degraded"), 1.0);
+    assert!(must(&t, "limiter_store_errors_total") >= 1.0);
     // /healthz stays 200: the process serves, it is just not fully ready.
     let (parts, _) = get(&format!("http://{}/healthz", w.metrics_addr), &[]).await;
     assert_eq!(parts.status, StatusCode::OK);

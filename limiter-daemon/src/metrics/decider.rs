@@ -26,7 +26,7 @@ impl Decider for MeteredDecider {
         let d = self.inner.decide(req);
         self.metrics
             .decisions
-            .observe_decide_time(started.elapsed().as_secs_f64());
+            .observe_decide_time(started.elapsed());
         self.metrics.decisions.observe(&d);
         d
     }

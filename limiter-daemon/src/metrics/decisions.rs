@@ -1,16 +1,18 @@
 //! Counters and the delay histogram fed from each decision, on the request path.
 //!
-//! Every series is created up front and its handle kept in a fixed table, so recording a
+//! Every series is created up front (histograms are lock-free, see [`super::histogram`]) and its handle kept in a fixed table, so recording a
 //! decision is an array index and an atomic add: no label hashing, no family lock per request.
 //! Series that exist from the start also read 0 instead of being absent, which is what
 //! `increase(...)` alerts need.
 
+use std::time::Duration;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
+use super::histogram::DurationHistogram;
 use crate::engine::decision::{Action, Decision, DelayKind, KeyStatus, Reason, Tier};
 
 /// Upper bounds (seconds) of the delay histogram: 0 (never held) lands in the first bucket;
@@ -70,8 +72,8 @@ pub struct DecisionMetrics {
     decisions: [[Counter; OUTCOMES]; 3],
     soft_hits: Counter,
     hard_hits: Counter,
-    delay: Histogram,
-    decide_time: Histogram,
+    delay: DurationHistogram,
+    decide_time: DurationHistogram,
     keys: [Counter; 4],
     strikes: Counter,
     /// Levels are unbounded in principle (capped durations, not capped levels), so this one
@@ -149,14 +151,14 @@ impl DecisionMetrics {
             "Requests past the daily quota's soft window (held for the hard delay)",
             hard_hits.clone(),
         );
-        let delay = Histogram::new(DELAY_BUCKETS);
+        let delay = DurationHistogram::new(&DELAY_BUCKETS);
         reg.register_with_unit(
             "request_delay",
             "Scan delay decided per request (0 when not delayed)",
             Unit::Seconds,
             delay.clone(),
         );
-        let decide_time = Histogram::new(DECIDE_BUCKETS);
+        let decide_time = DurationHistogram::new(&DECIDE_BUCKETS);
         reg.register_with_unit(
             "decision_duration",
             "Time the engine took to decide a request, store round trips included",
@@ -198,9 +200,9 @@ impl DecisionMetrics {
         }
     }
 
-    /// Records how long deciding took (seconds).
-    pub fn observe_decide_time(&self, secs: f64) {
-        self.decide_time.observe(secs);
+    /// Records how long deciding took.
+    pub fn observe_decide_time(&self, took: Duration) {
+        self.decide_time.observe(took);
     }
 
     /// Records one decision.
@@ -213,7 +215,7 @@ impl DecisionMetrics {
                 None => 0,
             };
         }
-        self.delay.observe(d.delay.as_secs_f64());
+        self.delay.observe(d.delay);
         if let Some(k) = d.key_status {
             self.keys[key_index(k)].inc();
         }

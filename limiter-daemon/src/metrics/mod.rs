@@ -2,6 +2,7 @@
 //!
 //! - [`registry`]: [`Metrics`], the one registry built in `run` and shared; renders the text.
 //! - [`decisions`]: counters and the delay histogram fed from every [`Decision`] made.
+//! - [`histogram`]: the lock-free duration histogram recorded on the request path.
 //! - [`decider`]: [`MeteredDecider`], the wrapper every HTTP surface's decisions pass through.
 //! - [`sources`]: values read at scrape time (held requests, upstream failures, lockouts
 //!   active, store degraded, kernel verdict counters and map fill).
@@ -14,6 +15,7 @@
 
 pub mod decider;
 pub mod decisions;
+pub mod histogram;
 pub mod readiness;
 pub mod registry;
 pub mod server;

@@ -159,6 +159,12 @@ impl Collector for SourceCollector {
                 "1 while the store fails and counting is local (degraded), else 0",
                 i64::from(store.degraded()),
             )?;
+            counter(
+                &mut enc,
+                "store_errors",
+                "Calls to the remote store (Valkey) that failed; each one is answered locally",
+                store.remote_errors(),
+            )?;
             gauge_u(
                 &mut enc,
                 "store_identities",
