@@ -143,6 +143,19 @@ mod tests {
     }
 
     #[test]
+    fn usual_connection_tokens_and_clean_maps() {
+        let mut h = map(&[("connection", "Keep-Alive"), ("close", "x"), ("x-app", "1")]);
+        strip_hop_by_hop(&mut h);
+        // `close` is a token, not a field name: a field called `close` stays.
+        let mut left: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
+        left.sort_unstable();
+        assert_eq!(left, vec!["close", "x-app"]);
+        let mut clean = map(&[("host", "a"), ("x-app", "1")]);
+        strip_hop_by_hop(&mut clean);
+        assert_eq!(clean.len(), 2);
+    }
+
+    #[test]
     fn forwarded_for_appends_and_folds() {
         let mut h = HeaderMap::new();
         append_forwarded_for(&mut h, "192.0.2.1".parse().unwrap());
