@@ -1,7 +1,7 @@
 //! `limiter-daemon run`: load and validate the whole config (HTTP section included) before
 //! binding anything, start the kernel dataplane as `[kernel] mode` says, open the store that
 //! `[store] backend` names (embedded or Valkey), build
-//! the engine, and serve the HTTP surfaces until SIGINT or SIGTERM.
+//! the engine, and serve the HTTP surfaces (and the metrics listener) until SIGINT or SIGTERM.
 //!
 //! Kernel pins outlive the process on purpose (enforcement continues across restarts;
 //! `limiter-daemon detach` removes them).
@@ -18,8 +18,13 @@ use crate::config::{env_from_process, Config};
 use crate::engine::sink::{EnforcementSink, NoKernel};
 use crate::engine::Engine;
 use crate::http::response::Hints;
+use crate::http::server::HttpServer;
 use crate::kernel::cli::wait_for_shutdown;
 use crate::kernel::dataplane::Dataplane;
+use crate::metrics::server::MetricsServer;
+use crate::metrics::sources::AttachedKernel;
+use crate::metrics::{KernelSource, MeteredDecider, Metrics};
+use crate::store::fallback::FallbackStore;
 use crate::store::valkey::ValkeyStore;
 use crate::store::{EmbeddedStore, Store};
 
@@ -52,23 +57,65 @@ pub fn run(path: &Path, ifaces: Vec<String>) -> anyhow::Result<()> {
         .context("starting the async runtime")?;
     rt.block_on(async move {
         // Inside the runtime: the dataplane spawns its log, event and expiry tasks.
-        let sink: Arc<dyn EnforcementSink> = match Dataplane::start(&config.kernel)? {
-            Some(dp) => Arc::new(dp),
+        let metrics = Metrics::new(&config.metrics.namespace);
+        let (sink, kernel): (Arc<dyn EnforcementSink>, _) = match Dataplane::start(&config.kernel)? {
+            Some(dp) => {
+                let attached = AttachedKernel {
+                    maps: Arc::clone(dp.maps()),
+                    events: Arc::clone(dp.event_stats()),
+                    interfaces: dp.attachments().len(),
+                };
+                (Arc::new(dp), Some(attached))
+            }
             None => {
-                tracing::warn!("running userspace-only: lockouts are enforced at L7 only");
-                Arc::new(NoKernel)
+                tracing::warn!(
+                    "running userspace-only: lockouts are enforced at L7 only \
+                     (metric kernel_attached = 0)"
+                );
+                (Arc::new(NoKernel), None)
             }
         };
+        metrics.attach_kernel(KernelSource {
+            mode: config.kernel.mode,
+            attached: kernel,
+        });
+        let metrics_listen = config.metrics.listen;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let store = open_store(&config.store, clock.now_ms())?;
         let engine = Arc::new(Engine::new(Arc::new(config), store, sink, clock));
+        metrics.attach_engine(Arc::clone(&engine));
+        let decider = Arc::new(MeteredDecider::new(engine, Arc::clone(&metrics)));
         let hints = Hints::from_settings(&http);
+        let server = HttpServer::bind(&http, hints, decider).await?;
+        metrics.attach_http(&server);
+        let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+        let metrics_task = match metrics_listen {
+            Some(addr) => {
+                let ms = MetricsServer::bind(addr, Arc::clone(&metrics)).await?;
+                tracing::info!(addr = %ms.local_addr()?, "metrics, /healthz and /readyz listening");
+                Some(tokio::spawn(ms.run(async move {
+                    let _ = stop_rx.wait_for(|s| *s).await;
+                })))
+            }
+            None => {
+                tracing::warn!("metrics listener disabled (metrics.listen = \"\")");
+                None
+            }
+        };
         let shutdown = async {
             if let Err(err) = wait_for_shutdown().await {
                 tracing::error!(error = %format!("{err:#}"), "cannot wait for signals; stopping");
             }
         };
-        crate::http::server::serve(&http, hints, engine, shutdown).await?;
+        crate::http::server::serve_bound(server, &http, shutdown).await?;
+        let _ = stop_tx.send(true);
+        if let Some(task) = metrics_task {
+            match task.await {
+                Ok(Err(err)) => tracing::warn!(error = %format!("{err:#}"), "metrics listener failed"),
+                Err(err) => tracing::warn!(error = %err, "metrics listener task failed"),
+                Ok(Ok(())) => {}
+            }
+        }
         tracing::info!(
             "stopped; kernel pins stay in place (enforcement continues; `limiter-daemon detach` removes it)"
         );
@@ -87,7 +134,7 @@ fn open_store(settings: &StoreSettings, now_ms: u64) -> anyhow::Result<Arc<dyn S
                 .valkey_address
                 .as_deref()
                 .context("store.valkey_address is required with backend = \"valkey\"")?;
-            Arc::new(
+            let remote = Arc::new(
                 ValkeyStore::open(
                     address,
                     &settings.key_prefix,
@@ -95,7 +142,9 @@ fn open_store(settings: &StoreSettings, now_ms: u64) -> anyhow::Result<Arc<dyn S
                     settings.hash_secret.as_deref(),
                 )
                 .with_context(|| format!("opening the Valkey store at {address}"))?,
-            )
+            );
+            // Counting goes on locally while Valkey is down (degraded: /readyz says so).
+            Arc::new(FallbackStore::new(remote, settings.max_identities))
         }
     })
 }

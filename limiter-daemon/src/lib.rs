@@ -7,6 +7,7 @@
 //! - [`store`]: where counters, keys and lockouts live (embedded by default).
 //! - [`daemon`]: `run` wiring: config → kernel → store → engine → HTTP until a signal.
 //! - [`http`]: reverse proxy, decision API and nginx `auth_request` surfaces.
+//! - [`metrics`]: Prometheus metrics, `/healthz` and `/readyz` on the operator listener.
 //! - [`clock`]: injected time, so every window and lockout is tested without sleeping.
 
 pub mod cli;
@@ -17,4 +18,5 @@ pub mod engine;
 pub mod http;
 pub mod identity;
 pub mod kernel;
+pub mod metrics;
 pub mod store;

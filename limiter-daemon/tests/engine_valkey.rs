@@ -617,3 +617,71 @@ fn engine_over_a_cluster_locks_out_and_a_second_host_restores_it() {
     assert_eq!(seen.iter().filter(|a| **a == Action::Allow).count(), 40);
     assert_eq!(seen.last(), Some(&Action::Reject), "the locked address");
 }
+
+/// Stops (SIGSTOP) the server process while alive, and lets it go on (SIGCONT) when dropped.
+struct Frozen(i32);
+
+impl Frozen {
+    fn freeze(server: &Server) -> Frozen {
+        let pid = i32::try_from(server.child.id()).unwrap();
+        // SAFETY: kill(2) on a child this test spawned and still owns.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+        Frozen(pid)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        // SAFETY: as above; the child is reaped by `Server`'s drop.
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
+}
+
+#[test]
+fn a_frozen_server_costs_one_timeout_then_counting_goes_local() {
+    let Some(server) = start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[store]\nbackend = \"valkey\"\nvalkey_address = \"{}\"\n",
+        server.addr
+    );
+    let cfg = Arc::new(config(&text, dir.path()));
+    let clock = ManualClock::new(T0);
+    let engine = Engine::open(
+        cfg,
+        Arc::new(RecordingSink::default()),
+        Arc::new(clock.clone()),
+    )
+    .unwrap();
+    let h = http::HeaderMap::new();
+    let req = limiter_daemon::engine::RequestInfo {
+        peer: ip("192.0.2.70"),
+        method: "GET",
+        path: "/",
+        headers: &h,
+    };
+    assert_eq!(engine.decide(&req).action, Action::Allow);
+    assert!(!engine.store().degraded());
+
+    // The server accepts nothing and answers nothing: the open connection's read times out.
+    let frozen = Frozen::freeze(&server);
+    let started = std::time::Instant::now();
+    assert_eq!(engine.decide(&req).action, Action::Allow);
+    let waited = started.elapsed();
+    assert!(engine.store().degraded(), "counting went local");
+    assert!(
+        waited >= Duration::from_millis(1_500) && waited < Duration::from_secs(5),
+        "one read timeout (2 s), no retry on a timed-out call: {waited:?}"
+    );
+    // Until the retry interval passes, decisions do not wait on the server at all.
+    let started = std::time::Instant::now();
+    for _ in 0..50 {
+        assert_eq!(engine.decide(&req).action, Action::Allow);
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(frozen);
+}

@@ -20,6 +20,7 @@ pub mod kernel;
 pub mod keys;
 pub mod locate;
 pub mod lockout;
+pub mod metrics;
 pub mod quota;
 pub mod routes;
 pub mod store;
@@ -68,6 +69,8 @@ pub struct RawConfig {
     pub upgrade: upgrade::RawUpgrade,
     #[serde(default)]
     pub kernel: kernel::RawKernel,
+    #[serde(default)]
+    pub metrics: metrics::RawMetrics,
     /// Owned by the HTTP surfaces; kept raw.
     #[serde(default)]
     pub http: toml::Table,
@@ -87,6 +90,8 @@ pub struct Config {
     pub store: StoreSettings,
     pub upgrade: UpgradePaths,
     pub kernel: KernelSettings,
+    /// The operator listener (`/metrics`, `/healthz`, `/readyz`).
+    pub metrics: metrics::MetricsSettings,
     /// The `[http]` table, validated by the HTTP module.
     pub http_raw: toml::Table,
     /// Environment variables that overrode the file, with their values.
@@ -137,6 +142,7 @@ impl Config {
             store: StoreSettings::validate(raw.store)?,
             upgrade: UpgradePaths::validate(raw.upgrade)?,
             kernel,
+            metrics: metrics::MetricsSettings::validate(raw.metrics)?,
             http_raw: raw.http,
             env_applied,
         })

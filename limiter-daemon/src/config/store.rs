@@ -13,7 +13,7 @@ use super::ConfigError;
 pub enum StoreBackend {
     /// In-process counters; keys, lockouts and lists persisted in `state_dir`.
     Embedded,
-    /// A Valkey server shared by a fleet (`valkey_address`, standalone).
+    /// A Valkey server shared by a fleet (`valkey_address`: a standalone server or any node of a Valkey Cluster).
     Valkey,
 }
 

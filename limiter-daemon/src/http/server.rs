@@ -304,6 +304,16 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     let server = HttpServer::bind(settings, hints, decider).await?;
+    serve_bound(server, settings, shutdown).await
+}
+
+/// Logs what `server` listens on and serves it until `shutdown` resolves (callers that need
+/// the bound server first, e.g. to hand its counters to metrics, bind it themselves).
+pub async fn serve_bound(
+    server: HttpServer,
+    settings: &HttpSettings,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
     for a in server.proxy_addrs()? {
         tracing::info!(addr = %a, upstream = ?settings.upstream.as_ref().map(|u| u.authority.to_string()), "reverse proxy listening");
     }

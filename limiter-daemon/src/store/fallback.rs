@@ -31,6 +31,8 @@ pub struct FallbackStore {
     retry_at_ms: AtomicU64,
     local_lockouts: RwLock<HashMap<IpAddr, Lockout>>,
     local_lockout_count: AtomicUsize,
+    /// Remote calls that failed (metrics: `store_errors_total`).
+    errors: AtomicU64,
 }
 
 impl FallbackStore {
@@ -42,6 +44,7 @@ impl FallbackStore {
             retry_at_ms: AtomicU64::new(0),
             local_lockouts: RwLock::new(HashMap::new()),
             local_lockout_count: AtomicUsize::new(0),
+            errors: AtomicU64::new(0),
         }
     }
 }
@@ -68,6 +71,7 @@ impl FallbackStore {
                 Ok(o)
             }
             Err(err) => {
+                self.errors.fetch_add(1, Ordering::Relaxed);
                 self.retry_at_ms
                     .store(req.now_ms.saturating_add(RETRY_MS), Ordering::Relaxed);
                 if !self.degraded.swap(true, Ordering::Relaxed) {
@@ -113,6 +117,10 @@ impl Store for FallbackStore {
         self.degraded.load(Ordering::Relaxed)
     }
 
+    fn remote_errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed)
+    }
+
     fn usage(&self, id: &IdKey, now_ms: u64) -> Result<Option<Usage>, StoreError> {
         if self.degraded() {
             return Ok(self.local.usage(id, now_ms));
@@ -142,6 +150,7 @@ impl Store for FallbackStore {
         strikes: Option<StrikeRecord>,
     ) -> Result<(), StoreError> {
         if let Err(err) = self.remote.put_lockout(lockout, strikes) {
+            self.errors.fetch_add(1, Ordering::Relaxed);
             tracing::error!(error = %err, "store down: lockout kept in memory only");
             let mut m = self.local_lockouts.write();
             m.retain(|_, l| l.is_active(lockout.since_ms));

@@ -113,6 +113,11 @@ pub trait Store: KeyLookup + Send + Sync + 'static {
         false
     }
 
+    /// Failed calls to a remote store since start (metrics); 0 for stores that cannot fail so.
+    fn remote_errors(&self) -> u64 {
+        0
+    }
+
     /// State files found corrupt when the store opened.
     fn corrupt_files(&self) -> Vec<CorruptFile> {
         Vec::new()

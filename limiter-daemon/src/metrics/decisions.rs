@@ -1,0 +1,231 @@
+//! Counters and the delay histogram fed from each decision, on the request path.
+//!
+//! Every series is created up front (histograms are lock-free, see [`super::histogram`]) and its handle kept in a fixed table, so recording a
+//! decision is an array index and an atomic add: no label hashing, no family lock per request.
+//! Series that exist from the start also read 0 instead of being absent, which is what
+//! `increase(...)` alerts need.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::{Registry, Unit};
+
+use super::histogram::DurationHistogram;
+use crate::engine::decision::{Action, Decision, DelayKind, KeyStatus, Reason, Tier};
+
+/// Upper bounds (seconds) of the delay histogram: 0 (never held) lands in the first bucket;
+/// the default soft (5 s) and hard (60 s) delays each have a bucket edge.
+pub const DELAY_BUCKETS: [f64; 10] = [0.001, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0];
+
+/// Upper bounds (seconds) of the decision-time histogram: an embedded-store decision takes
+/// microseconds, a Valkey one a round trip, a store timing out up to its timeout.
+pub const DECIDE_BUCKETS: [f64; 10] = [
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.05, 0.25,
+];
+
+const TIERS: [Tier; 3] = [Tier::Anon, Tier::Session, Tier::Sponsor];
+const REASONS: [Reason; 5] = [
+    Reason::Burst,
+    Reason::Hourly,
+    Reason::Daily,
+    Reason::KeyHourly,
+    Reason::Locked,
+];
+const KEY_STATUSES: [KeyStatus; 4] = [
+    KeyStatus::Malformed,
+    KeyStatus::Pending,
+    KeyStatus::Verified,
+    KeyStatus::Invalid,
+];
+/// Outcomes per tier: allow, delay, then reject by each reason.
+const OUTCOMES: usize = 2 + REASONS.len();
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DecisionLabels {
+    pub tier: &'static str,
+    pub action: &'static str,
+    /// `none` unless the action is `reject`.
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TierLabel {
+    pub tier: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LevelLabel {
+    pub level: String,
+}
+
+/// Handles to the per-decision series.
+#[derive(Debug)]
+pub struct DecisionMetrics {
+    /// `[tier][outcome]`, see [`OUTCOMES`].
+    decisions: [[Counter; OUTCOMES]; 3],
+    soft_hits: Counter,
+    hard_hits: Counter,
+    delay: DurationHistogram,
+    decide_time: DurationHistogram,
+    keys: [Counter; 4],
+    strikes: Counter,
+    /// Levels are unbounded in principle (capped durations, not capped levels), so this one
+    /// stays a family; it is touched only when a lockout is made.
+    lockouts: Family<LevelLabel, Counter>,
+}
+
+fn tier_index(t: Tier) -> usize {
+    match t {
+        Tier::Anon => 0,
+        Tier::Session => 1,
+        Tier::Sponsor => 2,
+    }
+}
+
+fn outcome_index(action: Action, reason: Option<Reason>) -> usize {
+    match (action, reason) {
+        (Action::Allow, _) => 0,
+        (Action::Delay, _) => 1,
+        (Action::Reject, r) => {
+            2 + match r.unwrap_or(Reason::Burst) {
+                Reason::Burst => 0,
+                Reason::Hourly => 1,
+                Reason::Daily => 2,
+                Reason::KeyHourly => 3,
+                Reason::Locked => 4,
+            }
+        }
+    }
+}
+
+fn key_index(k: KeyStatus) -> usize {
+    match k {
+        KeyStatus::Malformed => 0,
+        KeyStatus::Pending => 1,
+        KeyStatus::Verified => 2,
+        KeyStatus::Invalid => 3,
+    }
+}
+
+impl DecisionMetrics {
+    /// Registers the families in `reg` and creates every fixed series.
+    pub fn register(reg: &mut Registry) -> Self {
+        let decisions_family = Family::<DecisionLabels, Counter>::default();
+        reg.register(
+            "decisions",
+            "Decisions made, by tier, action (allow, delay, reject) and reject reason",
+            decisions_family.clone(),
+        );
+        let decisions = TIERS.map(|tier| {
+            std::array::from_fn(|i| {
+                let (action, reason) = match i {
+                    0 => ("allow", "none"),
+                    1 => ("delay", "none"),
+                    n => ("reject", REASONS[n - 2].as_str()),
+                };
+                decisions_family
+                    .get_or_create(&DecisionLabels {
+                        tier: tier.as_str(),
+                        action,
+                        reason,
+                    })
+                    .clone()
+            })
+        });
+        let soft_hits = Counter::default();
+        reg.register(
+            "quota_soft_hits",
+            "Requests over the daily quota within the soft window (held for the soft delay)",
+            soft_hits.clone(),
+        );
+        let hard_hits = Counter::default();
+        reg.register(
+            "quota_hard_hits",
+            "Requests past the daily quota's soft window (held for the hard delay)",
+            hard_hits.clone(),
+        );
+        let delay = DurationHistogram::new(&DELAY_BUCKETS);
+        reg.register_with_unit(
+            "request_delay",
+            "Scan delay decided per request (0 when not delayed)",
+            Unit::Seconds,
+            delay.clone(),
+        );
+        let decide_time = DurationHistogram::new(&DECIDE_BUCKETS);
+        reg.register_with_unit(
+            "decision_duration",
+            "Time the engine took to decide a request, store round trips included",
+            Unit::Seconds,
+            decide_time.clone(),
+        );
+        let keys_family = Family::<ResultLabel, Counter>::default();
+        reg.register(
+            "key_checks",
+            "Presented API keys by key-cache result (verified, pending, invalid, malformed)",
+            keys_family.clone(),
+        );
+        let keys = KEY_STATUSES.map(|k| {
+            keys_family
+                .get_or_create(&ResultLabel { result: k.as_str() })
+                .clone()
+        });
+        let strikes = Counter::default();
+        reg.register(
+            "strikes",
+            "Strikes recorded (burst violations; each one locks the caller out)",
+            strikes.clone(),
+        );
+        let lockouts = Family::<LevelLabel, Counter>::default();
+        reg.register(
+            "lockouts",
+            "Lockouts made by strikes, by escalation level",
+            lockouts.clone(),
+        );
+        DecisionMetrics {
+            decisions,
+            soft_hits,
+            hard_hits,
+            delay,
+            decide_time,
+            keys,
+            strikes,
+            lockouts,
+        }
+    }
+
+    /// Records how long deciding took.
+    pub fn observe_decide_time(&self, took: Duration) {
+        self.decide_time.observe(took);
+    }
+
+    /// Records one decision.
+    pub fn observe(&self, d: &Decision) {
+        self.decisions[tier_index(d.tier)][outcome_index(d.action, d.reason)].inc();
+        if d.action == Action::Delay {
+            match d.delay_kind {
+                Some(DelayKind::Soft) => self.soft_hits.inc(),
+                Some(DelayKind::Hard) => self.hard_hits.inc(),
+                None => 0,
+            };
+        }
+        self.delay.observe(d.delay);
+        if let Some(k) = d.key_status {
+            self.keys[key_index(k)].inc();
+        }
+        if let Some(level) = d.lockout_level {
+            self.strikes.inc();
+            self.lockouts
+                .get_or_create(&LevelLabel {
+                    level: level.to_string(),
+                })
+                .inc();
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! The operator's view: Prometheus metrics and the health endpoints, on their own listener.
+//!
+//! - [`registry`]: [`Metrics`], the one registry built in `run` and shared; renders the text.
+//! - [`decisions`]: counters and the delay histogram fed from every [`Decision`] made.
+//! - [`histogram`]: the lock-free duration histogram recorded on the request path.
+//! - [`decider`]: [`MeteredDecider`], the wrapper every HTTP surface's decisions pass through.
+//! - [`sources`]: values read at scrape time (held requests, upstream failures, lockouts
+//!   active, store degraded, kernel verdict counters and map fill).
+//! - [`readiness`]: what `/readyz` answers and why.
+//! - [`server`]: the listener serving `/metrics`, `/healthz` and `/readyz`.
+//!
+//! Names and labels are listed in `docs/metrics.md`.
+//!
+//! [`Decision`]: crate::engine::decision::Decision
+
+pub mod decider;
+pub mod decisions;
+pub mod histogram;
+pub mod readiness;
+pub mod registry;
+pub mod server;
+pub mod sources;
+
+pub use decider::MeteredDecider;
+pub use readiness::Readiness;
+pub use registry::Metrics;
+pub use sources::KernelSource;

@@ -1,0 +1,43 @@
+//! What `/readyz` answers: ready unless the store is degraded (counting locally), the kernel
+//! dataplane is required but not attached, or the engine is not built yet. Each failing check
+//! is named, so the JSON body says why.
+
+use serde::Serialize;
+
+use super::sources::Sources;
+use crate::config::kernel::KernelMode;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Readiness {
+    pub ready: bool,
+    /// Why not, one sentence per failing check (empty when ready).
+    pub reasons: Vec<String>,
+}
+
+impl Readiness {
+    pub fn check(sources: &Sources) -> Self {
+        let mut reasons = Vec::new();
+        match sources.engine.get() {
+            None => reasons.push("engine not started yet".to_string()),
+            Some(engine) => {
+                if engine.store().degraded() {
+                    reasons.push(
+                        "store degraded: the store does not answer, counting locally".to_string(),
+                    );
+                }
+            }
+        }
+        if let Some(k) = sources.kernel.get() {
+            if k.mode == KernelMode::Required && k.attached.is_none() {
+                reasons.push(
+                    "kernel dataplane required (kernel.mode = \"required\") but not attached"
+                        .to_string(),
+                );
+            }
+        }
+        Readiness {
+            ready: reasons.is_empty(),
+            reasons,
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! [`Metrics`]: the registry built once in `run` (namespace from `[metrics] namespace`) and
+//! shared by the decider wrapper and the operator listener.
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::registry::Registry;
+
+use super::decisions::DecisionMetrics;
+use super::sources::{HttpSource, KernelSource, SourceCollector, Sources};
+use crate::engine::Engine;
+use crate::http::server::HttpServer;
+
+/// Content type of [`Metrics::render`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Recorded on the request path.
+    pub decisions: DecisionMetrics,
+    /// Read at scrape time.
+    pub sources: Arc<Sources>,
+}
+
+impl Metrics {
+    /// Every metric name starts with `namespace` and `_` (validated by the config).
+    pub fn new(namespace: &str) -> Arc<Self> {
+        let mut registry = Registry::with_prefix(namespace);
+        let decisions = DecisionMetrics::register(&mut registry);
+        let sources = Arc::new(Sources::default());
+        registry.register_collector(Box::new(SourceCollector(Arc::clone(&sources))));
+        Arc::new(Metrics {
+            registry,
+            decisions,
+            sources,
+        })
+    }
+
+    /// Held requests and upstream failures from a bound server.
+    pub fn attach_http(&self, server: &HttpServer) {
+        let _ = self.sources.http.set(HttpSource {
+            gate: server.hold_gate(),
+            upstream: server.upstream_counters(),
+        });
+    }
+
+    /// Lockouts active and store state.
+    pub fn attach_engine(&self, engine: Arc<Engine>) {
+        let _ = self.sources.engine.set(engine);
+    }
+
+    /// The kernel dataplane (or its absence).
+    pub fn attach_kernel(&self, kernel: KernelSource) {
+        let _ = self.sources.kernel.set(kernel);
+    }
+
+    /// The OpenMetrics text of every metric, as `/metrics` serves it.
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(8 * 1024);
+        if let Err(err) = encode(&mut out, &self.registry) {
+            // Only a formatter error can end up here (writing to a String does not fail).
+            tracing::error!(error = %err, "cannot encode metrics");
+        }
+        out
+    }
+}

@@ -1,0 +1,102 @@
+//! The operator listener: `GET /metrics` (OpenMetrics text), `GET /healthz` (200 while the
+//! process serves) and `GET /readyz` (200, or 503 with a JSON body naming what is not ready).
+//!
+//! Its own listener, loopback by default (`[metrics] listen`), so metrics never share the
+//! public proxy port.
+
+use std::future::{Future, IntoFuture};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use tokio::net::TcpListener;
+
+use super::readiness::Readiness;
+use super::registry::CONTENT_TYPE;
+use super::Metrics;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsServerError {
+    #[error("cannot listen on {addr} (metrics.listen)")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    #[error("metrics listener failed")]
+    Serve(#[source] io::Error),
+}
+
+pub fn router(metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route("/metrics", get(scrape))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(metrics)
+}
+
+async fn scrape(State(m): State<Arc<Metrics>>) -> Response {
+    // Scrape-time sources may read the store and kernel maps: off the async workers.
+    let body = match tokio::task::spawn_blocking(move || m.render()).await {
+        Ok(b) => b,
+        Err(err) => {
+            tracing::error!(error = %err, "metrics rendering failed");
+            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+        }
+    };
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response()
+}
+
+async fn healthz() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "ok\n",
+    )
+        .into_response()
+}
+
+async fn readyz(State(m): State<Arc<Metrics>>) -> Response {
+    let r = Readiness::check(&m.sources);
+    let status = if r.ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(r)).into_response()
+}
+
+/// A bound operator listener; nothing served until [`MetricsServer::run`].
+pub struct MetricsServer {
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+}
+
+impl MetricsServer {
+    pub async fn bind(addr: SocketAddr, metrics: Arc<Metrics>) -> Result<Self, MetricsServerError> {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| MetricsServerError::Bind { addr, source })?;
+        Ok(MetricsServer { listener, metrics })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `shutdown` resolves.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), MetricsServerError> {
+        axum::serve(self.listener, router(self.metrics))
+            .with_graceful_shutdown(shutdown)
+            .into_future()
+            .await
+            .map_err(MetricsServerError::Serve)
+    }
+}
