@@ -41,3 +41,40 @@ impl Readiness {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::KernelSource;
+
+    #[test]
+    fn required_kernel_not_attached_and_no_engine_are_both_named() {
+        let sources = Sources::default();
+        sources
+            .kernel
+            .set(KernelSource {
+                mode: KernelMode::Required,
+                attached: None,
+            })
+            .unwrap();
+        let r = Readiness::check(&sources);
+        assert!(!r.ready);
+        assert_eq!(r.reasons.len(), 2, "{:?}", r.reasons);
+        assert!(r.reasons[0].contains("engine not started"));
+        assert!(r.reasons[1].contains("kernel dataplane required"));
+    }
+
+    #[test]
+    fn auto_kernel_not_attached_is_still_ready_for_the_kernel_check() {
+        let sources = Sources::default();
+        sources
+            .kernel
+            .set(KernelSource {
+                mode: KernelMode::Auto,
+                attached: None,
+            })
+            .unwrap();
+        let r = Readiness::check(&sources);
+        assert_eq!(r.reasons, vec!["engine not started yet".to_string()]);
+    }
+}

@@ -1,0 +1,147 @@
+//! `limiter-daemon run` (the real binary) serves the operator listener from `[metrics]`:
+//! `/healthz`, `/readyz`, and `/metrics` with the configured namespace, decisions made through
+//! its API listener, and `kernel_attached 0` when the dataplane is off. Also: `listen = ""`
+//! turns the listener off.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _killed = self.0.kill();
+        let _reaped = self.0.wait();
+    }
+}
+
+fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+}
+
+/// One HTTP/1.1 exchange (`Connection: close`): (status, body).
+fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let status = out.split(' ').nth(1)?.parse().ok()?;
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    Some((status, body))
+}
+
+/// TCP sockets in LISTEN state that process `pid` holds (from /proc: no guessing at ports).
+fn listening_sockets(pid: u32) -> usize {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().into_owned();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+        })
+        .collect();
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .flat_map(|t| t.lines().skip(1).map(str::to_string).collect::<Vec<_>>())
+        .filter(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            cols.get(3) == Some(&"0A") && cols.get(9).is_some_and(|i| inodes.iter().any(|x| x == i))
+        })
+        .count()
+}
+
+fn start(dir: &Path, api: SocketAddr, metrics_listen: &str) -> Daemon {
+    let config = dir.join("limiter.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[kernel]\nmode = \"off\"\n[store]\nstate_dir = \"{}\"\n[http]\napi_listen = [\"{api}\"]\n\
+             [metrics]\nlisten = \"{metrics_listen}\"\nnamespace = \"stella\"\n",
+            dir.join("state").display()
+        ),
+    )
+    .unwrap();
+    Daemon(
+        Command::new(env!("CARGO_BIN_EXE_limiter-daemon"))
+            .args(["run", "--config"])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start limiter-daemon"),
+    )
+}
+
+#[test]
+fn run_serves_metrics_health_and_readiness_on_its_own_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let (api, metrics) = (free_addr(), free_addr());
+    let d = start(dir.path(), api, &metrics.to_string());
+    let (status, body) = limiter_tests::poll(Duration::from_secs(20), "/healthz", || {
+        http(metrics, "GET", "/healthz", "")
+    });
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+    let (status, body) = http(metrics, "GET", "/readyz", "").unwrap();
+    assert_eq!(status, 200, "{body}");
+    for _ in 0..2 {
+        let (status, _) = limiter_tests::poll(Duration::from_secs(20), "/v1/decide", || {
+            http(
+                api,
+                "POST",
+                "/v1/decide",
+                r#"{"ip":"203.0.113.50","path":"/"}"#,
+            )
+        });
+        assert_eq!(status, 200);
+    }
+    let (status, text) = http(metrics, "GET", "/metrics", "").unwrap();
+    assert_eq!(status, 200);
+    assert!(
+        text.contains(
+            "\nstella_decisions_total{tier=\"anon\",action=\"allow\",reason=\"none\"} 2\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("\nstella_kernel_attached 0\n"), "{text}");
+    assert!(text.contains("\nstella_store_degraded 0\n"), "{text}");
+    assert_eq!(
+        listening_sockets(d.0.id()),
+        2,
+        "the API and the metrics listener"
+    );
+    // The API listener does not serve metrics.
+    let (status, _) = http(api, "GET", "/metrics", "").unwrap();
+    assert_eq!(status, 404);
+}
+
+#[test]
+fn empty_listen_turns_the_metrics_listener_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = free_addr();
+    let d = start(dir.path(), api, "");
+    // Serving decisions proves the daemon is up (the metrics listener would be bound before).
+    let (status, _) = limiter_tests::poll(Duration::from_secs(20), "/v1/decide", || {
+        http(
+            api,
+            "POST",
+            "/v1/decide",
+            r#"{"ip":"203.0.113.51","path":"/"}"#,
+        )
+    });
+    assert_eq!(status, 200);
+    let (status, _) = http(api, "GET", "/healthz", "").unwrap();
+    assert_eq!(status, 404, "health lives on the metrics listener only");
+    assert_eq!(listening_sockets(d.0.id()), 1, "only the API listener");
+}
