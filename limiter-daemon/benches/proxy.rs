@@ -199,7 +199,12 @@ impl Drop for Daemon {
     }
 }
 
+/// `BENCH_DAEMON` names another daemon binary (to compare two builds on the same bench);
+/// otherwise the `bench-fast` build of this workspace.
 fn daemon_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("BENCH_DAEMON") {
+        return PathBuf::from(path);
+    }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| limiter_tests::workspace_root().join("target"));

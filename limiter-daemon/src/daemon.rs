@@ -1,7 +1,8 @@
 //! `limiter-daemon run`: load and validate the whole config (HTTP section included) before
 //! binding anything, start the kernel dataplane as `[kernel] mode` says, open the store that
-//! `[store] backend` names (embedded or Valkey), build
-//! the engine, and serve the HTTP surfaces (and the metrics listener) until SIGINT or SIGTERM.
+//! `[store] backend` names ([`crate::store::open`]), build the engine (which pushes the stored
+//! lockouts and allow/deny lists into the kernel: a reboot empties its maps), and serve the HTTP
+//! surfaces (and the metrics listener) until SIGINT or SIGTERM.
 //!
 //! Kernel pins outlive the process on purpose (enforcement continues across restarts;
 //! `limiter-daemon detach` removes them).
@@ -13,7 +14,6 @@ use anyhow::Context as _;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::http::HttpSettings;
-use crate::config::store::{StoreBackend, StoreSettings};
 use crate::config::{env_from_process, Config};
 use crate::engine::sink::{EnforcementSink, NoKernel};
 use crate::engine::Engine;
@@ -24,9 +24,6 @@ use crate::kernel::dataplane::Dataplane;
 use crate::metrics::server::MetricsServer;
 use crate::metrics::sources::AttachedKernel;
 use crate::metrics::{KernelSource, MeteredDecider, Metrics};
-use crate::store::fallback::FallbackStore;
-use crate::store::valkey::ValkeyStore;
-use crate::store::{EmbeddedStore, Store};
 
 /// Everything `run` needs, validated: the process exits before binding if any of it is wrong.
 pub struct DaemonConfig {
@@ -81,7 +78,8 @@ pub fn run(path: &Path, ifaces: Vec<String>) -> anyhow::Result<()> {
         });
         let metrics_listen = config.metrics.listen;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let store = open_store(&config.store, clock.now_ms())?;
+        let store = crate::store::open(&config.store, clock.now_ms())
+            .context("opening the store")?;
         let engine = Arc::new(Engine::new(Arc::new(config), store, sink, clock));
         metrics.attach_engine(Arc::clone(&engine));
         let decider = Arc::new(MeteredDecider::new(engine, Arc::clone(&metrics)));
@@ -120,31 +118,5 @@ pub fn run(path: &Path, ifaces: Vec<String>) -> anyhow::Result<()> {
             "stopped; kernel pins stay in place (enforcement continues; `limiter-daemon detach` removes it)"
         );
         Ok(())
-    })
-}
-
-/// The store `[store] backend` names: embedded (state directory) or a Valkey server.
-fn open_store(settings: &StoreSettings, now_ms: u64) -> anyhow::Result<Arc<dyn Store>> {
-    Ok(match settings.backend {
-        StoreBackend::Embedded => {
-            Arc::new(EmbeddedStore::open(settings, now_ms).context("opening the embedded store")?)
-        }
-        StoreBackend::Valkey => {
-            let address = settings
-                .valkey_address
-                .as_deref()
-                .context("store.valkey_address is required with backend = \"valkey\"")?;
-            let remote = Arc::new(
-                ValkeyStore::open(
-                    address,
-                    &settings.key_prefix,
-                    settings.hash,
-                    settings.hash_secret.as_deref(),
-                )
-                .with_context(|| format!("opening the Valkey store at {address}"))?,
-            );
-            // Counting goes on locally while Valkey is down (degraded: /readyz says so).
-            Arc::new(FallbackStore::new(remote, settings.max_identities))
-        }
     })
 }

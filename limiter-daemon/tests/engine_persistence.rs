@@ -3,6 +3,8 @@
 
 mod engine_support;
 
+use std::time::Duration;
+
 use engine_support::*;
 use limiter_daemon::clock::Clock;
 use limiter_daemon::engine::keys::IssueKey;
@@ -59,16 +61,17 @@ fn restart_keeps_keys_and_lockouts() {
     drop(engine);
     let r = rig_in("", dir, clock.now_ms() + 10_000);
 
-    // The lockout went back into the kernel with what was left of it.
+    // The lockout went back into the kernel with what was left of it: 65 s (until the burst's
+    // slot, taken at the slot-aligned T0, leaves the window), 10 s of it gone.
     assert!(r.sink.events().contains(&SinkEvent::Lock {
         ip: ip("192.0.2.50"),
-        secs: 50,
+        secs: 55,
         level: 1
     }));
     let d = r.get("192.0.2.50", "/");
     assert_eq!(
         (d.reason, d.retry_after_secs),
-        (Some(Reason::Locked), Some(50))
+        (Some(Reason::Locked), Some(55))
     );
     assert_eq!(d.identity, anon_identity, "the hashing secret survived too");
     assert_eq!(r.engine.lockouts().strikes(ip("192.0.2.50")).unwrap(), 1);
@@ -195,4 +198,110 @@ fn long_quiet_strike_records_are_forgotten() {
         .strikes(ip("192.0.2.72"))
         .unwrap()
         .is_some());
+}
+
+#[test]
+fn restart_pushes_live_lockouts_and_lists_into_the_kernel() {
+    let r = rig("[tiers.anon]\nburst = 3\n");
+    let burst = |who: &str| {
+        (0..100)
+            .map(|_| r.get(who, "/"))
+            .find(|d| d.reason == Some(Reason::Burst))
+            .expect("the burst refuses")
+    };
+    // 192.0.2.60 escalates to level 2: a second burst after the first lockout (65 s) ended.
+    burst("192.0.2.60");
+    r.advance_secs(70);
+    assert_eq!(burst("192.0.2.60").lockout_level, Some(2));
+    let level2 = r.engine.lockouts().get(ip("192.0.2.60")).unwrap().unwrap();
+    assert_eq!(level2.until_ms - level2.since_ms, 120_000);
+    r.engine
+        .lockouts()
+        .lock(ip("192.0.2.61"), Duration::from_secs(30))
+        .unwrap();
+    r.engine
+        .lockouts()
+        .lock(ip("192.0.2.62"), Duration::from_secs(300))
+        .unwrap();
+    let now = r.clock_now();
+    let entry = |net: &str, until_ms: Option<u64>| ListEntry {
+        net: net.parse().unwrap(),
+        until_ms,
+        comment: String::new(),
+    };
+    let lists = r.engine.lists();
+    lists
+        .add(ListKind::Allow, entry("10.0.0.0/8", None))
+        .unwrap();
+    lists
+        .add(ListKind::Deny, entry("203.0.113.0/24", Some(now + 20_000)))
+        .unwrap();
+    lists
+        .add(ListKind::Deny, entry("198.51.100.0/24", None))
+        .unwrap();
+    lists
+        .add(ListKind::Deny, entry("192.0.2.128/25", Some(now + 600_000)))
+        .unwrap();
+    lists
+        .add(ListKind::Allow, entry("172.16.0.0/12", None))
+        .unwrap();
+    assert!(lists
+        .remove(ListKind::Allow, &"172.16.0.0/12".parse().unwrap())
+        .unwrap());
+    let net = |s: &str| s.parse::<ipnet::IpNet>().unwrap();
+    // Changes reached the kernel as they were made.
+    let events = r.sink.events();
+    for want in [
+        SinkEvent::ListAdd {
+            kind: ListKind::Deny,
+            net: net("203.0.113.0/24"),
+            secs: Some(20),
+        },
+        SinkEvent::ListRemove {
+            kind: ListKind::Allow,
+            net: net("172.16.0.0/12"),
+        },
+    ] {
+        assert!(events.contains(&want), "{want:?} not in {events:?}");
+    }
+
+    // A reboot 40 s later: the kernel's maps are empty; a new sink stands for them.
+    let Rig {
+        engine, dir, clock, ..
+    } = r;
+    drop(engine);
+    let r = rig_in("[tiers.anon]\nburst = 3\n", dir, clock.now_ms() + 40_000);
+    let mut pushed = r.sink.events();
+    pushed.sort_by_key(|e| format!("{e:?}"));
+    let mut want = vec![
+        // 120 s at level 2, 40 s of it gone; the 30 s lockout has expired and is not pushed.
+        SinkEvent::Lock {
+            ip: ip("192.0.2.60"),
+            secs: 80,
+            level: 2,
+        },
+        SinkEvent::Lock {
+            ip: ip("192.0.2.62"),
+            secs: 260,
+            level: 1,
+        },
+        SinkEvent::ListAdd {
+            kind: ListKind::Allow,
+            net: net("10.0.0.0/8"),
+            secs: None,
+        },
+        // The 20 s deny entry has expired and is not pushed.
+        SinkEvent::ListAdd {
+            kind: ListKind::Deny,
+            net: net("198.51.100.0/24"),
+            secs: None,
+        },
+        SinkEvent::ListAdd {
+            kind: ListKind::Deny,
+            net: net("192.0.2.128/25"),
+            secs: Some(560),
+        },
+    ];
+    want.sort_by_key(|e| format!("{e:?}"));
+    assert_eq!(pushed, want);
 }

@@ -66,9 +66,11 @@ fn burst_strikes_escalate_60_120_240_and_stop_at_the_cap() {
     let mut expected = Vec::new();
     let mut seen = Vec::new();
     for level in 1..=13u32 {
-        let want = (60u64 << (level - 1)).min(24 * 3600);
-        expected.push(want);
         let d = burst_until_struck(&r, "192.0.2.10");
+        // A lockout lasts at least until the burst window has room again (60–65 s).
+        let frees = d.window(WindowKind::Burst).unwrap().reset_secs;
+        let want = (60u64 << (level - 1)).min(24 * 3600).max(frees);
+        expected.push(want);
         assert_eq!(d.lockout_level, Some(level));
         assert_eq!(d.retry_after_secs, Some(want));
         // While locked: reason "locked", retry-after = what is left.
@@ -79,7 +81,8 @@ fn burst_strikes_escalate_60_120_240_and_stop_at_the_cap() {
         seen.push(d.retry_after_secs.unwrap());
         r.advance_secs(want - want / 2);
     }
-    assert_eq!(&seen[..3], &[60, 120, 240]);
+    // T0 is slot-aligned: the first rung (60 s) waits for the burst's slot to leave (65 s).
+    assert_eq!(&seen[..3], &[65, 120, 240]);
     assert_eq!(seen, expected);
     assert_eq!(
         seen[11], 86_400,
@@ -89,7 +92,7 @@ fn burst_strikes_escalate_60_120_240_and_stop_at_the_cap() {
     // Every lockout reached the kernel with its level.
     let locks = r.sink.locks();
     assert_eq!(locks.len(), 13);
-    assert_eq!(locks[0], (60, 1));
+    assert_eq!(locks[0], (65, 1));
     assert_eq!(locks[2], (240, 3));
     assert_eq!(locks[12], (86_400, 13));
 }
@@ -98,8 +101,9 @@ fn burst_strikes_escalate_60_120_240_and_stop_at_the_cap() {
 fn strikes_decay_after_a_quiet_period() {
     let r = rig("[default_route]\nlimits = [\"burst\"]\n");
     let peer = "192.0.2.20";
-    assert_eq!(burst_until_struck(&r, peer).retry_after_secs, Some(60));
-    r.advance_secs(60);
+    // First rung: 60 s, lengthened to 65 s until the slot-aligned burst leaves the window.
+    assert_eq!(burst_until_struck(&r, peer).retry_after_secs, Some(65));
+    r.advance_secs(65);
     assert_eq!(burst_until_struck(&r, peer).retry_after_secs, Some(120));
     assert_eq!(r.engine.lockouts().strikes(ip(peer)).unwrap(), 2);
     // One hour of quiet after the lockout ends forgives one strike.
@@ -109,7 +113,7 @@ fn strikes_decay_after_a_quiet_period() {
     // Two quiet hours forgive both: back to the first rung.
     r.advance_secs(120 + 2 * 3600);
     assert_eq!(r.engine.lockouts().strikes(ip(peer)).unwrap(), 0);
-    assert_eq!(burst_until_struck(&r, peer).retry_after_secs, Some(60));
+    assert_eq!(burst_until_struck(&r, peer).retry_after_secs, Some(65));
 }
 
 #[test]
@@ -119,7 +123,8 @@ fn a_locked_caller_is_rejected_with_the_remaining_lockout() {
     r.advance_secs(20);
     let d = r.get("192.0.2.30", "/");
     assert_eq!((d.action, d.reason), (Action::Reject, Some(Reason::Locked)));
-    assert_eq!(d.retry_after_secs, Some(40));
+    // 65 s (the burst's slot-aligned window) less the 20 s gone.
+    assert_eq!(d.retry_after_secs, Some(45));
     // A different client is unaffected.
     assert_eq!(r.get("192.0.2.31", "/").action, Action::Allow);
     // Lifting clears store and kernel.
@@ -519,4 +524,24 @@ fn every_decision_carries_what_a_response_needs() {
     assert_eq!(day.reset_secs, 86_400 - 600, "T0 is 00:10 UTC");
     assert!(d.upgrade.as_deref().unwrap().contains("/login"));
     assert!(d.identity.starts_with("ip:") && !d.identity.contains("198.51"));
+}
+
+#[test]
+fn burst_retry_after_admits_exactly_then() {
+    // Mid-slot and mid-second, so both the 5 s slots and the rounding up to seconds matter.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let r = rig_in("[tiers.anon]\nburst = 5\n", dir, T0 + 2_700);
+    burst_retry_after_is_the_truth(&r.engine, &r.clock, "192.0.2.77");
+    // The kernel got the same lockout: until the slot holding the burst leaves the window.
+    assert_eq!(r.sink.locks(), vec![(62, 1)]);
+
+    // The compatibility call tells the same truth.
+    let now = r.clock_now();
+    let d = (0..1_000)
+        .map(|_| r.engine.attempt("198.51.100.77", now))
+        .find(|d| d.action == Action::Reject)
+        .expect("the burst refuses");
+    let reset = d.window(WindowKind::Burst).unwrap().reset_secs;
+    assert!(reset > 60, "{reset}");
+    assert_eq!(d.retry_after_secs, Some(reset));
 }

@@ -169,14 +169,15 @@ fn engine_rules_hold_over_valkey_and_hosts_share_state() {
         path: "/",
         headers: &h,
     };
-    // Burst: 120 admitted, the 121st is a strike and a 60 s lockout.
+    // Burst: 120 admitted, the 121st is a strike and a lockout of 60 s, lengthened to 65 s:
+    // until the burst's slot (taken at the slot-aligned T0) leaves the window.
     for _ in 0..120 {
         assert_eq!(a.decide(&req("192.0.2.1")).action, Action::Allow);
     }
     let d = a.decide(&req("192.0.2.1"));
     assert_eq!(
         (d.reason, d.lockout_level, d.retry_after_secs),
-        (Some(Reason::Burst), Some(1), Some(60))
+        (Some(Reason::Burst), Some(1), Some(65))
     );
 
     // A second host on the same server sees the lockout, the counts and the keys.
@@ -184,7 +185,7 @@ fn engine_rules_hold_over_valkey_and_hosts_share_state() {
     assert!(
         sink_b.events().contains(&SinkEvent::Lock {
             ip: ip("192.0.2.1"),
-            secs: 60,
+            secs: 65,
             level: 1
         }),
         "restored into the second host's kernel"
@@ -313,7 +314,7 @@ fn store_down_falls_back_to_local_counting_and_resumes() {
         Some(Reason::Locked),
         "lockout kept in memory"
     );
-    assert!(sink.locks().contains(&(60, 1)), "and pushed to the kernel");
+    assert!(sink.locks().contains(&(65, 1)), "and pushed to the kernel");
 
     // The store returns: after the retry interval counting resumes there.
     let Some(_again) = start_on(port) else { return };
@@ -590,7 +591,7 @@ fn engine_over_a_cluster_locks_out_and_a_second_host_restores_it() {
     let sink_b = Arc::new(RecordingSink::default());
     let b = Engine::open(cfg, sink_b.clone(), Arc::new(clock.clone())).unwrap();
     assert!(
-        sink_b.locks().contains(&(60, 1)),
+        sink_b.locks().contains(&(65, 1)),
         "restored from the cluster"
     );
     assert_eq!(b.decide(&req("192.0.2.90")).reason, Some(Reason::Locked));
@@ -616,6 +617,17 @@ fn engine_over_a_cluster_locks_out_and_a_second_host_restores_it() {
     );
     assert_eq!(seen.iter().filter(|a| **a == Action::Allow).count(), 40);
     assert_eq!(seen.last(), Some(&Action::Reject), "the locked address");
+}
+
+#[test]
+fn burst_retry_after_is_the_truth_over_valkey() {
+    let Some(server) = start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // Mid-slot and mid-second, as in the embedded store's test.
+    let clock = ManualClock::new(T0 + 2_700);
+    let (engine, sink) = engine_on(&server, &clock, dir.path());
+    burst_retry_after_is_the_truth(&engine, &clock, "192.0.2.77");
+    assert_eq!(sink.locks(), vec![(62, 1)]);
 }
 
 /// Stops (SIGSTOP) the server process while alive, and lets it go on (SIGCONT) when dropped.

@@ -209,11 +209,12 @@ async fn anonymous_burst_then_locked() {
         &Expect {
             tier: "anon",
             reason: "burst",
-            retry: 60,
+            // The lockout (60 s) lasts until the burst's slot leaves the window: 65 s.
+            retry: 65,
             hourly_limit: 3,
             limit: 2,
             policy: anon_policy.clone(),
-            ratelimit_item: "\"burst\";r=0;t=60".into(),
+            ratelimit_item: "\"burst\";r=0;t=65".into(),
             upgrade: Some("/login"),
         },
     );
@@ -225,18 +226,18 @@ async fn anonymous_burst_then_locked() {
         "a 429 never reaches the upstream"
     );
 
-    // The burst earned a strike and a 60 s lockout: 10 s later the caller is locked, with the
+    // The burst earned a strike and a 65 s lockout: 10 s later the caller is locked, with the
     // remaining lockout as Retry-After.
     w.clock.advance_ms(10_000);
     let (parts, body) = get(&url, &[]).await;
     assert_eq!(parts.status, StatusCode::TOO_MANY_REQUESTS);
     let v = json(&body);
     assert_eq!(v["reason"], "locked", "{v}");
-    assert_eq!(v["retryAfter"], 50);
-    assert_eq!(header(&parts, "retry-after"), "50");
+    assert_eq!(v["retryAfter"], 55);
+    assert_eq!(header(&parts, "retry-after"), "55");
     assert_eq!(header(&parts, "x-ratelimit-tier"), "anon");
     assert_eq!(header(&parts, "x-ratelimit-remaining"), "0");
-    assert_eq!(header(&parts, "x-ratelimit-reset"), "50");
+    assert_eq!(header(&parts, "x-ratelimit-reset"), "55");
     assert!(v["upgrade"].as_str().unwrap().contains("/login"));
     assert!(v["detail"].as_str().unwrap().contains("locked out"));
     assert_eq!(
@@ -245,8 +246,8 @@ async fn anonymous_burst_then_locked() {
         "a lockout is decided before any window: {v}"
     );
 
-    // After the lockout, the caller is served again.
-    w.clock.advance_ms(61_000);
+    // Exactly Retry-After later, the caller is served again.
+    w.clock.advance_ms(55_000);
     let (parts, _) = get(&url, &[]).await;
     assert_eq!(parts.status, StatusCode::OK);
 }
@@ -411,11 +412,11 @@ async fn invented_key_is_metered_down_never_up() {
         &Expect {
             tier: "anon",
             reason: "burst",
-            retry: 60,
+            retry: 65,
             hourly_limit: 3,
             limit: 2,
             policy: policy(&[("burst", 2, 60), ("hourly", 3, 3600)]),
-            ratelimit_item: "\"burst\";r=0;t=60".into(),
+            ratelimit_item: "\"burst\";r=0;t=65".into(),
             upgrade: Some("/login"),
         },
     );

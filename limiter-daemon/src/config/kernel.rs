@@ -1,6 +1,6 @@
 //! The `[kernel]` section: whether and how the XDP/TC dataplane is attached, and its numbers.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use limiter_common::config::{MAX_PER_SEC, TIER_COUNT};
@@ -169,44 +169,6 @@ impl KernelSettings {
     }
 }
 
-/// The part of a config file this module reads: `[kernel]`, other sections ignored here (the
-/// full config module validates them).
-#[derive(Debug, Default, Deserialize)]
-struct KernelOnlyFile {
-    kernel: Option<RawKernel>,
-    identity: Option<IdentityPrefix>,
-}
-
-/// `identity.ipv6_prefix`: the kernel groups IPv6 sources exactly like the daemon does.
-#[derive(Debug, Default, Deserialize)]
-struct IdentityPrefix {
-    ipv6_prefix: Option<u8>,
-}
-
-/// Reads and validates only the `[kernel]` section of a config file (missing section: defaults),
-/// plus `identity.ipv6_prefix` (default 64); other sections are left to the full config module.
-pub fn kernel_settings_from_file(path: &Path) -> Result<KernelSettings, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let file: KernelOnlyFile = toml::from_str(&text).map_err(|e| ConfigError::Parse {
-        path: path.to_path_buf(),
-        line: e
-            .span()
-            .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1),
-        message: e.message().to_string(),
-    })?;
-    let prefix = file.identity.and_then(|i| i.ipv6_prefix).unwrap_or(64);
-    if prefix == 0 || prefix > 128 {
-        return Err(ConfigError::invalid(
-            "identity.ipv6_prefix",
-            format!("{prefix} is not between 1 and 128"),
-        ));
-    }
-    KernelSettings::validate(file.kernel.unwrap_or_default(), prefix)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,32 +191,5 @@ mod tests {
     #[test]
     fn unknown_attach_mode_is_rejected() {
         assert!(toml::from_str::<RawKernel>("attach = \"fast\"\n").is_err());
-    }
-
-    #[test]
-    fn kernel_section_is_read_from_a_file_and_errors_have_lines() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("l.toml");
-        std::fs::write(
-            &p,
-            "[identity]\nipv6_prefix = 48\n\n[kernel]\nmode = \"required\"\nattach = \"tc\"\ninterfaces = [\"veth0\"]\n[kernel.ceiling.anon]\nburst = 3\nper_second = 1\n",
-        )
-        .unwrap();
-        let s = kernel_settings_from_file(&p).unwrap();
-        assert_eq!(s.mode, KernelMode::Required);
-        assert_eq!(s.ipv6_prefix, 48);
-        assert_eq!(s.attach, AttachMode::Tc);
-        assert_eq!(s.interfaces, vec!["veth0".to_string()]);
-        assert_eq!(
-            s.ceilings[0],
-            Ceiling {
-                burst: 3,
-                per_second: 1
-            }
-        );
-
-        std::fs::write(&p, "[kernel]\nmode = \"auto\"\nattach = \"fast\"\n").unwrap();
-        let err = kernel_settings_from_file(&p).unwrap_err().to_string();
-        assert!(err.contains("line 3"), "{err}");
     }
 }

@@ -184,18 +184,13 @@ impl RouteTable {
                     Some(out)
                 }
             };
-            routes.push(Route {
-                prefix: Some(r.prefix),
-                methods,
-                cost: positive(&field("cost"), r.cost, 1)?,
-                limits: r
-                    .limits
-                    .as_deref()
-                    .map(Limits::from_names)
-                    .unwrap_or(Limits::ALL),
-                over_quota: r.over_quota.unwrap_or(OverQuota::Reject),
-                key_limit: r.key_limit.unwrap_or(false),
-            });
+            let rules = RawDefaultRoute {
+                cost: r.cost,
+                limits: r.limits,
+                over_quota: r.over_quota,
+                key_limit: r.key_limit,
+            };
+            routes.push(route(Some(r.prefix), methods, &field("cost"), rules)?);
         }
         // Longest prefix first; among equals, routes naming methods before catch-alls.
         routes.sort_by(|a, b| {
@@ -204,21 +199,36 @@ impl RouteTable {
             lb.cmp(&la)
                 .then_with(|| b.methods.is_some().cmp(&a.methods.is_some()))
         });
-        let d = default.unwrap_or_default();
-        let default = Route {
-            prefix: None,
-            methods: None,
-            cost: positive("default_route.cost", d.cost, 1)?,
-            limits: d
-                .limits
-                .as_deref()
-                .map(Limits::from_names)
-                .unwrap_or(Limits::ALL),
-            over_quota: d.over_quota.unwrap_or(OverQuota::Reject),
-            key_limit: d.key_limit.unwrap_or(false),
-        };
+        let default = route(
+            None,
+            None,
+            "default_route.cost",
+            default.unwrap_or_default(),
+        )?;
         Ok(RouteTable { routes, default })
     }
+}
+
+/// A route from its match (`prefix`, `methods`) and its rules (what every route and the default
+/// route share), with the defaults filled in; `cost_field` names the cost in errors.
+fn route(
+    prefix: Option<String>,
+    methods: Option<Vec<String>>,
+    cost_field: &str,
+    rules: RawDefaultRoute,
+) -> Result<Route, ConfigError> {
+    Ok(Route {
+        prefix,
+        methods,
+        cost: positive(cost_field, rules.cost, 1)?,
+        limits: rules
+            .limits
+            .as_deref()
+            .map(Limits::from_names)
+            .unwrap_or(Limits::ALL),
+        over_quota: rules.over_quota.unwrap_or(OverQuota::Reject),
+        key_limit: rules.key_limit.unwrap_or(false),
+    })
 }
 
 #[cfg(test)]

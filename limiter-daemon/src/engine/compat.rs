@@ -4,8 +4,8 @@
 
 use std::net::IpAddr;
 
-use super::decide::{base_decision, locked};
-use super::decision::{Action, Decision, Reason, Tier, WindowKind, WindowState};
+use super::decide::{base_decision, ceil_secs, locked, window};
+use super::decision::{Action, Decision, Reason, Tier, WindowKind};
 use super::Engine;
 use crate::identity::client_ip;
 use crate::identity::hash::Namespace;
@@ -47,21 +47,13 @@ impl Engine {
         };
         d.cost = 1;
         if let Some(w) = o.burst {
-            d.windows.push(WindowState {
-                kind: WindowKind::Burst,
-                limit: u64::from(w.limit),
-                remaining: u64::from(w.remaining()),
-                window_secs: BURST_SPAN_MS / 1000,
-                reset_secs: w.reset_ms.div_ceil(1000),
-            });
+            d.windows.push(window(WindowKind::Burst, &w, BURST_SPAN_MS));
             if o.refused.burst {
                 d.action = Action::Reject;
                 d.reason = Some(Reason::Burst);
-                d.retry_after_secs = Some(w.reset_ms.div_ceil(1000).max(1));
+                d.retry_after_secs = Some(ceil_secs(w.reset_ms).max(1));
                 if let Some(ip) = ip {
-                    let l = self.strike(&cfg, ip, now_ms);
-                    d.lockout_level = Some(l.level);
-                    d.retry_after_secs = Some(l.remaining_ms(now_ms).div_ceil(1000).max(1));
+                    self.burst_strike(&cfg, &mut d, ip, now_ms, w.reset_ms);
                 }
             }
         }

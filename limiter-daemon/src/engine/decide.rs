@@ -17,11 +17,11 @@ use crate::store::count::{CountOutcome, CountRequest, DailyRule, WindowUse};
 use crate::store::windows::{BURST_SPAN_MS, DAY_MS, HOUR_MS};
 use crate::store::Gate;
 
-fn ceil_secs(ms: u64) -> u64 {
+pub(crate) fn ceil_secs(ms: u64) -> u64 {
     ms.div_ceil(1000)
 }
 
-fn window(kind: WindowKind, w: &WindowUse, len_ms: u64) -> WindowState {
+pub(crate) fn window(kind: WindowKind, w: &WindowUse, len_ms: u64) -> WindowState {
     WindowState {
         kind,
         limit: u64::from(w.limit),
@@ -215,9 +215,8 @@ impl Engine {
             .unwrap_or(1000);
             d.retry_after_secs = Some(ceil_secs(worst).max(1));
             if reason == Reason::Burst && count {
-                let lock = self.strike(cfg, caller.group, now);
-                d.lockout_level = Some(lock.level);
-                d.retry_after_secs = Some(ceil_secs(lock.remaining_ms(now)).max(1));
+                let frees_ms = o.burst.map_or(0, |w| w.reset_ms);
+                self.burst_strike(cfg, &mut d, caller.group, now, frees_ms);
             }
             return d;
         }

@@ -1,9 +1,11 @@
 //! Allow/deny CIDR lists: allow-listed clients are never metered; deny-listed clients are
-//! answered as locked. The lists persist in the store; the engine keeps a snapshot for the
-//! request path.
+//! answered as locked. The lists persist in the store, which is their source of truth; the
+//! engine keeps a snapshot for the request path and mirrors every change (and, at start, every
+//! live entry) into the enforcement sink, so the kernel's tries hold them too.
 
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ipnet::IpNet;
 
@@ -30,6 +32,12 @@ impl ListSnapshot {
     }
 }
 
+/// What `e` has left at `now_ms` (`None`: no expiry).
+fn ttl(e: &ListEntry, now_ms: u64) -> Option<Duration> {
+    e.until_ms
+        .map(|u| Duration::from_millis(u.saturating_sub(now_ms)))
+}
+
 pub struct ListManager<'a> {
     engine: &'a Engine,
 }
@@ -37,6 +45,24 @@ pub struct ListManager<'a> {
 impl Engine {
     pub fn lists(&self) -> ListManager<'_> {
         ListManager { engine: self }
+    }
+
+    /// Pushes every live stored list entry into the sink (called at construction, so a reboot,
+    /// which empties the kernel's tries, gets them back). Returns how many were pushed.
+    pub fn restore_lists(&self) -> usize {
+        let now = self.clock.now_ms();
+        let rt = self.runtime();
+        let mut pushed = 0;
+        for (kind, entries) in [
+            (ListKind::Allow, &rt.lists.allow),
+            (ListKind::Deny, &rt.lists.deny),
+        ] {
+            for e in entries.iter().filter(|e| e.is_active(now)) {
+                self.sink.list_add(kind, e.net, ttl(e, now));
+                pushed += 1;
+            }
+        }
+        pushed
     }
 
     /// Re-reads the lists from the store into the request-path snapshot.
@@ -69,14 +95,20 @@ impl ListManager<'_> {
             net: entry.net.trunc(),
             ..entry
         };
-        self.engine.store.put_list_entry(kind, entry)?;
+        self.engine.store.put_list_entry(kind, entry.clone())?;
         self.engine.reload_lists();
+        let now = self.engine.clock.now_ms();
+        if entry.is_active(now) {
+            self.engine.sink.list_add(kind, entry.net, ttl(&entry, now));
+        }
         Ok(())
     }
 
     pub fn remove(&self, kind: ListKind, net: &IpNet) -> Result<bool, EngineError> {
-        let removed = self.engine.store.remove_list_entry(kind, &net.trunc())?;
+        let net = net.trunc();
+        let removed = self.engine.store.remove_list_entry(kind, &net)?;
         self.engine.reload_lists();
+        self.engine.sink.list_remove(kind, net);
         Ok(removed)
     }
 }

@@ -125,8 +125,9 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine with lookups landing on a background thread. Active lockouts in the store are
-    /// pushed to `sink` now (so a restart or reboot restores kernel enforcement).
+    /// An engine with lookups landing on a background thread. Active lockouts and live
+    /// allow/deny entries in the store are pushed to `sink` now (so a restart or reboot, which
+    /// empties the kernel's maps, restores kernel enforcement).
     pub fn new(
         cfg: Arc<Config>,
         store: Arc<dyn Store>,
@@ -176,6 +177,7 @@ impl Engine {
         };
         engine.reload_lists();
         engine.restore_lockouts();
+        engine.restore_lists();
         engine
     }
 
@@ -187,22 +189,7 @@ impl Engine {
         sink: Arc<dyn EnforcementSink>,
         clock: Arc<dyn Clock>,
     ) -> Result<Engine, crate::store::StoreError> {
-        let s = &cfg.store;
-        let store: Arc<dyn Store> = match (s.backend, &s.valkey_address) {
-            (crate::config::store::StoreBackend::Valkey, Some(addr)) => {
-                let remote = Arc::new(crate::store::valkey::ValkeyStore::open(
-                    addr,
-                    &s.key_prefix,
-                    s.hash,
-                    s.hash_secret.as_deref(),
-                )?);
-                Arc::new(crate::store::fallback::FallbackStore::new(
-                    remote,
-                    s.max_identities,
-                ))
-            }
-            _ => Arc::new(crate::store::EmbeddedStore::open(s, clock.now_ms())?),
-        };
+        let store = crate::store::open(&cfg.store, clock.now_ms())?;
         Ok(Engine::new(cfg, store, sink, clock))
     }
 

@@ -1,4 +1,5 @@
-//! Where the engine sends the consequences it decides: lockouts and verified tiers.
+//! Where the engine sends the consequences it decides: lockouts, verified tiers, and the
+//! persisted allow/deny lists (the store is their source of truth; the kernel's tries follow).
 //!
 //! The kernel dataplane implements this (drops at XDP); a daemon running userspace-only uses
 //! [`NoKernel`]. Calls must be cheap and must not block the request path.
@@ -6,7 +7,10 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
+use ipnet::IpNet;
+
 use super::decision::Tier;
+use crate::store::records::ListKind;
 
 pub trait EnforcementSink: Send + Sync + 'static {
     /// Lock `ip` out for `duration` at escalation `level` (1 = first lockout).
@@ -15,6 +19,11 @@ pub trait EnforcementSink: Send + Sync + 'static {
     fn unlock(&self, ip: IpAddr);
     /// `ip` presented a verified credential of `tier`: raise its kernel connection ceiling.
     fn set_tier(&self, ip: IpAddr, tier: Tier);
+    /// Put `net` on the kernel's allow or deny list; `ttl` (deny only) is how long it has left,
+    /// `None` = until removed. Defaults to nothing (sinks without lists).
+    fn list_add(&self, _kind: ListKind, _net: IpNet, _ttl: Option<Duration>) {}
+    /// Take `net` off the kernel's allow or deny list.
+    fn list_remove(&self, _kind: ListKind, _net: IpNet) {}
 }
 
 /// Userspace-only operation: nothing to push.

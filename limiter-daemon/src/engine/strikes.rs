@@ -2,12 +2,18 @@
 //! address for `base × 2^(n−1)` (capped, optionally jittered); one strike is forgiven per
 //! `decay` of quiet after a lockout ends. Lockouts go to the store (persisted) and to the
 //! enforcement sink (the kernel).
+//!
+//! A burst lockout lasts at least until the burst window that earned it has room again (its
+//! 5 s slots free capacity 60–65 s after use): a lockout ending earlier would answer the
+//! caller's first obedient retry with a second strike, and its `Retry-After` would be a lie.
 
 use std::net::IpAddr;
 use std::time::Duration;
 
 use rand::Rng;
 
+use super::decide::ceil_secs;
+use super::decision::Decision;
 use super::Engine;
 use crate::config::{Config, LockoutSettings};
 use crate::store::records::{LockCause, Lockout, StrikeRecord};
@@ -31,8 +37,25 @@ pub fn lock_duration(s: &LockoutSettings, level: u32, r: f64) -> Duration {
 }
 
 impl Engine {
-    /// Records a strike against `ip` (grouped) and locks it. Returns the lockout in force.
-    pub(crate) fn strike(&self, cfg: &Config, ip: IpAddr, now_ms: u64) -> Lockout {
+    /// Strikes `ip` for a burst refused at `now_ms` whose window frees capacity in `frees_ms`,
+    /// and makes `d` say so: the lockout's level, and `Retry-After` = the lockout left.
+    pub(crate) fn burst_strike(
+        &self,
+        cfg: &Config,
+        d: &mut Decision,
+        ip: IpAddr,
+        now_ms: u64,
+        frees_ms: u64,
+    ) {
+        let lock = self.strike(cfg, ip, now_ms, frees_ms);
+        d.lockout_level = Some(lock.level);
+        d.retry_after_secs = Some(ceil_secs(lock.remaining_ms(now_ms)).max(1));
+    }
+
+    /// Records a strike against `ip` (grouped) and locks it for the escalation's duration, but
+    /// at least `frees_ms` (until the refusing burst window has room). Returns the lockout in
+    /// force.
+    pub(crate) fn strike(&self, cfg: &Config, ip: IpAddr, now_ms: u64, frees_ms: u64) -> Lockout {
         let _serial = self.strike_lock.lock();
         // Two requests may strike at once; the second finds the first's lockout.
         if let Ok(Some(l)) = self.store.lockout(ip) {
@@ -47,7 +70,7 @@ impl Engine {
         } else {
             0.0
         };
-        let duration = lock_duration(&cfg.lockout, level, r);
+        let duration = lock_duration(&cfg.lockout, level, r).max(Duration::from_millis(frees_ms));
         let until_ms =
             now_ms.saturating_add(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX));
         let lockout = Lockout {

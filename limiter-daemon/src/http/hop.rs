@@ -3,6 +3,7 @@
 //! `Trailer`, `Transfer-Encoding`, `Upgrade`, `Proxy-*`), and the client's address is appended to
 //! `X-Forwarded-For`. Everything else passes untouched.
 
+use std::io::Write as _;
 use std::net::IpAddr;
 
 use http::header::{CONNECTION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE};
@@ -11,8 +12,23 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 
+fn is_hop_by_hop(k: &HeaderName) -> bool {
+    k == CONNECTION
+        || k == KEEP_ALIVE
+        || k == TE
+        || k == TRAILER
+        || k == TRANSFER_ENCODING
+        || k == UPGRADE
+        || k.as_str().starts_with("proxy-")
+}
+
 /// Removes hop-by-hop fields from `h`.
 pub fn strip_hop_by_hop(h: &mut HeaderMap) {
+    // One scan first: most requests carry none of these, and then nothing is hashed or removed
+    // (fields named in `Connection` only matter when `Connection` itself is there).
+    if !h.keys().any(is_hop_by_hop) {
+        return;
+    }
     // Fields named in `Connection` first, while it is still there.
     if h.contains_key(CONNECTION) {
         let named: Vec<HeaderName> = h
@@ -20,7 +36,10 @@ pub fn strip_hop_by_hop(h: &mut HeaderMap) {
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))
-            .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+            .map(str::trim)
+            // The usual tokens name no field: skipping them keeps this Vec unallocated.
+            .filter(|t| !t.eq_ignore_ascii_case("keep-alive") && !t.eq_ignore_ascii_case("close"))
+            .filter_map(|t| HeaderName::from_bytes(t.as_bytes()).ok())
             .collect();
         for name in named {
             h.remove(name);
@@ -51,6 +70,19 @@ pub fn strip_hop_by_hop(h: &mut HeaderMap) {
 
 /// Appends `client` to `X-Forwarded-For`, folding earlier fields into one list.
 pub fn append_forwarded_for(h: &mut HeaderMap, client: IpAddr) {
+    let mut prior = h.get_all(&X_FORWARDED_FOR).iter();
+    if prior.next().is_none() {
+        // The common case, rendered on the stack: one allocation (the value's), not two.
+        let mut buf = [0u8; 48];
+        let mut cur = std::io::Cursor::new(&mut buf[..]);
+        if write!(cur, "{client}").is_ok() {
+            let len = usize::try_from(cur.position()).unwrap_or(0);
+            if let Ok(v) = HeaderValue::from_bytes(&buf[..len]) {
+                h.insert(X_FORWARDED_FOR, v);
+            }
+            return;
+        }
+    }
     let client = client.to_string();
     let mut prior = h.get_all(&X_FORWARDED_FOR).iter();
     let value = match (prior.next(), prior.next()) {
@@ -108,6 +140,19 @@ mod tests {
         let mut left: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
         left.sort_unstable();
         assert_eq!(left, vec!["cookie", "x-app"]);
+    }
+
+    #[test]
+    fn usual_connection_tokens_and_clean_maps() {
+        let mut h = map(&[("connection", "Keep-Alive"), ("close", "x"), ("x-app", "1")]);
+        strip_hop_by_hop(&mut h);
+        // `close` is a token, not a field name: a field called `close` stays.
+        let mut left: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
+        left.sort_unstable();
+        assert_eq!(left, vec!["close", "x-app"]);
+        let mut clean = map(&[("host", "a"), ("x-app", "1")]);
+        strip_hop_by_hop(&mut clean);
+        assert_eq!(clean.len(), 2);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! `limiter-daemon kernel …`, `detach` and the kernel half of `run`: operator commands that work
-//! on the pinned maps directly, so an operator can act while the daemon is stopped.
+//! `limiter-daemon kernel …` and `detach`: operator commands that work on the pinned maps
+//! directly, so an operator can act while the daemon is stopped; and the shutdown signal wait
+//! `run` uses.
 //!
 //! Arguments are parsed by clap value parsers: a bad IP, CIDR or duration is a usage error with a
 //! message naming the value, and the process exits with code 2 (other failures exit 1).
@@ -17,8 +18,7 @@ use super::loader;
 use super::maps::KernelMaps;
 use super::pins::PinLayout;
 use super::status;
-use super::Dataplane;
-use crate::config::kernel::{kernel_settings_from_file, DEFAULT_PIN_PATH};
+use crate::config::kernel::DEFAULT_PIN_PATH;
 
 /// `kernel` subcommands.
 #[derive(Debug, Args)]
@@ -254,32 +254,6 @@ pub fn run_detach(args: DetachArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// The kernel half of `run`: read `[kernel]`, start the dataplane, stay up until SIGINT or
-/// SIGTERM. Pins stay on exit, so enforcement continues without the daemon.
-pub fn run_daemon(config: &Path, ifaces: Vec<String>) -> anyhow::Result<()> {
-    let mut settings = kernel_settings_from_file(config)?;
-    if !ifaces.is_empty() {
-        settings.interfaces = ifaces;
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    rt.block_on(async move {
-        let dataplane = Dataplane::start(&settings)?;
-        if dataplane.is_none() {
-            tracing::warn!("running without the kernel dataplane");
-        }
-        wait_for_shutdown().await?;
-        tracing::info!(
-            "shutting down; kernel pins stay in place (enforcement continues; `limiter-daemon detach` removes it)"
-        );
-        drop(dataplane);
-        Ok(())
-    })
 }
 
 /// Resolves on SIGINT or SIGTERM.

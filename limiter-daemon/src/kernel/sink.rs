@@ -1,15 +1,18 @@
-//! The engine's [`EnforcementSink`] implemented on the kernel maps: lockouts and verified tiers
-//! become map writes (a syscall each, no waiting). Failures are logged, never propagated into a
-//! request: the daemon's own L7 answer still stands when the kernel write fails.
+//! The engine's [`EnforcementSink`] implemented on the kernel maps: lockouts, verified tiers and
+//! allow/deny list entries become map writes (a syscall each, no waiting). Failures are logged,
+//! never propagated into a request: the daemon's own L7 answer still stands when the kernel write
+//! fails.
 
 use std::net::IpAddr;
 use std::time::Duration;
 
+use ipnet::IpNet;
 use limiter_common::config::{TIER_ANON, TIER_SESSION, TIER_SPONSOR};
 
 use super::Dataplane;
 use crate::engine::decision::Tier;
 use crate::engine::sink::EnforcementSink;
+use crate::store::records::ListKind;
 
 /// The kernel's tier index for an engine tier.
 pub fn tier_index(tier: Tier) -> u32 {
@@ -43,6 +46,26 @@ impl EnforcementSink for Dataplane {
         };
         if let Err(err) = res {
             tracing::warn!(%ip, tier = tier.as_str(), error = %super::error::chain(&err), "kernel tier not written");
+        }
+    }
+
+    fn list_add(&self, kind: ListKind, net: IpNet, ttl: Option<Duration>) {
+        let res = match kind {
+            ListKind::Allow => self.maps().allow_add(net),
+            ListKind::Deny => self.maps().deny_add(net, ttl),
+        };
+        if let Err(err) = res {
+            tracing::warn!(%net, list = ?kind, error = %super::error::chain(&err), "kernel list entry not written");
+        }
+    }
+
+    fn list_remove(&self, kind: ListKind, net: IpNet) {
+        let res = match kind {
+            ListKind::Allow => self.maps().allow_remove(net),
+            ListKind::Deny => self.maps().deny_remove(net),
+        };
+        if let Err(err) = res {
+            tracing::warn!(%net, list = ?kind, error = %super::error::chain(&err), "kernel list entry not removed");
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod count;
 pub mod embedded;
 pub mod fallback;
 pub mod gate;
+pub mod open;
 pub mod records;
 pub mod state_file;
 pub mod valkey;
@@ -23,6 +24,7 @@ use ipnet::IpNet;
 pub use count::{CountOutcome, CountRequest, DailyRule, Usage, WindowUse};
 pub use embedded::EmbeddedStore;
 pub use gate::Gate;
+pub use open::open;
 pub use records::{KeyRecord, ListEntry, ListKind, LockCause, Lockout, StrikeRecord};
 
 use crate::identity::hash::{IdKey, IdentityHasher};

@@ -74,18 +74,23 @@ pub struct BurstRing {
 impl BurstRing {
     const SPAN: u32 = BURST_SLOTS as u32 - 1;
 
-    /// Admissions counted in slots overlapping `(now − 60 s, now]`.
-    pub fn used(&self, now_ms: u64) -> u32 {
+    /// The slots still in the ring that overlap `(now − 60 s, now]` (empty when none do).
+    fn live_slots(&self, now_ms: u64) -> std::ops::RangeInclusive<u32> {
         let slot = burst_slot(now_ms);
         let lo = slot
             .saturating_sub(Self::SPAN)
             .max(self.latest.saturating_sub(Self::SPAN));
-        let hi = slot.min(self.latest);
-        if lo > hi {
-            return 0;
-        }
-        (lo..=hi)
-            .map(|s| u32::from(self.counts[s as usize % BURST_SLOTS]))
+        lo..=slot.min(self.latest)
+    }
+
+    fn count(&self, slot: u32) -> u16 {
+        self.counts[slot as usize % BURST_SLOTS]
+    }
+
+    /// Admissions counted in slots overlapping `(now − 60 s, now]`.
+    pub fn used(&self, now_ms: u64) -> u32 {
+        self.live_slots(now_ms)
+            .map(|s| u32::from(self.count(s)))
             .sum()
     }
 
@@ -111,20 +116,13 @@ impl BurstRing {
     /// Milliseconds until the oldest counted slot leaves the span (capacity frees), or the
     /// span length when nothing is counted.
     pub fn reset_ms(&self, now_ms: u64) -> u64 {
-        let slot = burst_slot(now_ms);
-        let lo = slot
-            .saturating_sub(Self::SPAN)
-            .max(self.latest.saturating_sub(Self::SPAN));
-        let hi = slot.min(self.latest);
-        if lo <= hi {
-            for s in lo..=hi {
-                if self.counts[s as usize % BURST_SLOTS] > 0 {
-                    let frees_at = (u64::from(s) + BURST_SLOTS as u64) * BURST_SLOT_MS;
-                    return frees_at.saturating_sub(now_ms).max(1);
-                }
+        match self.live_slots(now_ms).find(|&s| self.count(s) > 0) {
+            Some(oldest) => {
+                let frees_at = (u64::from(oldest) + BURST_SLOTS as u64) * BURST_SLOT_MS;
+                frees_at.saturating_sub(now_ms).max(1)
             }
+            None => BURST_SPAN_MS,
         }
-        BURST_SPAN_MS
     }
 
     pub fn is_stale(&self, now_ms: u64) -> bool {
@@ -144,6 +142,25 @@ mod tests {
         assert_eq!(r.used(t0), 1);
         assert_eq!(r.used(t0 + 59_999), 1);
         assert_eq!(r.used(t0 + 65_000), 0);
+    }
+
+    #[test]
+    fn reset_is_when_the_oldest_counted_slot_leaves() {
+        let mut r = BurstRing::default();
+        let slot0 = 200_000_000_000; // a slot boundary
+        assert_eq!(r.reset_ms(slot0), BURST_SPAN_MS, "nothing counted");
+        r.admit(slot0 + 2_700);
+        r.admit(slot0 + 31_000);
+        let now = slot0 + 40_000;
+        let reset = r.reset_ms(now);
+        assert_eq!(reset, 65_000 - 40_000);
+        // Just before, the oldest admission still counts; at the reset it no longer does.
+        assert_eq!(r.used(now + reset - 1), 2);
+        assert_eq!(r.used(now + reset), 1);
+        assert_eq!(
+            r.reset_ms(now + reset),
+            slot0 + 30_000 + 65_000 - (now + reset)
+        );
     }
 
     #[test]

@@ -13,10 +13,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderMap;
+use ipnet::IpNet;
 use limiter_daemon::clock::{Clock, ManualClock};
 use limiter_daemon::config::{Config, EnvMap};
 use limiter_daemon::engine::sink::EnforcementSink;
-use limiter_daemon::engine::{Decision, Engine, EngineOptions, KeyRefresh, RequestInfo, Tier};
+use limiter_daemon::engine::{
+    Action, Decision, Engine, EngineOptions, KeyRefresh, Reason, RequestInfo, Tier, WindowKind,
+};
+use limiter_daemon::store::records::ListKind;
 use limiter_daemon::store::EmbeddedStore;
 use parking_lot::Mutex;
 
@@ -27,9 +31,28 @@ pub const T0: u64 = NEW_YEAR_MS + 10 * 60_000;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SinkEvent {
-    Lock { ip: IpAddr, secs: u64, level: u32 },
-    Unlock { ip: IpAddr },
-    SetTier { ip: IpAddr, tier: Tier },
+    Lock {
+        ip: IpAddr,
+        secs: u64,
+        level: u32,
+    },
+    Unlock {
+        ip: IpAddr,
+    },
+    SetTier {
+        ip: IpAddr,
+        tier: Tier,
+    },
+    /// `secs`: what the entry had left (`None`: no expiry).
+    ListAdd {
+        kind: ListKind,
+        net: IpNet,
+        secs: Option<u64>,
+    },
+    ListRemove {
+        kind: ListKind,
+        net: IpNet,
+    },
 }
 
 #[derive(Default)]
@@ -64,6 +87,62 @@ impl EnforcementSink for RecordingSink {
     fn set_tier(&self, ip: IpAddr, tier: Tier) {
         self.0.lock().push(SinkEvent::SetTier { ip, tier });
     }
+    fn list_add(&self, kind: ListKind, net: IpNet, ttl: Option<Duration>) {
+        self.0.lock().push(SinkEvent::ListAdd {
+            kind,
+            net,
+            secs: ttl.map(|d| d.as_secs()),
+        });
+    }
+    fn list_remove(&self, kind: ListKind, net: IpNet) {
+        self.0.lock().push(SinkEvent::ListRemove { kind, net });
+    }
+}
+
+/// Burst-rejects `peer` on `engine` (every request at the same instant), then checks that the
+/// `Retry-After` is the truth: the burst window's own reset (its 5 s slots free capacity 60–65 s
+/// after use), one second less finds the caller still locked (and not struck again), exactly
+/// that long is admitted. Shared by the embedded and Valkey stores.
+pub fn burst_retry_after_is_the_truth(engine: &Engine, clock: &ManualClock, peer: &str) {
+    let headers = HeaderMap::new();
+    let decide = || {
+        engine.decide(&RequestInfo {
+            peer: ip(peer),
+            method: "GET",
+            path: "/",
+            headers: &headers,
+        })
+    };
+    let rejected = (0..10_000)
+        .map(|_| decide())
+        .find(|d| d.action == Action::Reject)
+        .expect("the burst refuses within 10 000 requests");
+    assert_eq!(rejected.reason, Some(Reason::Burst), "{rejected:?}");
+    assert_eq!(rejected.lockout_level, Some(1));
+    let burst = rejected
+        .windows
+        .iter()
+        .find(|w| w.kind == WindowKind::Burst)
+        .expect("the burst window is reported");
+    let retry = rejected
+        .retry_after_secs
+        .expect("a reject says when to retry");
+    assert!(retry > 60, "the slots free capacity after 60 s: {retry}");
+    assert_eq!(
+        retry, burst.reset_secs,
+        "Retry-After = the burst window's reset"
+    );
+
+    clock.advance_ms((retry - 1) * 1000);
+    let d = decide();
+    assert_eq!(
+        (d.action, d.reason, d.retry_after_secs, d.lockout_level),
+        (Action::Reject, Some(Reason::Locked), Some(1), None),
+        "one second early: still locked, no second strike"
+    );
+    clock.advance_ms(1000);
+    let d = decide();
+    assert_eq!(d.action, Action::Allow, "at Retry-After: admitted {d:?}");
 }
 
 pub struct Rig {
