@@ -264,6 +264,7 @@ fn main() {
     // The daemon's proxy, embedded store, limits out of reach. The burst window is capped at
     // 65535 per minute, far below this load, so the bench route counts hourly and daily units
     // only (both checked and counted per request in the store, like any other request).
+    // The metrics listener is off so a bench never collides on its fixed default port.
     let px_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let api_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let state = scratch.path().join("state");
@@ -272,6 +273,7 @@ fn main() {
         "[tiers.anon]\nhourly = {big}\n\n[quota]\nanon = {big}\n\n\
          [default_route]\nlimits = [\"hourly\", \"daily\"]\n\n\
          [store]\nstate_dir = \"{}\"\n\n[kernel]\nmode = \"off\"\n\n\
+         [metrics]\nlisten = \"\"\n\n\
          [http]\nproxy_listen = [\"{px_addr}\"]\napi_listen = [\"{api_addr}\"]\n\
          upstream = \"http://{up_addr}\"\nworker_threads = 2\n",
         state.display()
