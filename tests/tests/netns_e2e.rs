@@ -167,8 +167,10 @@ fn write_config(dir: &Path, pins: &Pins, iface: &str, attach: &str, port: u16) -
         format!(
             "[kernel]\nmode = \"required\"\nattach = \"{attach}\"\ninterfaces = [\"{iface}\"]\n\
              pin_path = \"{}\"\nprotected_ports = [{port}]\nevent_sample_every = 1\n\n\
-             [kernel.ceiling.anon]\nburst = {ANON_BURST}\nper_second = 1\n",
-            pins.arg()
+             [kernel.ceiling.anon]\nburst = {ANON_BURST}\nper_second = 1\n\n\
+             [store]\nstate_dir = \"{}\"\n\n[metrics]\nlisten = \"\"\n",
+            pins.arg(),
+            dir.join("state").display()
         ),
     )
     .unwrap();
@@ -521,7 +523,10 @@ fn kernel_mode_auto_degrades_and_required_fails_without_the_object() {
     let missing = tmp.path().join("no-such-object");
     std::fs::write(
         &config,
-        "[kernel]\nmode = \"required\"\ninterfaces = [\"lo\"]\n",
+        format!(
+            "[kernel]\nmode = \"required\"\ninterfaces = [\"lo\"]\n\n[store]\nstate_dir = \"{}\"\n\n[metrics]\nlisten = \"\"\n",
+            tmp.path().join("state").display()
+        ),
     )
     .unwrap();
     let out = Command::new(daemon_bin())
@@ -535,7 +540,10 @@ fn kernel_mode_auto_degrades_and_required_fails_without_the_object() {
 
     std::fs::write(
         &config,
-        "[kernel]\nmode = \"auto\"\ninterfaces = [\"lo\"]\n",
+        format!(
+            "[kernel]\nmode = \"auto\"\ninterfaces = [\"lo\"]\n\n[store]\nstate_dir = \"{}\"\n\n[metrics]\nlisten = \"\"\n",
+            tmp.path().join("state").display()
+        ),
     )
     .unwrap();
     let log = tmp.path().join("auto.log");

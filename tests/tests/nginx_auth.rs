@@ -168,7 +168,7 @@ fn start_daemon(api: SocketAddr, proxy: SocketAddr, upstream: SocketAddr) -> Dae
     std::fs::create_dir_all(&dir).unwrap();
     let config = format!(
         "[tiers.anon]\nburst = 2\nhourly = 100\n\n[kernel]\nmode = \"off\"\n\n\
-         [store]\nstate_dir = \"{}\"\n\n\
+         [store]\nstate_dir = \"{}\"\n\n[metrics]\nlisten = \"\"\n\n\
          [http]\napi_listen = [\"{api}\"]\nproxy_listen = [\"{proxy}\"]\nupstream = \"http://{upstream}\"\n",
         dir.join("state").display()
     );
