@@ -21,12 +21,8 @@ use limiter_daemon::kernel::loader::detach;
 use limiter_daemon::kernel::PinLayout;
 use limiter_daemon::store::records::{ListEntry, ListKind};
 use limiter_daemon::store::EmbeddedStore;
-use limiter_tests::netns::{netns_available, unique_name, VethPair};
-
-fn ebpf_object() -> PathBuf {
-    limiter_tests::workspace_root()
-        .join("limiter-ebpf/target/bpfel-unknown-none/release/limiter-ebpf")
-}
+use limiter_tests::netns::{require_dataplane, unique_name, VethPair};
+use limiter_tests::testrun::object_path;
 
 /// Removes everything pinned under the private directory, even when the test fails.
 struct Pins(PathBuf);
@@ -56,18 +52,12 @@ fn engine(cfg: &Arc<Config>, clock: &ManualClock, sink: Arc<dyn EnforcementSink>
 
 #[test]
 fn stored_lockouts_and_lists_reach_the_kernel_at_start() {
-    if !limiter_tests::require(
-        limiter_tests::is_root() && netns_available(),
-        "root and iproute2 (network namespaces, BPF)",
-    ) || !limiter_tests::require(
-        ebpf_object().is_file(),
-        "the built eBPF object (`cargo xtask build-ebpf`)",
-    ) {
+    if !require_dataplane() {
         return;
     }
     // SAFETY: set before any thread of this test reads the environment; the loader looks the
     // object up through this variable.
-    unsafe { std::env::set_var("LIMITER_EBPF_OBJECT", ebpf_object()) };
+    unsafe { std::env::set_var("LIMITER_EBPF_OBJECT", object_path()) };
     let pair = VethPair::new("lmr", 3);
     let listener = pair.listen();
     let port = listener.local_addr().unwrap().port();

@@ -15,12 +15,8 @@ use limiter_daemon::kernel::loader::detach;
 use limiter_daemon::kernel::PinLayout;
 use limiter_daemon::metrics::sources::AttachedKernel;
 use limiter_daemon::metrics::{KernelSource, Metrics};
-use limiter_tests::netns::{netns_available, unique_name, VethPair};
-
-fn ebpf_object() -> PathBuf {
-    limiter_tests::workspace_root()
-        .join("limiter-ebpf/target/bpfel-unknown-none/release/limiter-ebpf")
-}
+use limiter_tests::netns::{require_dataplane, unique_name, VethPair};
+use limiter_tests::testrun::object_path;
 
 /// Removes everything pinned under the private directory, even when the test fails.
 struct Pins(PathBuf);
@@ -42,18 +38,12 @@ fn value(text: &str, series: &str) -> Option<f64> {
 
 #[test]
 fn kernel_verdicts_map_fill_and_attached_are_scraped() {
-    if !limiter_tests::require(
-        limiter_tests::is_root() && netns_available(),
-        "root and iproute2 (network namespaces, BPF)",
-    ) || !limiter_tests::require(
-        ebpf_object().is_file(),
-        "the built eBPF object (`cargo xtask build-ebpf`)",
-    ) {
+    if !require_dataplane() {
         return;
     }
     // SAFETY: set before any thread of this test reads the environment; the loader looks the
     // object up through this variable.
-    unsafe { std::env::set_var("LIMITER_EBPF_OBJECT", ebpf_object()) };
+    unsafe { std::env::set_var("LIMITER_EBPF_OBJECT", object_path()) };
     let pair = VethPair::new("lmm", 1);
     let listener = pair.listen();
     let port = listener.local_addr().unwrap().port();

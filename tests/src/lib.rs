@@ -4,7 +4,9 @@
 pub mod frames;
 pub mod netns;
 pub mod nginx;
+pub mod process;
 pub mod testrun;
+pub mod valkey;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
