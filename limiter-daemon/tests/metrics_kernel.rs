@@ -4,32 +4,20 @@
 //! (equal to what the pinned map holds) and map fill. Needs root and the built object
 //! (`cargo xtask build-ebpf`): skipped outside CI without them, a failure under `CI=true`.
 
-use std::path::{Path, PathBuf};
+mod kernel_support;
+
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kernel_support::Pins;
 use limiter_daemon::config::kernel::KernelMode;
 use limiter_daemon::config::{Config, EnvMap};
 use limiter_daemon::kernel::dataplane::Dataplane;
-use limiter_daemon::kernel::loader::detach;
-use limiter_daemon::kernel::PinLayout;
 use limiter_daemon::metrics::sources::AttachedKernel;
 use limiter_daemon::metrics::{KernelSource, Metrics};
-use limiter_tests::netns::{require_dataplane, unique_name, VethPair};
+use limiter_tests::netns::{require_dataplane, VethPair};
 use limiter_tests::testrun::object_path;
-
-/// Removes everything pinned under the private directory, even when the test fails.
-struct Pins(PathBuf);
-
-impl Drop for Pins {
-    fn drop(&mut self) {
-        if self.0.exists() {
-            if let Err(e) = detach(&PinLayout::new(&self.0)) {
-                eprintln!("detaching {}: {e}", self.0.display());
-            }
-        }
-    }
-}
 
 fn value(text: &str, series: &str) -> Option<f64> {
     text.lines()
@@ -47,7 +35,7 @@ fn kernel_verdicts_map_fill_and_attached_are_scraped() {
     let pair = VethPair::new("lmm", 1);
     let listener = pair.listen();
     let port = listener.local_addr().unwrap().port();
-    let pins = Pins(PathBuf::from("/sys/fs/bpf").join(unique_name("limiter-metrics-")));
+    let pins = Pins::new("limiter-metrics-");
     let text = format!(
         "[kernel]\nmode = \"required\"\nattach = \"tc\"\ninterfaces = [\"{}\"]\npin_path = \"{}\"\n\
          protected_ports = [{port}]\n",
