@@ -43,6 +43,18 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// The daemon binary the end-to-end tests run (a debug build, which `cargo xtask test` makes);
+/// panics naming the build command when it is missing.
+pub fn daemon_binary() -> PathBuf {
+    let bin = workspace_root().join("target/debug/limiter-daemon");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it with `cargo build -p limiter-daemon --bins` (`cargo xtask test` does)",
+        bin.display()
+    );
+    bin
+}
+
 /// Polls `f` until it returns `Some`, or panics with `what` after `timeout`.
 pub fn poll<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;

@@ -13,17 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use limiter_tests::nginx::{auth_example, available, free_port, Nginx};
-use limiter_tests::{poll, require, workspace_root};
-
-fn daemon_bin() -> PathBuf {
-    let bin = workspace_root().join("target/debug/limiter-daemon");
-    assert!(
-        bin.is_file(),
-        "{} is missing: build it with `cargo build -p limiter-daemon --bins` (`cargo xtask test` does)",
-        bin.display()
-    );
-    bin
-}
+use limiter_tests::{daemon_binary, poll, require};
 
 /// A minimal HTTP/1.1 upstream on a thread: answers every request `200 upstream:<path>` and
 /// counts them.
@@ -161,7 +151,7 @@ fn start_daemon(api: SocketAddr, proxy: SocketAddr, upstream: SocketAddr) -> Dae
     );
     let path = dir.join("limiter.toml");
     std::fs::write(&path, config).unwrap();
-    let child = Command::new(daemon_bin())
+    let child = Command::new(daemon_binary())
         .arg("run")
         .arg("--config")
         .arg(&path)
