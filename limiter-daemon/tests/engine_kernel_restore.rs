@@ -6,40 +6,22 @@
 //! without them, a failure under `CI=true`.
 
 mod engine_support;
+mod kernel_support;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use engine_support::*;
+use kernel_support::Pins;
 use limiter_daemon::clock::ManualClock;
 use limiter_daemon::config::Config;
 use limiter_daemon::engine::sink::{EnforcementSink, NoKernel};
 use limiter_daemon::engine::{Engine, EngineOptions, KeyRefresh};
 use limiter_daemon::kernel::dataplane::Dataplane;
-use limiter_daemon::kernel::loader::detach;
-use limiter_daemon::kernel::PinLayout;
 use limiter_daemon::store::records::{ListEntry, ListKind};
 use limiter_daemon::store::EmbeddedStore;
-use limiter_tests::netns::{netns_available, unique_name, VethPair};
-
-fn ebpf_object() -> PathBuf {
-    limiter_tests::workspace_root()
-        .join("limiter-ebpf/target/bpfel-unknown-none/release/limiter-ebpf")
-}
-
-/// Removes everything pinned under the private directory, even when the test fails.
-struct Pins(PathBuf);
-
-impl Drop for Pins {
-    fn drop(&mut self) {
-        if self.0.exists() {
-            if let Err(e) = detach(&PinLayout::new(&self.0)) {
-                eprintln!("detaching {}: {e}", self.0.display());
-            }
-        }
-    }
-}
+use limiter_tests::netns::{require_dataplane, VethPair};
+use limiter_tests::testrun::object_path;
 
 fn engine(cfg: &Arc<Config>, clock: &ManualClock, sink: Arc<dyn EnforcementSink>) -> Engine {
     let store = Arc::new(EmbeddedStore::open(&cfg.store, T0).expect("store opens"));
@@ -56,23 +38,17 @@ fn engine(cfg: &Arc<Config>, clock: &ManualClock, sink: Arc<dyn EnforcementSink>
 
 #[test]
 fn stored_lockouts_and_lists_reach_the_kernel_at_start() {
-    if !limiter_tests::require(
-        limiter_tests::is_root() && netns_available(),
-        "root and iproute2 (network namespaces, BPF)",
-    ) || !limiter_tests::require(
-        ebpf_object().is_file(),
-        "the built eBPF object (`cargo xtask build-ebpf`)",
-    ) {
+    if !require_dataplane() {
         return;
     }
     // SAFETY: set before any thread of this test reads the environment; the loader looks the
     // object up through this variable.
-    unsafe { std::env::set_var("LIMITER_EBPF_OBJECT", ebpf_object()) };
+    unsafe { std::env::set_var("LIMITER_EBPF_OBJECT", object_path()) };
     let pair = VethPair::new("lmr", 3);
     let listener = pair.listen();
     let port = listener.local_addr().unwrap().port();
     let [locked, denied, free] = [0, 1, 2].map(|i| pair.client_ips[i]);
-    let pins = Pins(PathBuf::from("/sys/fs/bpf").join(unique_name("limiter-restore-")));
+    let pins = Pins::new("limiter-restore-");
     let state = tempfile::tempdir().unwrap();
     let text = format!(
         "[kernel]\nmode = \"required\"\nattach = \"tc\"\ninterfaces = [\"{}\"]\npin_path = \"{}\"\n\

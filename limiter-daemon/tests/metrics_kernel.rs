@@ -4,36 +4,20 @@
 //! (equal to what the pinned map holds) and map fill. Needs root and the built object
 //! (`cargo xtask build-ebpf`): skipped outside CI without them, a failure under `CI=true`.
 
-use std::path::{Path, PathBuf};
+mod kernel_support;
+
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kernel_support::Pins;
 use limiter_daemon::config::kernel::KernelMode;
 use limiter_daemon::config::{Config, EnvMap};
 use limiter_daemon::kernel::dataplane::Dataplane;
-use limiter_daemon::kernel::loader::detach;
-use limiter_daemon::kernel::PinLayout;
 use limiter_daemon::metrics::sources::AttachedKernel;
 use limiter_daemon::metrics::{KernelSource, Metrics};
-use limiter_tests::netns::{netns_available, unique_name, VethPair};
-
-fn ebpf_object() -> PathBuf {
-    limiter_tests::workspace_root()
-        .join("limiter-ebpf/target/bpfel-unknown-none/release/limiter-ebpf")
-}
-
-/// Removes everything pinned under the private directory, even when the test fails.
-struct Pins(PathBuf);
-
-impl Drop for Pins {
-    fn drop(&mut self) {
-        if self.0.exists() {
-            if let Err(e) = detach(&PinLayout::new(&self.0)) {
-                eprintln!("detaching {}: {e}", self.0.display());
-            }
-        }
-    }
-}
+use limiter_tests::netns::{require_dataplane, VethPair};
+use limiter_tests::testrun::object_path;
 
 fn value(text: &str, series: &str) -> Option<f64> {
     text.lines()
@@ -42,22 +26,16 @@ fn value(text: &str, series: &str) -> Option<f64> {
 
 #[test]
 fn kernel_verdicts_map_fill_and_attached_are_scraped() {
-    if !limiter_tests::require(
-        limiter_tests::is_root() && netns_available(),
-        "root and iproute2 (network namespaces, BPF)",
-    ) || !limiter_tests::require(
-        ebpf_object().is_file(),
-        "the built eBPF object (`cargo xtask build-ebpf`)",
-    ) {
+    if !require_dataplane() {
         return;
     }
     // SAFETY: set before any thread of this test reads the environment; the loader looks the
     // object up through this variable.
-    unsafe { std::env::set_var("LIMITER_EBPF_OBJECT", ebpf_object()) };
+    unsafe { std::env::set_var("LIMITER_EBPF_OBJECT", object_path()) };
     let pair = VethPair::new("lmm", 1);
     let listener = pair.listen();
     let port = listener.local_addr().unwrap().port();
-    let pins = Pins(PathBuf::from("/sys/fs/bpf").join(unique_name("limiter-metrics-")));
+    let pins = Pins::new("limiter-metrics-");
     let text = format!(
         "[kernel]\nmode = \"required\"\nattach = \"tc\"\ninterfaces = [\"{}\"]\npin_path = \"{}\"\n\
          protected_ports = [{port}]\n",

@@ -4,7 +4,9 @@
 pub mod frames;
 pub mod netns;
 pub mod nginx;
+pub mod process;
 pub mod testrun;
+pub mod valkey;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -39,6 +41,18 @@ pub fn workspace_root() -> PathBuf {
         .parent()
         .unwrap()
         .to_path_buf()
+}
+
+/// The daemon binary the end-to-end tests run (a debug build, which `cargo xtask test` makes);
+/// panics naming the build command when it is missing.
+pub fn daemon_binary() -> PathBuf {
+    let bin = workspace_root().join("target/debug/limiter-daemon");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it with `cargo build -p limiter-daemon --bins` (`cargo xtask test` does)",
+        bin.display()
+    );
+    bin
 }
 
 /// Polls `f` until it returns `Some`, or panics with `what` after `timeout`.

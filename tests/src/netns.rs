@@ -51,6 +51,19 @@ pub fn netns_available() -> bool {
             .unwrap_or(false)
 }
 
+/// True when a test may attach the real eBPF object to a veth pair it creates: root, iproute2
+/// and the object built by `cargo xtask build-ebpf` (see `crate::require`: a skip with a message
+/// outside CI, a panic under `CI=true`).
+pub fn require_dataplane() -> bool {
+    crate::require(
+        netns_available(),
+        "root and iproute2 (network namespaces, BPF)",
+    ) && crate::require(
+        crate::testrun::object_path().is_file(),
+        "the built eBPF object (`cargo xtask build-ebpf`)",
+    )
+}
+
 /// A named network namespace, deleted on drop.
 #[derive(Debug)]
 pub struct Netns {

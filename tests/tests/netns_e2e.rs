@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use limiter_tests::netns::{netns_available, unique_name, VethPair};
-use limiter_tests::{poll, require, workspace_root};
+use limiter_tests::netns::{require_dataplane, unique_name, VethPair};
+use limiter_tests::{daemon_binary, poll};
 
 /// A refused connection attempt gives up after this long (no SYN retransmit happens before 1 s).
 const REFUSED: Duration = Duration::from_millis(300);
@@ -21,23 +21,9 @@ const REFUSED: Duration = Duration::from_millis(300);
 const ALLOWED: Duration = Duration::from_secs(3);
 const ANON_BURST: u32 = 3;
 
-fn daemon_bin() -> PathBuf {
-    let bin = workspace_root().join("target/debug/limiter-daemon");
-    assert!(
-        bin.is_file(),
-        "{} is missing: build it with `cargo build -p limiter-daemon --bins` (`cargo xtask test` does)",
-        bin.display()
-    );
-    bin
-}
-
-fn ebpf_object() -> PathBuf {
-    workspace_root().join("limiter-ebpf/target/bpfel-unknown-none/release/limiter-ebpf")
-}
-
 /// Runs a CLI command of the daemon binary; returns (exit code, stdout, stderr).
 fn cli(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(daemon_bin())
+    let out = Command::new(daemon_binary())
         .args(args)
         .output()
         .expect("running limiter-daemon");
@@ -73,7 +59,7 @@ impl Pins {
 impl Drop for Pins {
     fn drop(&mut self) {
         if self.path.exists() {
-            let _ = Command::new(daemon_bin())
+            let _ = Command::new(daemon_binary())
                 .args(["detach", "--pin-path", self.arg()])
                 .output();
         }
@@ -92,7 +78,7 @@ impl Daemon {
         let file = std::fs::File::create(&log).unwrap();
         let child = Command::new("nsenter")
             .arg(format!("--net={}", pair.server.path().display()))
-            .arg(daemon_bin())
+            .arg(daemon_binary())
             .arg("run")
             .arg("--config")
             .arg(config)
@@ -222,16 +208,10 @@ fn connect_until_refused(pair: &VethPair, from: Ipv4Addr, port: u16, expected: u
 }
 
 fn scenario(attach: &str, expect_prog: &str) {
-    if !require(netns_available(), "root and iproute2 network namespaces") {
+    if !require_dataplane() {
         return;
     }
-    if !require(
-        ebpf_object().is_file(),
-        "the built eBPF object (`cargo xtask build-ebpf`)",
-    ) {
-        return;
-    }
-    let _ = daemon_bin();
+    let _ = daemon_binary();
     let tmp = tempfile::tempdir().unwrap();
     let pair = VethPair::new("lime2e", 5);
     let pins = Pins::new();
@@ -385,13 +365,7 @@ fn generic_xdp_end_to_end() {
 /// the new interface of the same name (one program, not zero), and the pinned lockouts still hold.
 #[test]
 fn restart_after_the_interface_was_recreated_attaches_afresh() {
-    if !require(netns_available(), "root and iproute2 network namespaces") {
-        return;
-    }
-    if !require(
-        ebpf_object().is_file(),
-        "the built eBPF object (`cargo xtask build-ebpf`)",
-    ) {
+    if !require_dataplane() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -529,7 +503,7 @@ fn kernel_mode_auto_degrades_and_required_fails_without_the_object() {
         ),
     )
     .unwrap();
-    let out = Command::new(daemon_bin())
+    let out = Command::new(daemon_binary())
         .args(["run", "--config", config.to_str().unwrap()])
         .env("LIMITER_EBPF_OBJECT", &missing)
         .output()
@@ -547,7 +521,7 @@ fn kernel_mode_auto_degrades_and_required_fails_without_the_object() {
     )
     .unwrap();
     let log = tmp.path().join("auto.log");
-    let child = Command::new(daemon_bin())
+    let child = Command::new(daemon_binary())
         .args(["run", "--config", config.to_str().unwrap()])
         .env("LIMITER_EBPF_OBJECT", &missing)
         .stdout(Stdio::null())

@@ -10,20 +10,10 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use limiter_tests::nginx::{auth_example, available, free_port, Nginx};
-use limiter_tests::{poll, require, workspace_root};
-
-fn daemon_bin() -> PathBuf {
-    let bin = workspace_root().join("target/debug/limiter-daemon");
-    assert!(
-        bin.is_file(),
-        "{} is missing: build it with `cargo build -p limiter-daemon --bins` (`cargo xtask test` does)",
-        bin.display()
-    );
-    bin
-}
+use limiter_tests::{daemon_binary, poll, require};
 
 /// A minimal HTTP/1.1 upstream on a thread: answers every request `200 upstream:<path>` and
 /// counts them.
@@ -140,20 +130,7 @@ struct Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        // SAFETY: kill(2) on our own child.
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                let _ = std::fs::remove_dir_all(&self.dir);
-                return;
-            }
-            std::thread::park_timeout(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        limiter_tests::process::terminate(&mut self.child, Duration::from_secs(10));
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -174,7 +151,7 @@ fn start_daemon(api: SocketAddr, proxy: SocketAddr, upstream: SocketAddr) -> Dae
     );
     let path = dir.join("limiter.toml");
     std::fs::write(&path, config).unwrap();
-    let child = Command::new(daemon_bin())
+    let child = Command::new(daemon_binary())
         .arg("run")
         .arg("--config")
         .arg(&path)

