@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use engine_support::*;
-use kernel_support::Pins;
 use limiter_daemon::clock::ManualClock;
 use limiter_daemon::config::Config;
 use limiter_daemon::engine::sink::{EnforcementSink, NoKernel};
@@ -20,8 +19,6 @@ use limiter_daemon::engine::{Engine, EngineOptions, KeyRefresh};
 use limiter_daemon::kernel::dataplane::Dataplane;
 use limiter_daemon::store::records::{ListEntry, ListKind};
 use limiter_daemon::store::EmbeddedStore;
-use limiter_tests::netns::{require_dataplane, VethPair};
-use limiter_tests::testrun::object_path;
 
 fn engine(cfg: &Arc<Config>, clock: &ManualClock, sink: Arc<dyn EnforcementSink>) -> Engine {
     let store = Arc::new(EmbeddedStore::open(&cfg.store, T0).expect("store opens"));
@@ -38,17 +35,16 @@ fn engine(cfg: &Arc<Config>, clock: &ManualClock, sink: Arc<dyn EnforcementSink>
 
 #[test]
 fn stored_lockouts_and_lists_reach_the_kernel_at_start() {
-    if !require_dataplane() {
+    let Some(kernel_support::Dataplane {
+        pair,
+        listener,
+        port,
+        pins,
+    }) = kernel_support::dataplane("lmr", 3, "limiter-restore-")
+    else {
         return;
-    }
-    // SAFETY: set before any thread of this test reads the environment; the loader looks the
-    // object up through this variable.
-    unsafe { std::env::set_var("LIMITER_EBPF_OBJECT", object_path()) };
-    let pair = VethPair::new("lmr", 3);
-    let listener = pair.listen();
-    let port = listener.local_addr().unwrap().port();
+    };
     let [locked, denied, free] = [0, 1, 2].map(|i| pair.client_ips[i]);
-    let pins = Pins::new("limiter-restore-");
     let state = tempfile::tempdir().unwrap();
     let text = format!(
         "[kernel]\nmode = \"required\"\nattach = \"tc\"\ninterfaces = [\"{}\"]\npin_path = \"{}\"\n\

@@ -15,9 +15,7 @@ use http_support::*;
 use limiter_daemon::clock::ManualClock;
 use limiter_daemon::config::{Config, EnvMap};
 use limiter_daemon::engine::keys::IssueKey;
-use limiter_daemon::engine::sink::NoKernel;
-use limiter_daemon::engine::{Engine, EngineOptions, KeyRefresh};
-use limiter_daemon::store::EmbeddedStore;
+use limiter_daemon::engine::Engine;
 
 /// 2026-11-29T10:00:30Z: 3570 s to the next UTC hour, 50370 s to the next UTC day.
 const T0: u64 = 1_795_946_430_000;
@@ -70,16 +68,7 @@ async fn world(config: &str, http_extra: &str) -> World {
     );
     let cfg = Config::from_toml_str(&text, Path::new("test.toml"), &EnvMap::new()).unwrap();
     let clock = ManualClock::new(T0);
-    let store = EmbeddedStore::open(&cfg.store, T0).unwrap();
-    let engine = Arc::new(Engine::with_options(
-        Arc::new(cfg),
-        Arc::new(store),
-        Arc::new(NoKernel),
-        Arc::new(clock.clone()),
-        EngineOptions {
-            key_refresh: KeyRefresh::Manual,
-        },
-    ));
+    let engine = manual_engine(cfg, &clock, T0);
     let up = start_upstream().await;
     let d = start(settings(Some(up.addr), http_extra), engine.clone()).await;
     World {

@@ -14,12 +14,11 @@ use http_support::*;
 use limiter_daemon::clock::ManualClock;
 use limiter_daemon::config::{Config, EnvMap};
 use limiter_daemon::engine::sink::NoKernel;
-use limiter_daemon::engine::{Engine, EngineOptions, KeyRefresh};
+use limiter_daemon::engine::Engine;
 use limiter_daemon::http::response::Hints;
 use limiter_daemon::http::server::HttpServer;
 use limiter_daemon::metrics::server::MetricsServer;
 use limiter_daemon::metrics::{KernelSource, MeteredDecider, Metrics};
-use limiter_daemon::store::EmbeddedStore;
 
 /// 2026-11-29T10:00:30Z.
 const T0: u64 = 1_795_946_430_000;
@@ -129,16 +128,7 @@ async fn world(namespace: &str, http_extra: &str) -> World {
     let state = tempfile::tempdir().unwrap();
     let cfg = config(CONFIG, state.path());
     let clock = ManualClock::new(T0);
-    let store = EmbeddedStore::open(&cfg.store, T0).unwrap();
-    let engine = Arc::new(Engine::with_options(
-        Arc::new(cfg),
-        Arc::new(store),
-        Arc::new(NoKernel),
-        Arc::new(clock.clone()),
-        EngineOptions {
-            key_refresh: KeyRefresh::Manual,
-        },
-    ));
+    let engine = manual_engine(cfg, &clock, T0);
     world_with(engine, clock, state, namespace, http_extra).await
 }
 

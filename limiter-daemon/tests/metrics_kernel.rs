@@ -10,14 +10,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kernel_support::Pins;
 use limiter_daemon::config::kernel::KernelMode;
 use limiter_daemon::config::{Config, EnvMap};
 use limiter_daemon::kernel::dataplane::Dataplane;
 use limiter_daemon::metrics::sources::AttachedKernel;
 use limiter_daemon::metrics::{KernelSource, Metrics};
-use limiter_tests::netns::{require_dataplane, VethPair};
-use limiter_tests::testrun::object_path;
 
 fn value(text: &str, series: &str) -> Option<f64> {
     text.lines()
@@ -26,16 +23,15 @@ fn value(text: &str, series: &str) -> Option<f64> {
 
 #[test]
 fn kernel_verdicts_map_fill_and_attached_are_scraped() {
-    if !require_dataplane() {
+    let Some(kernel_support::Dataplane {
+        pair,
+        listener,
+        port,
+        pins,
+    }) = kernel_support::dataplane("lmm", 1, "limiter-metrics-")
+    else {
         return;
-    }
-    // SAFETY: set before any thread of this test reads the environment; the loader looks the
-    // object up through this variable.
-    unsafe { std::env::set_var("LIMITER_EBPF_OBJECT", object_path()) };
-    let pair = VethPair::new("lmm", 1);
-    let listener = pair.listen();
-    let port = listener.local_addr().unwrap().port();
-    let pins = Pins::new("limiter-metrics-");
+    };
     let text = format!(
         "[kernel]\nmode = \"required\"\nattach = \"tc\"\ninterfaces = [\"{}\"]\npin_path = \"{}\"\n\
          protected_ports = [{port}]\n",

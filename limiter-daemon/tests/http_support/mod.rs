@@ -492,3 +492,23 @@ pub async fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+/// The real engine on an embedded store, with a manual clock and manual key refresh, as every
+/// HTTP test drives it.
+pub fn manual_engine(
+    cfg: limiter_daemon::config::Config,
+    clock: &limiter_daemon::clock::ManualClock,
+    now_ms: u64,
+) -> std::sync::Arc<limiter_daemon::engine::Engine> {
+    use limiter_daemon::engine::{Engine, EngineOptions, KeyRefresh};
+    let store = limiter_daemon::store::EmbeddedStore::open(&cfg.store, now_ms).unwrap();
+    std::sync::Arc::new(Engine::with_options(
+        std::sync::Arc::new(cfg),
+        std::sync::Arc::new(store),
+        std::sync::Arc::new(limiter_daemon::engine::sink::NoKernel),
+        std::sync::Arc::new(clock.clone()),
+        EngineOptions {
+            key_refresh: KeyRefresh::Manual,
+        },
+    ))
+}

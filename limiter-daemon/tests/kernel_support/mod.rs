@@ -1,11 +1,14 @@
 //! What the daemon's tests on the real dataplane share (included with `mod kernel_support;`):
-//! a private pin directory under bpffs whose programs and maps are detached on drop.
+//! a private pin directory under bpffs whose programs and maps are detached on drop, and the
+//! veth pair with a listening server that every such test starts from.
 
+use std::net::TcpListener;
 use std::path::PathBuf;
 
 use limiter_daemon::kernel::loader::detach;
 use limiter_daemon::kernel::PinLayout;
-use limiter_tests::netns::unique_name;
+use limiter_tests::netns::{require_dataplane, unique_name, VethPair};
+use limiter_tests::testrun::object_path;
 
 /// A unique directory under `/sys/fs/bpf`; everything pinned there is removed on drop, even
 /// when the test fails.
@@ -25,4 +28,33 @@ impl Drop for Pins {
             }
         }
     }
+}
+
+/// Two namespaces joined by a veth pair (`clients` client addresses), a TCP listener on the
+/// server side, and a private pin directory. Fields are dropped in the order the test chooses.
+pub struct Dataplane {
+    pub pair: VethPair,
+    pub listener: TcpListener,
+    pub port: u16,
+    pub pins: Pins,
+}
+
+/// Sets up a [`Dataplane`] fixture, or returns `None` when the test should skip (outside CI,
+/// without root, iproute2 or the built object; under `CI=true` that panics instead).
+pub fn dataplane(tag: &str, clients: u8, pin_prefix: &str) -> Option<Dataplane> {
+    if !require_dataplane() {
+        return None;
+    }
+    // SAFETY: set before any thread of this test reads the environment; the loader looks the
+    // object up through this variable.
+    unsafe { std::env::set_var("LIMITER_EBPF_OBJECT", object_path()) };
+    let pair = VethPair::new(tag, clients);
+    let listener = pair.listen();
+    let port = listener.local_addr().unwrap().port();
+    Some(Dataplane {
+        pair,
+        listener,
+        port,
+        pins: Pins::new(pin_prefix),
+    })
 }
