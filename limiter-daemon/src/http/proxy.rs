@@ -53,7 +53,9 @@ pub async fn handle(
             };
             // An async timer: the held request costs a task, not a thread. If the client goes
             // away, hyper drops this future and the permit with it.
-            tokio::time::sleep(decision.delay).await;
+            // Boxed: a held request is the rare case, and an inline `Sleep` would be copied with
+            // every request's future.
+            Box::pin(tokio::time::sleep(decision.delay)).await;
             drop(permit);
         }
         Action::Allow => {}

@@ -11,7 +11,7 @@
 //!   `RateLimit` (the same names with remaining units and seconds to reset, `"burst";r=0;t=12`).
 //! - `Retry-After` on 429 and 503; `x-quota-warning` when the daily quota is nearly used up.
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 use serde_json::Value;
@@ -78,101 +78,137 @@ pub fn retry_after(d: &Decision) -> u64 {
         .max(1)
 }
 
-/// `"burst";q=120;w=60, "hourly";q=600;w=3600, …`
-pub fn policy_value(d: &Decision) -> String {
-    let mut s = String::with_capacity(24 * d.windows.len());
-    for (i, w) in d.windows.iter().enumerate() {
-        if i > 0 {
-            s.push_str(", ");
-        }
-        s.push('"');
-        s.push_str(w.kind.as_str());
-        s.push_str("\";q=");
-        s.push_str(itoa(w.limit).as_str());
-        s.push_str(";w=");
-        s.push_str(itoa(w.window_secs).as_str());
-    }
-    s
+/// Renders header values into one buffer, so a response's rate-limit headers cost one
+/// allocation between them instead of one each (this runs on every proxied request).
+struct Values {
+    buf: BytesMut,
 }
 
-/// `"burst";r=0;t=12, "hourly";r=480;t=1800, …`. On a reject the window that refused says
-/// `r=0` and `t` = `Retry-After` (so the fields agree); on a lockout every window does.
-pub fn ratelimit_value(d: &Decision) -> String {
-    let rejected = d.action == Action::Reject;
-    let locked = d.reason == Some(Reason::Locked);
-    let binding = if rejected {
-        binding_window(d).map(|w| w.kind)
-    } else {
-        None
-    };
-    let mut s = String::with_capacity(24 * d.windows.len());
-    for (i, w) in d.windows.iter().enumerate() {
-        if i > 0 {
-            s.push_str(", ");
+impl Values {
+    fn new() -> Self {
+        Values {
+            buf: BytesMut::with_capacity(256),
         }
-        let (r, t) = if locked {
-            (0, retry_after(d).max(w.reset_secs))
-        } else if binding == Some(w.kind) {
-            (0, retry_after(d))
+    }
+
+    fn num(&mut self, n: u64) -> &mut Self {
+        self.buf.put_slice(itoa::Buffer::new().format(n).as_bytes());
+        self
+    }
+
+    fn str(&mut self, s: &str) -> &mut Self {
+        self.buf.put_slice(s.as_bytes());
+        self
+    }
+
+    /// Everything written since the last call, as one header value.
+    fn take(&mut self) -> Option<HeaderValue> {
+        // Only digits, ASCII names and punctuation are written; a failure would be a bug, and
+        // the header is then left out rather than failing the response.
+        HeaderValue::from_maybe_shared(self.buf.split().freeze()).ok()
+    }
+
+    /// `"burst";q=120;w=60, "hourly";q=600;w=3600, …`
+    fn policy(&mut self, d: &Decision) -> &mut Self {
+        for (i, w) in d.windows.iter().enumerate() {
+            if i > 0 {
+                self.str(", ");
+            }
+            self.str("\"")
+                .str(w.kind.as_str())
+                .str("\";q=")
+                .num(w.limit);
+            self.str(";w=").num(w.window_secs);
+        }
+        self
+    }
+
+    /// `"burst";r=0;t=12, "hourly";r=480;t=1800, …`. On a reject the window that refused says
+    /// `r=0` and `t` = `Retry-After` (so the fields agree); on a lockout every window does.
+    fn ratelimit(&mut self, d: &Decision) -> &mut Self {
+        let rejected = d.action == Action::Reject;
+        let locked = d.reason == Some(Reason::Locked);
+        let binding = if rejected {
+            binding_window(d).map(|w| w.kind)
         } else {
-            (w.remaining, w.reset_secs)
+            None
         };
-        s.push('"');
-        s.push_str(w.kind.as_str());
-        s.push_str("\";r=");
-        s.push_str(itoa(r).as_str());
-        s.push_str(";t=");
-        s.push_str(itoa(t).as_str());
+        for (i, w) in d.windows.iter().enumerate() {
+            if i > 0 {
+                self.str(", ");
+            }
+            let (r, t) = if locked {
+                (0, retry_after(d).max(w.reset_secs))
+            } else if binding == Some(w.kind) {
+                (0, retry_after(d))
+            } else {
+                (w.remaining, w.reset_secs)
+            };
+            self.str("\"").str(w.kind.as_str()).str("\";r=").num(r);
+            self.str(";t=").num(t);
+        }
+        self
     }
-    s
+
+    fn into_string(self) -> String {
+        String::from_utf8_lossy(&self.buf).into_owned()
+    }
 }
 
-fn itoa(n: u64) -> String {
-    n.to_string()
+/// The `RateLimit-Policy` value: `"burst";q=120;w=60, "hourly";q=600;w=3600, …`
+pub fn policy_value(d: &Decision) -> String {
+    let mut v = Values::new();
+    v.policy(d);
+    v.into_string()
 }
 
-fn text(s: String) -> Option<HeaderValue> {
-    // Only digits, ASCII names and punctuation are written; a failure would be a bug, and the
-    // header is then left out rather than failing the response.
-    HeaderValue::from_str(&s).ok()
+/// The `RateLimit` value: `"burst";r=0;t=12, "hourly";r=480;t=1800, …`
+pub fn ratelimit_value(d: &Decision) -> String {
+    let mut v = Values::new();
+    v.ratelimit(d);
+    v.into_string()
 }
 
 /// Writes the rate-limit headers for `d` into `h` (allowed, delayed and rejected alike).
 pub fn write_headers(d: &Decision, h: &mut HeaderMap) {
+    let mut v = Values::new();
     h.insert(X_RATELIMIT_TIER, HeaderValue::from_static(d.tier.as_str()));
+    fn put(h: &mut HeaderMap, name: HeaderName, value: Option<HeaderValue>) {
+        if let Some(value) = value {
+            h.insert(name, value);
+        }
+    }
     if let Some(limit) = d.hourly_limit() {
-        h.insert(X_RATELIMIT_LIMIT_HOUR, HeaderValue::from(limit));
+        put(h, X_RATELIMIT_LIMIT_HOUR, v.num(limit).take());
     }
     let rejected = d.action == Action::Reject;
     if let Some(w) = binding_window(d) {
-        h.insert(X_RATELIMIT_LIMIT, HeaderValue::from(w.limit));
+        put(h, X_RATELIMIT_LIMIT, v.num(w.limit).take());
         let remaining = if rejected { 0 } else { w.remaining };
-        h.insert(X_RATELIMIT_REMAINING, HeaderValue::from(remaining));
+        put(h, X_RATELIMIT_REMAINING, v.num(remaining).take());
         let reset = if rejected {
             retry_after(d)
         } else {
             w.reset_secs
         };
-        h.insert(X_RATELIMIT_RESET, HeaderValue::from(reset));
+        put(h, X_RATELIMIT_RESET, v.num(reset).take());
     } else if rejected {
-        h.insert(X_RATELIMIT_REMAINING, HeaderValue::from(0u64));
-        h.insert(X_RATELIMIT_RESET, HeaderValue::from(retry_after(d)));
+        put(h, X_RATELIMIT_REMAINING, v.num(0).take());
+        put(h, X_RATELIMIT_RESET, v.num(retry_after(d)).take());
     }
     if !d.windows.is_empty() {
-        if let Some(v) = text(policy_value(d)) {
-            h.insert(RATELIMIT_POLICY, v);
-        }
-        if let Some(v) = text(ratelimit_value(d)) {
-            h.insert(RATELIMIT, v);
-        }
+        put(h, RATELIMIT_POLICY, v.policy(d).take());
+        put(h, RATELIMIT, v.ratelimit(d).take());
     }
     if let Some(left) = d.warn_remaining {
-        if let Some(v) = text(format!("{left} units left today")) {
-            h.insert(X_QUOTA_WARNING, v);
-        }
+        put(
+            h,
+            X_QUOTA_WARNING,
+            v.num(left).str(" units left today").take(),
+        );
     }
     if rejected {
-        h.insert(RETRY_AFTER, HeaderValue::from(retry_after(d)));
+        put(h, RETRY_AFTER, v.num(retry_after(d)).take());
     }
 }
 

@@ -186,7 +186,9 @@ impl Upstream {
                 }
                 // Closed by the upstream, or idle too long: dropping it closes it.
                 Some(_) => continue,
-                None => return self.connect().await,
+                // Boxed, here and below: connecting is rare, and its future is large; inline, it
+                // would be copied with every request's future.
+                None => return Box::pin(self.connect()).await,
             }
         }
     }
@@ -249,7 +251,7 @@ impl Upstream {
                     let Some(unsent) = err.take_message() else {
                         return Err(failed(err));
                     };
-                    let mut sender = self.connect().await?;
+                    let mut sender = Box::pin(self.connect()).await?;
                     match sender.try_send_request(unsent).await {
                         Ok(resp) => Ok((resp, sender)),
                         Err(err) => Err(failed(err)),
