@@ -222,6 +222,9 @@ async fn upstream_down_gives_502_problem() {
     let v = json(&body);
     assert_eq!(v["status"], 502);
     assert_eq!(v["title"], "Bad Gateway");
+    // The request was metered: the caller still learns its tier and what it has left.
+    assert!(!header(&parts, "x-ratelimit-tier").is_empty(), "{parts:?}");
+    assert!(!header(&parts, "x-ratelimit-remaining").is_empty(), "{parts:?}");
     assert!(
         v["detail"].as_str().unwrap().contains("cannot be reached"),
         "{v}"
@@ -242,6 +245,7 @@ async fn slow_upstream_gives_504_problem_within_the_timeout() {
     assert_eq!(parts.status, StatusCode::GATEWAY_TIMEOUT);
     assert_eq!(header(&parts, "content-type"), "application/problem+json");
     assert_eq!(json(&body)["status"], 504);
+    assert!(!header(&parts, "x-ratelimit-tier").is_empty(), "{parts:?}");
     assert!(
         took >= Duration::from_millis(300) && took < Duration::from_secs(5),
         "took {took:?}"

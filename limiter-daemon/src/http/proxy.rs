@@ -78,7 +78,7 @@ pub async fn handle(
         }
         Err(err) => {
             tracing::warn!(error = %err, source = ?std::error::Error::source(&err), "forwarding failed");
-            let resp = match err {
+            let mut resp = match err {
                 UpstreamError::Timeout { timeout, .. } => problem::gateway_timeout(format!(
                     "The upstream application did not answer within {} s. Retry later.",
                     timeout.as_secs_f64()
@@ -90,6 +90,8 @@ pub async fn handle(
                     "The upstream application broke off the exchange. Retry later.",
                 ),
             };
+            // The request was metered all the same: the caller sees what it has left.
+            write_headers(&decision, resp.headers_mut());
             resp.map(full)
         }
     }
