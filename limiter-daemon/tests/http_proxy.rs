@@ -224,7 +224,10 @@ async fn upstream_down_gives_502_problem() {
     assert_eq!(v["title"], "Bad Gateway");
     // The request was metered: the caller still learns its tier and what it has left.
     assert!(!header(&parts, "x-ratelimit-tier").is_empty(), "{parts:?}");
-    assert!(!header(&parts, "x-ratelimit-remaining").is_empty(), "{parts:?}");
+    assert!(
+        !header(&parts, "x-ratelimit-remaining").is_empty(),
+        "{parts:?}"
+    );
     assert!(
         v["detail"].as_str().unwrap().contains("cannot be reached"),
         "{v}"
@@ -375,4 +378,112 @@ async fn upstream_closing_idle_connections_is_survived() {
         10,
         "each request needed a new connection"
     );
+}
+
+/// A raw upstream answering each request head with the bytes `answer` gives for its request
+/// line, then closing if `close_after` says so; counts the connections it accepted.
+async fn scripted_upstream(
+    answer: fn(&str) -> (&'static [u8], bool),
+) -> (std::net::SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let mut got = Vec::new();
+                loop {
+                    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => got.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                    let head = String::from_utf8_lossy(&got[..end]).into_owned();
+                    got.drain(..end);
+                    let line = head.lines().next().unwrap_or("").to_string();
+                    let (bytes, close) = answer(&line);
+                    if s.write_all(bytes).await.is_err() || close {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+/// The direct path (bodyless GET/HEAD) frames every kind of upstream response right: chunked
+/// with extensions and trailers, close-delimited, HEAD and 304 without a body; a connection is
+/// reused only when the response was read to a clean end.
+#[tokio::test]
+async fn bodyless_requests_handle_every_response_framing() {
+    let (addr, accepted) = scripted_upstream(|line| match line {
+        "GET /chunked HTTP/1.1" => (
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\nx-trailer: t\r\n\r\n",
+            false,
+        ),
+        "GET /until-close HTTP/1.1" => (b"HTTP/1.1 200 OK\r\n\r\nread until close", true),
+        "HEAD /sized HTTP/1.1" => (b"HTTP/1.1 200 OK\r\ncontent-length: 1234\r\n\r\n", false),
+        "GET /not-modified HTTP/1.1" => (b"HTTP/1.1 304 Not Modified\r\netag: \"e\"\r\n\r\n", false),
+        "GET /interim HTTP/1.1" => (
+            b"HTTP/1.1 103 Early Hints\r\nlink: </s.css>\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nfinal",
+            false,
+        ),
+        "GET /bad-length HTTP/1.1" => (
+            b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\ncontent-length: 4\r\n\r\nabcd",
+            true,
+        ),
+        _ => (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", false),
+    })
+    .await;
+    // One proxy thread, so one pool: connection counts are exact.
+    let d = start(settings(Some(addr), "worker_threads = 1\n"), by_header()).await;
+
+    let (parts, body) = get(&d.proxy_url("/chunked"), &[]).await;
+    assert_eq!(parts.status, StatusCode::OK);
+    assert_eq!(body, "hello, world");
+    let (_, body) = get(&d.proxy_url("/plain"), &[]).await;
+    assert_eq!(body, "ok");
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "a chunked response read to its end leaves the connection reusable"
+    );
+
+    let (parts, body) = get(&d.proxy_url("/until-close"), &[]).await;
+    assert_eq!(parts.status, StatusCode::OK);
+    assert_eq!(body, "read until close");
+
+    let req = Request::head(d.proxy_url("/sized")).body(empty()).unwrap();
+    let (parts, body) = send(req).await;
+    assert_eq!(parts.status, StatusCode::OK);
+    assert_eq!(header(&parts, "content-length"), "1234");
+    assert!(body.is_empty());
+
+    let (parts, body) = get(&d.proxy_url("/not-modified"), &[]).await;
+    assert_eq!(parts.status, StatusCode::NOT_MODIFIED);
+    assert_eq!(header(&parts, "etag"), "\"e\"");
+    assert!(body.is_empty());
+
+    let (parts, body) = get(&d.proxy_url("/interim"), &[]).await;
+    assert_eq!(parts.status, StatusCode::OK);
+    assert_eq!(body, "final");
+    assert!(parts.headers.get("link").is_none(), "interim fields stay behind");
+
+    let (_, body) = get(&d.proxy_url("/plain"), &[]).await;
+    assert_eq!(body, "ok");
+    // One connection before the close-delimited answer, one after it (HEAD, 304, 103 reused it).
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+
+    let (parts, body) = get(&d.proxy_url("/bad-length"), &[]).await;
+    assert_eq!(parts.status, StatusCode::BAD_GATEWAY, "{body:?}");
+    assert_eq!(header(&parts, "content-type"), "application/problem+json");
 }

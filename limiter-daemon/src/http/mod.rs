@@ -1,7 +1,8 @@
 //! The HTTP surfaces, one decision engine behind all three:
 //!
 //! - [`proxy`]: the reverse proxy (hyper directly on the hot path) forwarding through the
-//!   pooled [`upstream`] client, with [`hop`] header hygiene and [`limits`] on request heads.
+//!   pooled [`upstream`] client (bodyless requests on its [`upstream_direct`] path, with
+//!   [`chunked`] decoding), with [`hop`] header hygiene and [`limits`] on request heads.
 //! - [`decide_api`]: `POST /v1/decide` for apps and gateways that enforce themselves.
 //! - [`auth_request`]: `GET /v1/auth` for nginx `auth_request`.
 //! - [`response`]: how a [`crate::engine::decision::Decision`] becomes headers and a 429
@@ -13,6 +14,7 @@
 pub mod api;
 pub mod auth_request;
 pub mod body;
+pub mod chunked;
 pub mod decide_api;
 pub mod decider;
 pub mod hold;
@@ -23,5 +25,6 @@ pub mod proxy;
 pub mod response;
 pub mod server;
 pub mod upstream;
+pub mod upstream_direct;
 
 pub use decider::{Decider, RequestView};

@@ -1,15 +1,17 @@
-//! The client to the upstream: a pool of keep-alive HTTP/1.1 connections, one pool per proxy
-//! thread (so checkout is an uncontended lock and a `Vec::pop`), a connect timeout (→ 502) and a
-//! response-head timeout (→ 504). Bodies stream both ways: the client's request body is handed
-//! to the upstream connection as it arrives, and the upstream's body is returned unread, wrapped
-//! in [`UpstreamBody`], which gives the connection back to the pool once the body has been read
-//! to its end (a body dropped half-read closes its connection instead).
+//! The client to the upstream: keep-alive HTTP/1.1 connections, pooled per proxy thread (so
+//! checkout is an uncontended lock and a `Vec::pop`), a connect timeout (→ 502) and a
+//! response-head timeout (→ 504). Bodies stream both ways: the upstream's body is returned
+//! unread, wrapped in [`UpstreamBody`], which gives the connection back to the pool once the
+//! body has been read to its end (a body dropped half-read closes its connection instead).
 //!
-//! Built on hyper's connection-level client rather than hyper-util's pooled `Client`: that one
-//! spawns a task per request to watch the connection go idle and hashes a pool key per checkout;
-//! this pool does neither (measured in `docs/http.md`).
+//! Two paths share the pool's settings and counters:
+//! - bodyless GET, HEAD and OPTIONS, nearly all of a crawler's traffic, take the direct path of
+//!   [`super::upstream_direct`]: written and read by the request's own task;
+//! - requests with a body go through hyper's connection-level client, which streams the body
+//!   to the upstream while it reads the answer. (hyper-util's pooled `Client` was not used: it
+//!   spawns a task per request to watch the connection go idle and hashes a pool key per
+//!   checkout; measured in `docs/http.md`.)
 
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -25,6 +27,7 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 
+use super::upstream_direct::{eligible, DirectBody, DirectConn};
 use crate::config::http::HttpSettings;
 
 /// Why forwarding failed.
@@ -40,7 +43,7 @@ pub enum UpstreamError {
     Failed {
         authority: Authority,
         #[source]
-        source: hyper::Error,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error("upstream {authority} sent no response within {timeout:?}")]
     Timeout {
@@ -70,6 +73,8 @@ pub struct Upstream {
     target: String,
     host_header: Option<HeaderValue>,
     idle: Mutex<Vec<Idle>>,
+    /// Idle connections of the direct path.
+    direct_idle: Mutex<Vec<DirectConn>>,
     max_idle: usize,
     idle_timeout: Duration,
     connect_timeout: Duration,
@@ -104,6 +109,7 @@ impl Upstream {
             target,
             authority,
             idle: Mutex::new(Vec::new()),
+            direct_idle: Mutex::new(Vec::new()),
             max_idle: settings.pool_max_idle,
             idle_timeout: settings.pool_idle_timeout,
             connect_timeout: settings.connect_timeout,
@@ -116,9 +122,57 @@ impl Upstream {
         &self.authority
     }
 
-    /// Idle connections in this pool right now.
+    /// Idle connections in this pool right now (both paths).
     pub fn idle_connections(&self) -> usize {
-        self.idle.lock().len()
+        self.idle.lock().len() + self.direct_idle.lock().len()
+    }
+
+    pub(super) fn host_header(&self) -> Option<&HeaderValue> {
+        self.host_header.as_ref()
+    }
+
+    pub(super) fn failed(&self, source: Box<dyn std::error::Error + Send + Sync>) -> UpstreamError {
+        self.counters.failed.fetch_add(1, Ordering::Relaxed);
+        UpstreamError::Failed {
+            authority: self.authority.clone(),
+            source,
+        }
+    }
+
+    /// `exchange` bounded by the response-head timeout (→ [`UpstreamError::Timeout`]).
+    pub(super) async fn within_response_timeout<T>(
+        &self,
+        exchange: impl std::future::Future<Output = Result<T, UpstreamError>>,
+    ) -> Result<T, UpstreamError> {
+        match tokio::time::timeout(self.response_timeout, exchange).await {
+            Ok(result) => result,
+            Err(_) => {
+                self.counters.timeouts.fetch_add(1, Ordering::Relaxed);
+                Err(UpstreamError::Timeout {
+                    authority: self.authority.clone(),
+                    timeout: self.response_timeout,
+                })
+            }
+        }
+    }
+
+    /// An idle direct-path connection, if one is fresh enough.
+    pub(super) fn checkout_direct(&self) -> Option<DirectConn> {
+        let mut idle = self.direct_idle.lock();
+        while let Some(conn) = idle.pop() {
+            if conn.since.elapsed() < self.idle_timeout {
+                return Some(conn);
+            }
+        }
+        None
+    }
+
+    pub(super) fn put_back_direct(&self, mut conn: DirectConn) {
+        let mut idle = self.direct_idle.lock();
+        if idle.len() < self.max_idle {
+            conn.since = Instant::now();
+            idle.push(conn);
+        }
     }
 
     fn unreachable(&self, source: std::io::Error) -> UpstreamError {
@@ -129,13 +183,13 @@ impl Upstream {
         }
     }
 
-    /// A fresh connection: resolve, connect within the timeout, HTTP/1.1 handshake.
-    async fn connect(&self) -> Result<SendRequest<Incoming>, UpstreamError> {
+    /// A fresh TCP connection: resolve, connect within the timeout, `TCP_NODELAY`.
+    pub(super) async fn connect_stream(&self) -> Result<tokio::net::TcpStream, UpstreamError> {
         let attempt = async {
             let mut last = None;
             for addr in tokio::net::lookup_host(self.target.as_str()).await? {
                 match tokio::net::TcpStream::connect(addr).await {
-                    Ok(s) => return Ok((s, addr)),
+                    Ok(s) => return Ok(s),
                     Err(e) => last = Some(e),
                 }
             }
@@ -143,34 +197,34 @@ impl Upstream {
                 std::io::Error::new(std::io::ErrorKind::NotFound, "name resolved to no address")
             }))
         };
-        let (stream, addr): (tokio::net::TcpStream, SocketAddr) =
-            match tokio::time::timeout(self.connect_timeout, attempt).await {
-                Ok(Ok(pair)) => pair,
-                Ok(Err(e)) => return Err(self.unreachable(e)),
-                Err(_) => {
-                    return Err(self.unreachable(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        format!("connect timed out after {:?}", self.connect_timeout),
-                    )))
-                }
-            };
+        let stream = match tokio::time::timeout(self.connect_timeout, attempt).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => return Err(self.unreachable(e)),
+            Err(_) => {
+                return Err(self.unreachable(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("connect timed out after {:?}", self.connect_timeout),
+                )))
+            }
+        };
         if let Err(err) = stream.set_nodelay(true) {
             tracing::debug!(error = %err, "cannot set TCP_NODELAY upstream");
         }
+        self.counters.connects.fetch_add(1, Ordering::Relaxed);
+        Ok(stream)
+    }
+
+    /// A fresh connection for hyper's client: TCP, then the HTTP/1.1 handshake.
+    async fn connect(&self) -> Result<SendRequest<Incoming>, UpstreamError> {
+        let stream = self.connect_stream().await?;
+        let addr = stream.peer_addr().ok();
         let (sender, conn) = hyper::client::conn::http1::Builder::new()
             .handshake(TokioIo::new(stream))
             .await
-            .map_err(|source| {
-                self.counters.failed.fetch_add(1, Ordering::Relaxed);
-                UpstreamError::Failed {
-                    authority: self.authority.clone(),
-                    source,
-                }
-            })?;
-        self.counters.connects.fetch_add(1, Ordering::Relaxed);
+            .map_err(|source| self.failed(Box::new(source)))?;
         tokio::spawn(async move {
             if let Err(err) = conn.await {
-                tracing::debug!(%addr, error = %err, "upstream connection ended with an error");
+                tracing::debug!(?addr, error = %err, "upstream connection ended with an error");
             }
         });
         Ok(sender)
@@ -220,8 +274,22 @@ impl Upstream {
     /// unread.
     pub async fn send(
         self: &Arc<Self>,
-        mut req: Request<Incoming>,
+        req: Request<Incoming>,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
+        if eligible(&req) {
+            let (parts, _empty) = req.into_parts();
+            let resp = self.send_direct(parts).await?;
+            return Ok(resp.map(UpstreamBody::Direct));
+        }
+        let resp = self.send_with_body(req).await?;
+        Ok(resp.map(UpstreamBody::Hyper))
+    }
+
+    /// The path for requests with a body: hyper's client.
+    async fn send_with_body(
+        self: &Arc<Self>,
+        mut req: Request<Incoming>,
+    ) -> Result<Response<HyperBody>, UpstreamError> {
         let pq = req
             .uri()
             .path_and_query()
@@ -235,11 +303,7 @@ impl Upstream {
         }
         let exchange = async {
             let failed = |err: hyper::client::conn::TrySendError<Request<Incoming>>| {
-                self.counters.failed.fetch_add(1, Ordering::Relaxed);
-                UpstreamError::Failed {
-                    authority: self.authority.clone(),
-                    source: err.into_error(),
-                }
+                self.failed(Box::new(err.into_error()))
             };
             let mut sender = self.checkout().await?;
             match sender.try_send_request(req).await {
@@ -259,38 +323,63 @@ impl Upstream {
                 }
             }
         };
-        match tokio::time::timeout(self.response_timeout, exchange).await {
-            Ok(Ok((resp, sender))) => {
-                let (parts, inner) = resp.into_parts();
-                let mut body = UpstreamBody {
-                    inner,
-                    lease: Some((sender, Arc::clone(self))),
-                };
-                if body.inner.is_end_stream() {
-                    body.release();
-                }
-                Ok(Response::from_parts(parts, body))
-            }
-            Ok(Err(err)) => Err(err),
-            Err(_) => {
-                self.counters.timeouts.fetch_add(1, Ordering::Relaxed);
-                Err(UpstreamError::Timeout {
-                    authority: self.authority.clone(),
-                    timeout: self.response_timeout,
-                })
-            }
+        let (resp, sender) = self.within_response_timeout(exchange).await?;
+        let (parts, inner) = resp.into_parts();
+        let mut body = HyperBody {
+            inner,
+            lease: Some((sender, Arc::clone(self))),
+        };
+        if body.inner.is_end_stream() {
+            body.release();
+        }
+        Ok(Response::from_parts(parts, body))
+    }
+}
+
+/// The upstream's response body, streamed through, from whichever path fetched it.
+pub enum UpstreamBody {
+    Direct(DirectBody),
+    Hyper(HyperBody),
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl Body for UpstreamBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            UpstreamBody::Direct(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
+            UpstreamBody::Hyper(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            UpstreamBody::Direct(b) => b.is_end_stream(),
+            UpstreamBody::Hyper(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            UpstreamBody::Direct(b) => b.size_hint(),
+            UpstreamBody::Hyper(b) => b.size_hint(),
         }
     }
 }
 
-/// The upstream's response body, streamed through; returns its connection to the pool when
-/// read to the end.
-pub struct UpstreamBody {
+/// A body read by hyper's client; returns its connection to the pool when read to the end.
+pub struct HyperBody {
     inner: Incoming,
     lease: Option<(SendRequest<Incoming>, Arc<Upstream>)>,
 }
 
-impl UpstreamBody {
+impl HyperBody {
     fn release(&mut self) {
         if let Some((sender, pool)) = self.lease.take() {
             pool.put_back(sender);
@@ -298,7 +387,7 @@ impl UpstreamBody {
     }
 }
 
-impl Body for UpstreamBody {
+impl Body for HyperBody {
     type Data = Bytes;
     type Error = hyper::Error;
 
@@ -327,7 +416,7 @@ impl Body for UpstreamBody {
     }
 }
 
-impl Drop for UpstreamBody {
+impl Drop for HyperBody {
     fn drop(&mut self) {
         // Dropped after its last frame (hyper may not poll past a known length): reusable.
         // Dropped half-read: the connection closes with the lease.
