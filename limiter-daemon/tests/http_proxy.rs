@@ -384,7 +384,10 @@ async fn upstream_closing_idle_connections_is_survived() {
 /// line, then closing if `close_after` says so; counts the connections it accepted.
 async fn scripted_upstream(
     answer: fn(&str) -> (&'static [u8], bool),
-) -> (std::net::SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+) -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -476,7 +479,10 @@ async fn bodyless_requests_handle_every_response_framing() {
     let (parts, body) = get(&d.proxy_url("/interim"), &[]).await;
     assert_eq!(parts.status, StatusCode::OK);
     assert_eq!(body, "final");
-    assert!(parts.headers.get("link").is_none(), "interim fields stay behind");
+    assert!(
+        parts.headers.get("link").is_none(),
+        "interim fields stay behind"
+    );
 
     let (_, body) = get(&d.proxy_url("/plain"), &[]).await;
     assert_eq!(body, "ok");

@@ -268,20 +268,16 @@ fn framing(
     })
 }
 
-/// One read into `buf`'s spare capacity (reserved by the caller).
+/// One read into `buf`'s spare capacity (reserved by the caller). Through `AsyncRead` rather
+/// than `try_read`: tokio then takes a short read to mean the socket is drained, so the next
+/// exchange on a pooled connection waits for the response instead of first trying a read that
+/// can only fail (one `recvfrom` less per request, measured in docs/http.md).
 fn poll_read_buf(
-    stream: &TcpStream,
+    stream: &mut TcpStream,
     cx: &mut Context<'_>,
     buf: &mut BytesMut,
 ) -> Poll<io::Result<usize>> {
-    loop {
-        match stream.try_read_buf(buf) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                ready!(stream.poll_read_ready(cx))?;
-            }
-            other => return Poll::Ready(other),
-        }
-    }
+    tokio_util::io::poll_read_buf(Pin::new(stream), cx, buf)
 }
 
 /// Writes `head` on `conn` and reads the response head.
@@ -305,7 +301,7 @@ async fn exchange(
         }
         conn.buf.reserve(READ_SIZE);
         let got_bytes = !conn.buf.is_empty();
-        let n = std::future::poll_fn(|cx| poll_read_buf(&conn.stream, cx, &mut conn.buf))
+        let n = std::future::poll_fn(|cx| poll_read_buf(&mut conn.stream, cx, &mut conn.buf))
             .await
             .map_err(|source| DirectError::Read { source, got_bytes })?;
         if n == 0 {
@@ -446,7 +442,7 @@ impl Body for DirectBody {
                 return Poll::Ready(None);
             };
             conn.buf.reserve(READ_SIZE);
-            match ready!(poll_read_buf(&conn.stream, cx, &mut conn.buf)) {
+            match ready!(poll_read_buf(&mut conn.stream, cx, &mut conn.buf)) {
                 Ok(0) if matches!(this.framing, Some(Framing::UntilClose)) => {
                     this.conn = None;
                     return Poll::Ready(None);
