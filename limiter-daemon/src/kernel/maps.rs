@@ -472,8 +472,10 @@ impl KernelMaps {
     /// cannot evict a ban), which means nothing else ever frees its slots.
     pub fn sweep_expired(&self) -> Result<Swept, KernelError> {
         let now = clock::boot_ns()?;
-        let mut swept = Swept::default();
-        swept.lockouts = self.lockout.sweep(now)?;
+        let mut swept = Swept {
+            lockouts: self.lockout.sweep(now)?,
+            denies: 0,
+        };
         let expired: Vec<Key<CidrBytes>> = self
             .deny
             .read()
