@@ -4,21 +4,24 @@
 //!
 //! Each key has exactly one slot, [`lockout_slot`], computed the same way by the program and the
 //! daemon. A slot holds at most one locked key (its *occupant*) with a copy of its lockout; when a
-//! second locked key maps to an occupied slot, the slot gets [`SLOT_OVERFLOW`] and that key lives
-//! only in the hash.
+//! second locked key maps to an occupied slot, that key lives only in the hash and the slot's
+//! `flags` get the key's overflow bit, [`overflow_bit`] (one of 32, from a second hash of the
+//! key). `flags` is thus a one-word Bloom filter of the keys that overflowed into the slot: a clean
+//! source whose slot is overflowed by other keys still skips the hash lookup unless its own bit
+//! happens to be set (1 chance in 32 per overflowed key).
 //!
 //! # Invariant
 //!
 //! Every key present in the lockout hash with a non-zero deadline is either the occupant of its
-//! slot (with the same deadline and level), or its slot has [`SLOT_OVERFLOW`] set; and every
-//! occupant is present in the hash with the slot's deadline and level. The hash stays the source of
-//! truth (listing, status, sweeping, restarts); the cache is derived from it and can always be
-//! rebuilt from it.
+//! slot (with the same deadline and level), or its slot's `flags` have its [`overflow_bit`] set;
+//! and every occupant is present in the hash with the slot's deadline and level. The hash stays
+//! the source of truth (listing, status, sweeping, restarts); the cache is derived from it and can
+//! always be rebuilt from it.
 //!
 //! The program therefore reads the slot and: occupant == key → the slot's deadline decides;
-//! otherwise overflow set → the hash decides (the old path); otherwise → not locked, with no hash
-//! lookup at all. Keys that collide cost what every lockout cost before the cache, never more
-//! than one extra array load; a stale overflow flag only costs that fallback, never a wrong verdict.
+//! otherwise the key's overflow bit set → the hash decides (the old path); otherwise → not locked,
+//! with no hash lookup at all. Keys that collide cost what every lockout cost before the cache,
+//! plus one array load; a stale overflow bit only costs that fallback, never a wrong verdict.
 //!
 //! The functions below are the pure slot transitions; the daemon and the test helpers apply them
 //! to the maps, so every writer agrees on them.
@@ -28,11 +31,8 @@ use crate::{IpKey, Lockout};
 /// log2 of [`crate::maps::LOCKOUT_CACHE_SLOTS`].
 pub const LOCKOUT_CACHE_BITS: u32 = 18;
 
-/// Slot flag: some locked key that maps to this slot lives only in the hash.
-pub const SLOT_OVERFLOW: u32 = 1;
-
 /// One cache slot. `deadline_ns == 0` means the slot has no occupant (`key` is then ignored);
-/// `flags` survive a change of occupant.
+/// `flags` (the overflow filter) survive a change of occupant.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LockoutSlot {
@@ -42,7 +42,8 @@ pub struct LockoutSlot {
     pub deadline_ns: u64,
     /// Copy of the occupant's [`Lockout::level`].
     pub level: u32,
-    /// [`SLOT_OVERFLOW`] or 0.
+    /// Overflow filter: the [`overflow_bit`] of every locked key of this slot that lives only in
+    /// the hash (and possibly stale bits, which only cost a fallback).
     pub flags: u32,
 }
 const _: () = assert!(core::mem::size_of::<LockoutSlot>() == 32);
@@ -61,10 +62,16 @@ impl LockoutSlot {
         self.is_occupied() && self.key == *key
     }
 
-    /// True when [`SLOT_OVERFLOW`] is set.
+    /// True when some key overflowed into this slot (the filter is not empty).
     #[inline(always)]
     pub fn overflowed(&self) -> bool {
-        self.flags & SLOT_OVERFLOW != 0
+        self.flags != 0
+    }
+
+    /// True when `key`'s overflow bit is set: the program looks `key` up in the hash.
+    #[inline(always)]
+    pub fn may_overflow(&self, key: &IpKey) -> bool {
+        self.flags & overflow_bit(key) != 0
     }
 
     /// The lockout the occupant carries (meaningful only when occupied).
@@ -94,17 +101,44 @@ impl LockoutSlot {
 /// addresses; collisions only cost the hash fallback, never a wrong verdict.
 #[inline(always)]
 pub const fn lockout_slot_halves(lo: u64, hi: u64) -> u32 {
+    fold(lo, hi).wrapping_mul(0x9E37_79B1) >> (32 - LOCKOUT_CACHE_BITS)
+}
+
+/// The key's bit in its slot's overflow filter, from the halves as for [`lockout_slot_halves`]:
+/// the top 5 bits of a second multiplicative hash of the same fold (independent of the slot bits
+/// for keys of one slot), as a one-hot `u32`.
+#[inline(always)]
+pub const fn overflow_bit_halves(lo: u64, hi: u64) -> u32 {
+    1 << (fold(lo, hi).wrapping_mul(0x85EB_CA77) >> 27)
+}
+
+/// 128 bits folded to 32 with xor and a rotate (cheap in BPF: no 128-bit arithmetic).
+#[inline(always)]
+const fn fold(lo: u64, hi: u64) -> u32 {
     let x = lo ^ hi.rotate_left(17);
-    let folded = (x ^ (x >> 32)) as u32;
-    folded.wrapping_mul(0x9E37_79B1) >> (32 - LOCKOUT_CACHE_BITS)
+    (x ^ (x >> 32)) as u32
+}
+
+/// The key's bit in its slot's overflow filter.
+#[inline(always)]
+pub const fn overflow_bit(key: &IpKey) -> u32 {
+    let (lo, hi) = halves(key);
+    overflow_bit_halves(lo, hi)
+}
+
+#[inline(always)]
+const fn halves(key: &IpKey) -> (u64, u64) {
+    let a = &key.addr;
+    (
+        u64::from_le_bytes([a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]]),
+        u64::from_le_bytes([a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15]]),
+    )
 }
 
 /// The slot of `key`, below [`crate::maps::LOCKOUT_CACHE_SLOTS`].
 #[inline(always)]
 pub const fn lockout_slot(key: &IpKey) -> u32 {
-    let a = &key.addr;
-    let lo = u64::from_le_bytes([a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]]);
-    let hi = u64::from_le_bytes([a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15]]);
+    let (lo, hi) = halves(key);
     lockout_slot_halves(lo, hi)
 }
 
@@ -112,7 +146,8 @@ pub const fn lockout_slot(key: &IpKey) -> u32 {
 ///
 /// `occupant_in_hash` says whether the slot's current occupant, when it is a different key, is
 /// still present in the hash; an occupant that is gone (unlocked or swept by a writer that did not
-/// clean up) is simply replaced. A lock with deadline 0 (never drops) vacates a slot `key` held.
+/// clean up) is simply replaced; an occupant still locked keeps the slot and `key`'s overflow bit
+/// is set. A lock with deadline 0 (never drops) vacates a slot `key` held.
 pub fn slot_on_lock(
     slot: &LockoutSlot,
     key: &IpKey,
@@ -131,7 +166,7 @@ pub fn slot_on_lock(
         }
     } else {
         LockoutSlot {
-            flags: slot.flags | SLOT_OVERFLOW,
+            flags: slot.flags | overflow_bit(key),
             ..*slot
         }
     }
@@ -219,6 +254,25 @@ mod tests {
     }
 
     #[test]
+    fn overflow_bits_spread_within_a_slot() {
+        // Keys of one slot must not share one overflow bit: count the bits 64 colliding keys use.
+        let x = v4(0xc000_0207);
+        let mut from = 0x0a00_0000;
+        let mut bits = 0u32;
+        for _ in 0..64 {
+            let y = collider(&x, from);
+            assert_eq!(overflow_bit(&y).count_ones(), 1);
+            bits |= overflow_bit(&y);
+            from = u32::from_be_bytes(y.addr[12..].try_into().unwrap()) + 1;
+        }
+        assert!(
+            bits.count_ones() >= 24,
+            "64 colliders used only {} bits",
+            bits.count_ones()
+        );
+    }
+
+    #[test]
     fn halves_match_the_byte_form() {
         let k = IpKey::from_v4([192, 0, 2, 7]);
         let lo = u64::from_le_bytes(k.addr[..8].try_into().unwrap());
@@ -236,16 +290,17 @@ mod tests {
         // Re-locking the occupant updates it in place.
         let s = slot_on_lock(&s, &x, &lock(200, 2), true);
         assert_eq!((s.key, s.deadline_ns, s.level, s.flags), (x, 200, 2, 0));
-        // A second live key keeps the occupant and sets overflow.
+        // A second live key keeps the occupant and sets its own overflow bit.
         let s = slot_on_lock(&s, &y, &lock(300, 1), true);
-        assert_eq!((s.key, s.deadline_ns, s.flags), (x, 200, SLOT_OVERFLOW));
-        // A stale occupant (gone from the hash) is replaced; the flag survives.
+        assert_eq!((s.key, s.deadline_ns, s.flags), (x, 200, overflow_bit(&y)));
+        assert!(s.may_overflow(&y));
+        // A stale occupant (gone from the hash) is replaced; the filter survives.
         let s = slot_on_lock(&s, &y, &lock(300, 1), false);
-        assert_eq!((s.key, s.deadline_ns, s.flags), (y, 300, SLOT_OVERFLOW));
+        assert_eq!((s.key, s.deadline_ns, s.flags), (y, 300, overflow_bit(&y)));
         // A never-dropping lock (deadline 0) vacates its own slot and leaves others alone.
         let v = slot_on_lock(&s, &y, &lock(0, 1), true);
         assert!(!v.is_occupied());
-        assert_eq!(v.flags, SLOT_OVERFLOW);
+        assert_eq!(v.flags, overflow_bit(&y));
         assert_eq!(slot_on_lock(&s, &x, &lock(0, 1), true), s);
     }
 
@@ -257,7 +312,7 @@ mod tests {
             key: x,
             deadline_ns: 5,
             level: 1,
-            flags: SLOT_OVERFLOW,
+            flags: overflow_bit(&y),
         };
         assert_eq!(slot_on_unlock(&s, &y), None);
         let v = slot_on_unlock(&s, &x).unwrap();
@@ -272,9 +327,9 @@ mod tests {
         let y = collider(&x, 8);
         let both = [(y, lock(20, 2)), (x, lock(10, 1))];
         let s = slot_from_keys(Some(&x), both);
-        assert_eq!((s.key, s.deadline_ns, s.flags), (x, 10, SLOT_OVERFLOW));
+        assert_eq!((s.key, s.deadline_ns, s.flags), (x, 10, overflow_bit(&y)));
         let s = slot_from_keys(None, both);
-        assert_eq!((s.key, s.deadline_ns, s.flags), (y, 20, SLOT_OVERFLOW));
+        assert_eq!((s.key, s.deadline_ns, s.flags), (y, 20, overflow_bit(&x)));
         let s = slot_from_keys(Some(&x), [(y, lock(20, 2))]);
         assert_eq!((s.key, s.deadline_ns, s.flags), (y, 20, 0));
         assert_eq!(slot_from_keys(Some(&x), []), LockoutSlot::default());

@@ -8,7 +8,7 @@
 use aya_ebpf::EbpfContext;
 use limiter_common::{
     config::{FLAG_HAS_ALLOW, FLAG_HAS_DENY, FLAG_LOCK_ALL_PORTS},
-    lockout_cache::{lockout_slot_halves, SLOT_OVERFLOW},
+    lockout_cache::{lockout_slot_halves, overflow_bit_halves},
     verdict, KernelConfig,
 };
 
@@ -65,8 +65,8 @@ fn is_protected(pkt: &Packet) -> bool {
 }
 
 /// The deadline of `key`'s lockout, if it has one: from its cache slot when it occupies it, from
-/// the hash when the slot says some key overflowed into it, otherwise none without touching the
-/// hash (see `limiter_common::lockout_cache` for the invariant that makes this exact).
+/// the hash when the slot's overflow filter has the key's bit, otherwise none without touching
+/// the hash (see `limiter_common::lockout_cache` for the invariant that makes this exact).
 #[inline(always)]
 fn lockout_deadline(key: &HashKey) -> Option<u64> {
     let [lo, hi] = key.words();
@@ -82,7 +82,7 @@ fn lockout_deadline(key: &HashKey) -> Option<u64> {
             if deadline != 0 && *words == lo && *words.add(1) == hi {
                 return Some(deadline);
             }
-            if (*slot).flags & SLOT_OVERFLOW == 0 {
+            if (*slot).flags & overflow_bit_halves(lo, hi) == 0 {
                 return None;
             }
         }

@@ -11,7 +11,7 @@ use aya::maps::{MapData, RingBuf};
 use limiter_common::config::{
     FLAG_HAS_ALLOW, FLAG_HAS_DENY, FLAG_LOCK_ALL_PORTS, TIER_ANON, TIER_SESSION, TIER_SPONSOR,
 };
-use limiter_common::lockout_cache::{lockout_slot, SLOT_OVERFLOW};
+use limiter_common::lockout_cache::{lockout_slot, overflow_bit};
 use limiter_common::maps::MAP_EVENTS;
 use limiter_common::{verdict, Bucket, CeilingEvent, KernelConfig, LockoutSlot};
 use limiter_tests::frames::{
@@ -823,7 +823,7 @@ fn colliding_lockouts_are_both_enforced_and_lifted_separately() {
     let slot = k.slot(index);
     assert_eq!(
         (slot.key, slot.flags),
-        (key(ip(owner), 64), SLOT_OVERFLOW),
+        (key(ip(owner), 64), overflow_bit(&key(ip(&other), 64))),
         "the first lock owns the slot, the second overflowed"
     );
     expect(&mut k, &ack(owner), XDP_DROP, verdict::DROP_LOCKED);
@@ -838,8 +838,8 @@ fn colliding_lockouts_are_both_enforced_and_lifted_separately() {
 }
 
 /// The program trusts the slot: a source whose slot holds another locked key, with no overflow
-/// flag, is not locked (the hash is not consulted, even if it has an entry nobody cached); with
-/// the flag, the hash decides.
+/// bit of its own, is not locked (the hash is not consulted, even if it has an entry nobody
+/// cached); with its bit set, the hash decides.
 #[test]
 fn a_slot_without_overflow_spares_the_hash_lookup() {
     let Some(mut k) = setup() else { return };
@@ -853,12 +853,50 @@ fn a_slot_without_overflow_spares_the_hash_lookup() {
     k.lock_hash_only(key(ip(&other), 64), boottime_ns() + 60 * SEC, 1);
     expect(&mut k, &ack(&other), XDP_PASS, verdict::PASS_CLEAN);
     expect(&mut k, &ack(owner), XDP_DROP, verdict::DROP_LOCKED);
-    // The overflow flag sends the lookup to the hash.
+    // Every overflow bit but the source's own: still no hash lookup.
     let mut slot = k.slot(index);
-    slot.flags |= SLOT_OVERFLOW;
+    let bit = overflow_bit(&key(ip(&other), 64));
+    slot.flags = !bit;
+    k.set_slot(index, slot);
+    expect(&mut k, &ack(&other), XDP_PASS, verdict::PASS_CLEAN);
+    // The source's own overflow bit sends the lookup to the hash.
+    slot.flags = bit;
     k.set_slot(index, slot);
     expect(&mut k, &ack(&other), XDP_DROP, verdict::DROP_LOCKED);
     expect(&mut k, &ack(owner), XDP_DROP, verdict::DROP_LOCKED);
+}
+
+/// A clean source whose slot is overflowed by other locked sources passes without the hash unless
+/// its own bit is set; locked sources behind the filter are all found.
+#[test]
+fn the_overflow_filter_separates_colliding_sources() {
+    let Some(mut k) = setup() else { return };
+    let owner = "192.0.2.104";
+    let bit_of = |src: &str| overflow_bit(&key(ip(src), 64));
+    // Two more locked sources of the owner's slot, then a clean one with a bit neither set.
+    let first = collider(owner, [198, 51, 100, 0]);
+    let second = collider(owner, next_after(&first));
+    let mut clean = collider(owner, next_after(&second));
+    while bit_of(&clean) & (bit_of(&first) | bit_of(&second)) != 0 {
+        clean = collider(owner, next_after(&clean));
+    }
+    for (src, level) in [(owner, 1), (first.as_str(), 2), (second.as_str(), 3)] {
+        k.lock(key(ip(src), 64), boottime_ns() + 60 * SEC, level);
+    }
+    let slot = k.slot(lockout_slot(&key(ip(owner), 64)));
+    assert_eq!(slot.flags, bit_of(&first) | bit_of(&second));
+    for src in [owner, first.as_str(), second.as_str()] {
+        expect(&mut k, &ack(src), XDP_DROP, verdict::DROP_LOCKED);
+    }
+    expect(&mut k, &ack(&clean), XDP_PASS, verdict::PASS_CLEAN);
+    // Proof that the clean source skipped the hash: an uncached entry for it changes nothing.
+    k.lock_hash_only(key(ip(&clean), 64), boottime_ns() + 60 * SEC, 1);
+    expect(&mut k, &ack(&clean), XDP_PASS, verdict::PASS_CLEAN);
+}
+
+fn next_after(src: &str) -> [u8; 4] {
+    let a: std::net::Ipv4Addr = src.parse().unwrap();
+    (u32::from(a) + 1).to_be_bytes()
 }
 
 /// The program finds a slot exactly where `lockout_slot` puts it, for IPv4 and for an IPv6 /64

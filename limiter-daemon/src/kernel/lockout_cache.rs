@@ -1,7 +1,7 @@
 //! The lockout table: the lockout hash (`LIM_LOCKOUT`, the source of truth) and the direct-mapped
 //! cache in front of it (`LIM_LOCKOUT_CACHE`), written together so the cache invariant of
 //! [`limiter_common::lockout_cache`] holds: every locked key is its slot's occupant (same deadline
-//! and level) or its slot has `SLOT_OVERFLOW` set.
+//! and level) or its slot's overflow filter has the key's bit.
 //!
 //! Every writer of lockouts goes through here: lock and unlock (the engine's sink, the `kernel`
 //! CLI, the restore at start), the expiry sweep, and [`LockoutTable::rebuild`], which the
@@ -17,9 +17,9 @@
 //! the new deadline, say), so that packet alone may be judged by the wrong deadline. The next
 //! packet sees the finished write.
 //!
-//! Overflow flags are only ever set by lock; they are cleared by a repair ([`LockoutTable::sweep`]
-//! repairs the slots that lost a key since the last repair). A stale flag costs a hash lookup for
-//! keys of that slot, never a wrong verdict. Within this process one mutex serialises writers;
+//! Overflow bits are only ever set by lock; they are cleared by a repair ([`LockoutTable::sweep`]
+//! repairs the slots that lost a key since the last repair). A stale bit costs a hash lookup for
+//! keys of that slot that share it, never a wrong verdict. Within this process one mutex serialises writers;
 //! a second process writing the same pins (the `kernel` CLI beside a running daemon) can race a
 //! lock against an unlock in the same slot, which the next repair of that slot or a restart fixes.
 
@@ -46,7 +46,7 @@ pub(crate) struct LockoutTable {
 struct Writer {
     hash: HashMap<MapData, IpKey, Lockout>,
     cache: Array<MapData, LockoutSlot>,
-    /// Slots with `SLOT_OVERFLOW` that lost a key since the last repair: the flag may be stale.
+    /// Overflowed slots that lost a key since the last repair: their filter may have stale bits.
     stale: BTreeSet<u32>,
     /// While a repair works from a snapshot taken outside the lock: the slots lock and unlock
     /// wrote since, which the repair must leave alone (its snapshot is older than they are).
@@ -86,8 +86,8 @@ impl Writer {
         !matches!(self.hash.get(key, 0), Err(e) if is_not_found(&e))
     }
 
-    /// After `key` left the hash: vacate its slot if it held it; remember an overflow flag that
-    /// may now be stale.
+    /// After `key` left the hash: vacate its slot if it held it; remember an overflow filter that
+    /// may now have a stale bit.
     fn forget(&mut self, key: &IpKey) -> Result<(), KernelError> {
         let index = lockout_slot(key);
         let Some(slot) = read_slot(&self.cache, index)? else {
@@ -123,7 +123,7 @@ impl LockoutTable {
     }
 
     /// Writes `key`'s lockout: the hash, then its slot (taking it when it is free, already ours,
-    /// or held by a key no longer locked; otherwise flagging it as overflowed).
+    /// or held by a key no longer locked; otherwise setting the key's overflow bit).
     pub(crate) fn lock(
         &self,
         key: IpKey,
@@ -163,7 +163,7 @@ impl LockoutTable {
     }
 
     /// Removes lockouts whose deadline is at or before `now` (hash and slot), then repairs the
-    /// slots whose overflow flag may have gone stale. Returns how many lockouts were removed.
+    /// slots whose overflow filter may have gone stale. Returns how many lockouts were removed.
     pub(crate) fn sweep(&self, now: u64) -> Result<u32, KernelError> {
         self.writer.lock().touched = Some(HashSet::new());
         let result = self.sweep_and_repair(now);
@@ -214,7 +214,7 @@ impl LockoutTable {
     }
 
     /// Every (key, lockout) in the hash; an error aborts (a repair from a partial snapshot could
-    /// clear an overflow flag a locked key needs).
+    /// clear an overflow bit a locked key needs).
     fn snapshot(&self) -> Result<Vec<(IpKey, Lockout)>, KernelError> {
         self.hash
             .iter()
@@ -280,7 +280,7 @@ impl LockoutTable {
                 continue;
             };
             let cached = slot.holds(key) && slot.lockout() == *lock;
-            if !cached && !slot.overflowed() {
+            if !cached && !slot.may_overflow(key) {
                 out.push(format!(
                     "{key:?} ({lock:?}) locked but its slot is {slot:?}"
                 ));
