@@ -8,10 +8,12 @@
 pub mod bucket;
 pub mod config;
 pub mod key;
+pub mod lockout_cache;
 pub mod maps;
 pub mod verdict;
 
 pub use bucket::Bucket;
 pub use config::KernelConfig;
 pub use key::IpKey;
+pub use lockout_cache::LockoutSlot;
 pub use maps::{CeilingEvent, DenyEntry, Lockout, TierEntry};

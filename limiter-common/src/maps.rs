@@ -13,6 +13,9 @@ pub const MAP_ALLOW: &str = "LIM_ALLOW";
 pub const MAP_DENY: &str = "LIM_DENY";
 /// Plain hash (never LRU, so a spoofed flood cannot evict a ban): [`crate::IpKey`] → [`Lockout`].
 pub const MAP_LOCKOUT: &str = "LIM_LOCKOUT";
+/// Direct-mapped array of [`crate::LockoutSlot`]s in front of [`MAP_LOCKOUT`], indexed by
+/// [`crate::lockout_cache::lockout_slot`] (see [`crate::lockout_cache`] for its invariant).
+pub const MAP_LOCKOUT_CACHE: &str = "LIM_LOCKOUT_CACHE";
 /// LRU hash written by the daemon when an IP shows a verified credential: [`crate::IpKey`] → [`TierEntry`].
 pub const MAP_TIER: &str = "LIM_TIER";
 /// LRU hash of connection-ceiling token buckets: [`crate::IpKey`] → [`crate::Bucket`].
@@ -23,12 +26,13 @@ pub const MAP_COUNTERS: &str = "LIM_COUNTERS";
 pub const MAP_EVENTS: &str = "LIM_EVENTS";
 
 /// Every map the program defines, for pinning and for checks that the object is complete.
-pub const ALL_MAPS: [&str; 9] = [
+pub const ALL_MAPS: [&str; 10] = [
     MAP_CONFIG,
     MAP_PORTS,
     MAP_ALLOW,
     MAP_DENY,
     MAP_LOCKOUT,
+    MAP_LOCKOUT_CACHE,
     MAP_TIER,
     MAP_BUCKET,
     MAP_COUNTERS,
@@ -57,6 +61,9 @@ pub const PORTS_CAPACITY: u32 = 65536;
 pub const ALLOW_CAPACITY: u32 = 16384;
 pub const DENY_CAPACITY: u32 = 16384;
 pub const LOCKOUT_CAPACITY: u32 = 262_144;
+/// Slots of [`MAP_LOCKOUT_CACHE`]: a power of two (the slot index is the top bits of a hash),
+/// 32 bytes each, 8 MiB preallocated.
+pub const LOCKOUT_CACHE_SLOTS: u32 = 1 << crate::lockout_cache::LOCKOUT_CACHE_BITS;
 pub const TIER_CAPACITY: u32 = 65536;
 pub const BUCKET_CAPACITY: u32 = 262_144;
 pub const EVENTS_BYTES: u32 = 256 * 1024;
@@ -107,6 +114,7 @@ const _: () = assert!(core::mem::size_of::<CeilingEvent>() == 32);
 mod pod {
     // SAFETY: each type is repr(C), integer-only and has no padding (sizes asserted above).
     unsafe impl aya::Pod for super::Lockout {}
+    unsafe impl aya::Pod for crate::LockoutSlot {}
     unsafe impl aya::Pod for super::DenyEntry {}
     unsafe impl aya::Pod for super::TierEntry {}
     unsafe impl aya::Pod for super::CeilingEvent {}

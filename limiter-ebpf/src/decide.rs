@@ -8,6 +8,7 @@
 use aya_ebpf::EbpfContext;
 use limiter_common::{
     config::{FLAG_HAS_ALLOW, FLAG_HAS_DENY, FLAG_LOCK_ALL_PORTS},
+    lockout_cache::{lockout_slot_halves, overflow_bit_halves},
     verdict, KernelConfig,
 };
 
@@ -15,7 +16,8 @@ use crate::{
     ceiling,
     clock::now_ns,
     config,
-    maps::{self, LIM_ALLOW, LIM_DENY, LIM_LOCKOUT, LIM_PORTS},
+    key::HashKey,
+    maps::{self, LIM_ALLOW, LIM_DENY, LIM_LOCKOUT, LIM_LOCKOUT_CACHE, LIM_PORTS},
     parse::{parse, Packet},
 };
 
@@ -62,6 +64,35 @@ fn is_protected(pkt: &Packet) -> bool {
     }
 }
 
+/// The deadline of `key`'s lockout, if it has one: from its cache slot when it occupies it, from
+/// the hash when the slot's overflow filter has the key's bit, otherwise none without touching
+/// the hash (see `limiter_common::lockout_cache` for the invariant that makes this exact).
+#[inline(always)]
+fn lockout_deadline(key: &HashKey) -> Option<u64> {
+    let [lo, hi] = key.words();
+    // `None` only if the array is smaller than the index (a custom load): the hash then decides.
+    if let Some(slot) = LIM_LOCKOUT_CACHE.get_ptr(lockout_slot_halves(lo, hi)) {
+        // SAFETY: a valid, 8-aligned map value pointer for this run; the key occupies its first
+        // 16 bytes, read as two words instead of a byte loop. The daemon writes slots with plain
+        // array updates, so a packet racing a write may see a mix of old and new contents: that
+        // packet alone may be judged by the old or new state (see the daemon's lockout_cache.rs).
+        unsafe {
+            let words = slot.cast::<u64>();
+            let deadline = (*slot).deadline_ns;
+            if deadline != 0 && *words == lo && *words.add(1) == hi {
+                return Some(deadline);
+            }
+            if (*slot).flags & overflow_bit_halves(lo, hi) == 0 {
+                return None;
+            }
+        }
+    }
+    // SAFETY: valid map value pointer for this run.
+    LIM_LOCKOUT
+        .get_ptr(key.as_ip_key())
+        .map(|lock| unsafe { (*lock).deadline_ns })
+}
+
 /// The verdict counter for a parsed packet; the counter also says pass or drop.
 #[inline(always)]
 fn decide(pkt: &Packet, cfg: &KernelConfig) -> u32 {
@@ -75,9 +106,7 @@ fn decide(pkt: &Packet, cfg: &KernelConfig) -> u32 {
         return verdict::PASS_ALLOWED;
     }
     let key = pkt.key(cfg.v6_prefix_len);
-    if let Some(lock) = LIM_LOCKOUT.get_ptr(key.as_ip_key()) {
-        // SAFETY: valid map value pointer for this run.
-        let deadline = unsafe { (*lock).deadline_ns };
+    if let Some(deadline) = lockout_deadline(&key) {
         // An expired lockout passes; the daemon removes it in its own time.
         if now_ns() < deadline {
             return verdict::DROP_LOCKED;

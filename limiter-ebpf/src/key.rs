@@ -22,6 +22,13 @@ impl HashKey {
         }
     }
 
+    /// Bytes 0..8 and 8..16 as native (little-endian on bpfel) words: the halves
+    /// `limiter_common::lockout_cache::lockout_slot_halves` takes, and what a slot's key holds.
+    #[inline(always)]
+    pub fn words(&self) -> [u64; 2] {
+        self.words
+    }
+
     #[inline(always)]
     pub fn as_ip_key(&self) -> &IpKey {
         // SAFETY: same size, every bit pattern is a valid IpKey, and HashKey's alignment (8)

@@ -14,9 +14,9 @@ use aya_ebpf::{
 use limiter_common::{
     maps::{
         AllowMark, CidrBytes, Counter, PortMark, ALLOW_CAPACITY, BUCKET_CAPACITY, DENY_CAPACITY,
-        EVENTS_BYTES, LOCKOUT_CAPACITY, PORTS_CAPACITY, TIER_CAPACITY,
+        EVENTS_BYTES, LOCKOUT_CACHE_SLOTS, LOCKOUT_CAPACITY, PORTS_CAPACITY, TIER_CAPACITY,
     },
-    verdict, Bucket, DenyEntry, IpKey, KernelConfig, Lockout, TierEntry,
+    verdict, Bucket, DenyEntry, IpKey, KernelConfig, Lockout, LockoutSlot, TierEntry,
 };
 
 #[map]
@@ -36,6 +36,12 @@ pub static LIM_DENY: LpmTrie<CidrBytes, DenyEntry> = LpmTrie::pinned(DENY_CAPACI
 #[map]
 pub static LIM_LOCKOUT: HashMap<IpKey, Lockout> =
     HashMap::pinned(LOCKOUT_CAPACITY, BPF_F_NO_PREALLOC);
+
+// The direct-mapped cache in front of LIM_LOCKOUT (limiter_common::lockout_cache): an array, so
+// the verifier inlines the lookup into a bounds check and an address computation, where the hash
+// lookup above is a real call (jhash and a bucket walk, behind retpolines/return thunks).
+#[map]
+pub static LIM_LOCKOUT_CACHE: Array<LockoutSlot> = Array::pinned(LOCKOUT_CACHE_SLOTS, 0);
 
 #[map]
 pub static LIM_TIER: LruHashMap<IpKey, TierEntry> = LruHashMap::pinned(TIER_CAPACITY, 0);

@@ -13,11 +13,15 @@ use aya::maps::lpm_trie::{Key, LpmTrie};
 use aya::maps::{Array, HashMap, MapData, PerCpuArray};
 use aya::programs::{SchedClassifier, TestRun, TestRunOptions, Xdp};
 use aya::{Ebpf, EbpfLoader};
+use limiter_common::lockout_cache::{lockout_slot, slot_on_lock, slot_on_unlock};
 use limiter_common::maps::{
     AllowMark, CidrBytes, Counter, PortMark, MAP_ALLOW, MAP_BUCKET, MAP_CONFIG, MAP_COUNTERS,
-    MAP_DENY, MAP_LOCKOUT, MAP_PORTS, MAP_TIER, PROG_BENCH_PASS, PROG_TC, PROG_XDP,
+    MAP_DENY, MAP_LOCKOUT, MAP_LOCKOUT_CACHE, MAP_PORTS, MAP_TIER, PROG_BENCH_PASS, PROG_TC,
+    PROG_XDP,
 };
-use limiter_common::{verdict, Bucket, DenyEntry, IpKey, KernelConfig, Lockout, TierEntry};
+use limiter_common::{
+    verdict, Bucket, DenyEntry, IpKey, KernelConfig, Lockout, LockoutSlot, TierEntry,
+};
 
 pub const XDP_ABORTED: u32 = 0;
 pub const XDP_DROP: u32 = 1;
@@ -175,7 +179,38 @@ impl Instance {
         m.set(port as u32, 1, 0).unwrap();
     }
 
+    /// Locks `key` the way the daemon does: the hash, then its cache slot, with the slot
+    /// transitions of `limiter_common::lockout_cache` (so the cache invariant holds).
     pub fn lock(&mut self, key: IpKey, deadline_ns: u64, level: u32) {
+        let v = Lockout {
+            deadline_ns,
+            level,
+            _reserved: 0,
+        };
+        self.lock_hash_only(key, deadline_ns, level);
+        let index = lockout_slot(&key);
+        let slot = self.slot(index);
+        let occupant_in_hash = slot.is_occupied() && slot.key != key && self.locked(&slot.key);
+        let next = slot_on_lock(&slot, &key, &v, occupant_in_hash);
+        self.set_slot(index, next);
+    }
+
+    /// Lifts `key`'s lockout the way the daemon does: the hash, then its slot if it held it.
+    pub fn unlock(&mut self, key: IpKey) {
+        {
+            let mut m: HashMap<&mut MapData, IpKey, Lockout> =
+                self.map(MAP_LOCKOUT).try_into().unwrap();
+            m.remove(&key).unwrap();
+        }
+        let index = lockout_slot(&key);
+        if let Some(vacated) = slot_on_unlock(&self.slot(index), &key) {
+            self.set_slot(index, vacated);
+        }
+    }
+
+    /// Writes only the lockout hash, leaving the cache as it is: what a writer that bypasses the
+    /// cache would do (tests of what the program trusts the cache with).
+    pub fn lock_hash_only(&mut self, key: IpKey, deadline_ns: u64, level: u32) {
         let mut m: HashMap<&mut MapData, IpKey, Lockout> =
             self.map(MAP_LOCKOUT).try_into().unwrap();
         let v = Lockout {
@@ -186,10 +221,23 @@ impl Instance {
         m.insert(key, v, 0).unwrap();
     }
 
-    pub fn unlock(&mut self, key: IpKey) {
-        let mut m: HashMap<&mut MapData, IpKey, Lockout> =
-            self.map(MAP_LOCKOUT).try_into().unwrap();
-        m.remove(&key).unwrap();
+    /// True when the lockout hash has `key`.
+    pub fn locked(&mut self, key: &IpKey) -> bool {
+        let m: HashMap<&mut MapData, IpKey, Lockout> = self.map(MAP_LOCKOUT).try_into().unwrap();
+        m.get(key, 0).is_ok()
+    }
+
+    /// The lockout-cache slot at `index`.
+    pub fn slot(&mut self, index: u32) -> LockoutSlot {
+        let m: Array<&mut MapData, LockoutSlot> = self.map(MAP_LOCKOUT_CACHE).try_into().unwrap();
+        m.get(&index, 0).unwrap()
+    }
+
+    /// Overwrites the lockout-cache slot at `index` (for states only a bug or a race could make).
+    pub fn set_slot(&mut self, index: u32, slot: LockoutSlot) {
+        let mut m: Array<&mut MapData, LockoutSlot> =
+            self.map(MAP_LOCKOUT_CACHE).try_into().unwrap();
+        m.set(index, slot, 0).unwrap();
     }
 
     pub fn allow(&mut self, ip: IpAddr, prefix_len: u32) {

@@ -11,8 +11,9 @@ use aya::maps::{MapData, RingBuf};
 use limiter_common::config::{
     FLAG_HAS_ALLOW, FLAG_HAS_DENY, FLAG_LOCK_ALL_PORTS, TIER_ANON, TIER_SESSION, TIER_SPONSOR,
 };
+use limiter_common::lockout_cache::{lockout_slot, overflow_bit};
 use limiter_common::maps::MAP_EVENTS;
-use limiter_common::{verdict, Bucket, CeilingEvent, KernelConfig};
+use limiter_common::{verdict, Bucket, CeilingEvent, KernelConfig, LockoutSlot};
 use limiter_tests::frames::{
     Frame, ETH_P_8021AD, ETH_P_8021Q, ETH_P_ARP, IPV6_DSTOPTS, IPV6_FRAGMENT, IPV6_HOPOPTS,
     IPV6_ROUTING, L4, TCP_ACK, TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN,
@@ -792,6 +793,142 @@ fn unlock_takes_effect_at_once() {
         verdict::DROP_LOCKED,
     );
     k.unlock(key(ip(src), 64));
+    expect(&mut k, &syn(src), XDP_PASS, verdict::PASS_SYN);
+}
+
+/// An IPv4 source other than `src` whose key has the same lockout-cache slot, searched upward
+/// from `from`.
+fn collider(src: &str, from: [u8; 4]) -> String {
+    let want = lockout_slot(&key(ip(src), 64));
+    (u32::from_be_bytes(from)..)
+        .map(|n| std::net::Ipv4Addr::from(n).to_string())
+        .find(|c| c != src && lockout_slot(&key(ip(c), 64)) == want)
+        .unwrap()
+}
+
+fn ack(src: &str) -> Vec<u8> {
+    Frame::tcp(ip(src), PORT, TCP_ACK).build()
+}
+
+/// Two locked sources sharing a cache slot: the first owns the slot, the second is found through
+/// the overflow fallback to the hash; each unlock lifts exactly its own lockout.
+#[test]
+fn colliding_lockouts_are_both_enforced_and_lifted_separately() {
+    let Some(mut k) = setup() else { return };
+    let owner = "192.0.2.100";
+    let other = collider(owner, [198, 51, 100, 0]);
+    let index = lockout_slot(&key(ip(owner), 64));
+    k.lock(key(ip(owner), 64), boottime_ns() + 60 * SEC, 1);
+    k.lock(key(ip(&other), 64), boottime_ns() + 60 * SEC, 2);
+    let slot = k.slot(index);
+    assert_eq!(
+        (slot.key, slot.flags),
+        (key(ip(owner), 64), overflow_bit(&key(ip(&other), 64))),
+        "the first lock owns the slot, the second overflowed"
+    );
+    expect(&mut k, &ack(owner), XDP_DROP, verdict::DROP_LOCKED);
+    expect(&mut k, &ack(&other), XDP_DROP, verdict::DROP_LOCKED);
+    expect(&mut k, &syn(&other), XDP_DROP, verdict::DROP_LOCKED);
+    k.unlock(key(ip(owner), 64));
+    expect(&mut k, &ack(owner), XDP_PASS, verdict::PASS_CLEAN);
+    expect(&mut k, &ack(&other), XDP_DROP, verdict::DROP_LOCKED);
+    k.unlock(key(ip(&other), 64));
+    expect(&mut k, &ack(owner), XDP_PASS, verdict::PASS_CLEAN);
+    expect(&mut k, &ack(&other), XDP_PASS, verdict::PASS_CLEAN);
+}
+
+/// The program trusts the slot: a source whose slot holds another locked key, with no overflow
+/// bit of its own, is not locked (the hash is not consulted, even if it has an entry nobody
+/// cached); with its bit set, the hash decides.
+#[test]
+fn a_slot_without_overflow_spares_the_hash_lookup() {
+    let Some(mut k) = setup() else { return };
+    let owner = "192.0.2.101";
+    let other = collider(owner, [198, 51, 100, 0]);
+    let index = lockout_slot(&key(ip(owner), 64));
+    k.lock(key(ip(owner), 64), boottime_ns() + 60 * SEC, 1);
+    // Another source of the same slot, never locked: passes.
+    expect(&mut k, &ack(&other), XDP_PASS, verdict::PASS_CLEAN);
+    // In the hash but not announced by the slot (a state the daemon never leaves): passes.
+    k.lock_hash_only(key(ip(&other), 64), boottime_ns() + 60 * SEC, 1);
+    expect(&mut k, &ack(&other), XDP_PASS, verdict::PASS_CLEAN);
+    expect(&mut k, &ack(owner), XDP_DROP, verdict::DROP_LOCKED);
+    // Every overflow bit but the source's own: still no hash lookup.
+    let mut slot = k.slot(index);
+    let bit = overflow_bit(&key(ip(&other), 64));
+    slot.flags = !bit;
+    k.set_slot(index, slot);
+    expect(&mut k, &ack(&other), XDP_PASS, verdict::PASS_CLEAN);
+    // The source's own overflow bit sends the lookup to the hash.
+    slot.flags = bit;
+    k.set_slot(index, slot);
+    expect(&mut k, &ack(&other), XDP_DROP, verdict::DROP_LOCKED);
+    expect(&mut k, &ack(owner), XDP_DROP, verdict::DROP_LOCKED);
+}
+
+/// A clean source whose slot is overflowed by other locked sources passes without the hash unless
+/// its own bit is set; locked sources behind the filter are all found.
+#[test]
+fn the_overflow_filter_separates_colliding_sources() {
+    let Some(mut k) = setup() else { return };
+    let owner = "192.0.2.104";
+    let bit_of = |src: &str| overflow_bit(&key(ip(src), 64));
+    // Two more locked sources of the owner's slot, then a clean one with a bit neither set.
+    let first = collider(owner, [198, 51, 100, 0]);
+    let second = collider(owner, next_after(&first));
+    let mut clean = collider(owner, next_after(&second));
+    while bit_of(&clean) & (bit_of(&first) | bit_of(&second)) != 0 {
+        clean = collider(owner, next_after(&clean));
+    }
+    for (src, level) in [(owner, 1), (first.as_str(), 2), (second.as_str(), 3)] {
+        k.lock(key(ip(src), 64), boottime_ns() + 60 * SEC, level);
+    }
+    let slot = k.slot(lockout_slot(&key(ip(owner), 64)));
+    assert_eq!(slot.flags, bit_of(&first) | bit_of(&second));
+    for src in [owner, first.as_str(), second.as_str()] {
+        expect(&mut k, &ack(src), XDP_DROP, verdict::DROP_LOCKED);
+    }
+    expect(&mut k, &ack(&clean), XDP_PASS, verdict::PASS_CLEAN);
+    // Proof that the clean source skipped the hash: an uncached entry for it changes nothing.
+    k.lock_hash_only(key(ip(&clean), 64), boottime_ns() + 60 * SEC, 1);
+    expect(&mut k, &ack(&clean), XDP_PASS, verdict::PASS_CLEAN);
+}
+
+fn next_after(src: &str) -> [u8; 4] {
+    let a: std::net::Ipv4Addr = src.parse().unwrap();
+    (u32::from(a) + 1).to_be_bytes()
+}
+
+/// The program finds a slot exactly where `lockout_slot` puts it, for IPv4 and for an IPv6 /64
+/// (the slot alone decides: nothing is in the hash), and an expired slot entry passes.
+#[test]
+fn the_program_and_the_daemon_agree_on_slots() {
+    let Some(mut k) = setup() else { return };
+    for src in ["192.0.2.102", "2001:db8:102:7::1"] {
+        let k64 = key(ip(src), 64);
+        let index = lockout_slot(&k64);
+        k.set_slot(
+            index,
+            LockoutSlot {
+                key: k64,
+                deadline_ns: boottime_ns() + 60 * SEC,
+                level: 1,
+                flags: 0,
+            },
+        );
+        assert!(!k.locked(&k64));
+        expect(&mut k, &syn(src), XDP_DROP, verdict::DROP_LOCKED);
+        expect(&mut k, &ack(src), XDP_DROP, verdict::DROP_LOCKED);
+        k.set_slot(index, LockoutSlot::default());
+        expect(&mut k, &ack(src), XDP_PASS, verdict::PASS_CLEAN);
+    }
+    // An expired lockout in its slot (the sweep has not run yet) passes.
+    let src = "192.0.2.103";
+    k.lock(key(ip(src), 64), boottime_ns() - SEC, 1);
+    assert!(k
+        .slot(lockout_slot(&key(ip(src), 64)))
+        .holds(&key(ip(src), 64)));
+    expect(&mut k, &ack(src), XDP_PASS, verdict::PASS_CLEAN);
     expect(&mut k, &syn(src), XDP_PASS, verdict::PASS_SYN);
 }
 

@@ -82,6 +82,10 @@ impl Dataplane {
         let maps = Arc::new(KernelMaps::open(&layout)?);
         // Config before attaching, so the first packet is judged with the configured numbers.
         maps.write_config(settings)?;
+        // The program trusts the lockout cache to say which keys need the hash: pins adopted from
+        // a build without the cache (or a crash between a hash and a cache write) must be made
+        // consistent before this program sees a packet.
+        maps.rebuild_lockout_cache()?;
         let mut attachments: Vec<Attachment> = Vec::new();
         for iface in &settings.interfaces {
             match loader::attach(&mut ebpf, &layout, iface, settings.attach) {

@@ -22,6 +22,7 @@ use serde::Serialize;
 use super::addr::{cidr_key, ip_key, key_cidr, key_ip};
 use super::clock;
 use super::error::{is_full, is_not_found};
+use super::lockout_cache::LockoutTable;
 use super::pins::PinLayout;
 use super::KernelError;
 use crate::config::kernel::KernelSettings;
@@ -118,7 +119,8 @@ pub struct KernelMaps {
     ports: Shared<Array<MapData, PortMark>>,
     allow: Shared<LpmTrie<MapData, CidrBytes, AllowMark>>,
     deny: Shared<LpmTrie<MapData, CidrBytes, DenyEntry>>,
-    lockout: Shared<HashMap<MapData, IpKey, Lockout>>,
+    /// The lockout hash and its cache (all lockout writes go through it).
+    lockout: LockoutTable,
     tier: Shared<HashMap<MapData, IpKey, TierEntry>>,
     bucket: HashMap<MapData, IpKey, Bucket>,
     counters: PerCpuArray<MapData, Counter>,
@@ -135,7 +137,7 @@ fn open_raw(layout: &PinLayout, name: &'static str) -> Result<Map, KernelError> 
     Map::from_map_data(data).map_err(wrap)
 }
 
-fn open<T>(layout: &PinLayout, name: &'static str) -> Result<T, KernelError>
+pub(super) fn open<T>(layout: &PinLayout, name: &'static str) -> Result<T, KernelError>
 where
     T: TryFrom<Map, Error = aya::maps::MapError>,
 {
@@ -161,7 +163,7 @@ impl KernelMaps {
             ports: Shared::open(layout, MAP_PORTS)?,
             allow: Shared::open(layout, MAP_ALLOW)?,
             deny: Shared::open(layout, MAP_DENY)?,
-            lockout: Shared::open(layout, MAP_LOCKOUT)?,
+            lockout: LockoutTable::open(layout)?,
             tier: Shared::open(layout, MAP_TIER)?,
             bucket: open(layout, MAP_BUCKET)?,
             counters: open(layout, MAP_COUNTERS)?,
@@ -303,26 +305,27 @@ impl KernelMaps {
             level,
             _reserved: 0,
         };
-        let mut map = self.lockout.write();
-        map.insert(key, value, 0)
-            .map_err(|e| full_or(e, "writing", MAP_LOCKOUT, &map))
+        self.lockout
+            .lock(key, value, |e, map| full_or(e, "writing", MAP_LOCKOUT, map))
     }
 
     /// Lifts a lockout; `false` when there was none.
     pub fn unlock(&self, ip: IpAddr) -> Result<bool, KernelError> {
         let key = ip_key(ip, self.v6_prefix()?);
-        match self.lockout.write().remove(&key) {
-            Ok(()) => Ok(true),
-            Err(e) if is_not_found(&e) => Ok(false),
-            Err(e) => Err(KernelError::map_op("removing from", MAP_LOCKOUT, e)),
-        }
+        self.lockout.unlock(&key)
+    }
+
+    /// Makes the lockout cache consistent with the lockout hash (see
+    /// [`LockoutTable::rebuild`]); the dataplane runs it before attaching.
+    pub fn rebuild_lockout_cache(&self) -> Result<(), KernelError> {
+        self.lockout.rebuild()
     }
 
     /// The kernel's lockout for `ip`, if any (expired ones included, with `remaining: None`).
     pub fn lockout(&self, ip: IpAddr) -> Result<Option<LockoutView>, KernelError> {
         let key = ip_key(ip, self.v6_prefix()?);
         let now = clock::boot_ns()?;
-        match self.lockout.read().get(&key, 0) {
+        match self.lockout.hash().get(&key, 0) {
             Ok(l) => Ok(Some(LockoutView {
                 ip: key_ip(&key),
                 level: l.level,
@@ -336,7 +339,7 @@ impl KernelMaps {
     /// Every lockout in the kernel map.
     pub fn lockouts(&self) -> Result<Vec<LockoutView>, KernelError> {
         let now = clock::boot_ns()?;
-        let map = self.lockout.read();
+        let map = self.lockout.hash();
         let mut out = Vec::new();
         for item in map.iter() {
             let (key, l) = item.map_err(|e| KernelError::map_op("listing", MAP_LOCKOUT, e))?;
@@ -469,29 +472,10 @@ impl KernelMaps {
     /// cannot evict a ban), which means nothing else ever frees its slots.
     pub fn sweep_expired(&self) -> Result<Swept, KernelError> {
         let now = clock::boot_ns()?;
-        let mut swept = Swept::default();
-        // Scan without the write lock; take it per removal only.
-        let expired: Vec<IpKey> = self
-            .lockout
-            .read()
-            .iter()
-            .filter_map(Result::ok)
-            .filter(|(_, l)| l.deadline_ns <= now)
-            .map(|(k, _)| k)
-            .collect();
-        for key in expired {
-            let mut map = self.lockout.write();
-            // Re-check under the lock: a fresh lockout may have replaced the expired one.
-            match map.get(&key, 0) {
-                Ok(l) if l.deadline_ns <= now => {}
-                _ => continue,
-            }
-            match map.remove(&key) {
-                Ok(()) => swept.lockouts += 1,
-                Err(e) if is_not_found(&e) => {}
-                Err(e) => return Err(KernelError::map_op("removing from", MAP_LOCKOUT, e)),
-            }
-        }
+        let mut swept = Swept {
+            lockouts: self.lockout.sweep(now)?,
+            denies: 0,
+        };
         let expired: Vec<Key<CidrBytes>> = self
             .deny
             .read()
@@ -536,7 +520,7 @@ impl KernelMaps {
     /// Entries used against capacity, for the maps that fill up.
     pub fn fill(&self) -> Result<Vec<MapFill>, KernelError> {
         let count_err = |name| move |e| KernelError::map_op("counting", name, e);
-        let lockout = self.lockout.read();
+        let lockout = self.lockout.hash();
         let tier = self.tier.read();
         let allow = self.allow.read();
         let deny = self.deny.read();
@@ -661,6 +645,8 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     use limiter_common::config::{FLAG_HAS_ALLOW, FLAG_HAS_DENY, FLAG_LOCK_ALL_PORTS};
+    use limiter_common::lockout_cache::{lockout_slot, overflow_bit};
+    use limiter_common::LockoutSlot;
 
     use super::*;
     use crate::kernel::{loader, object};
@@ -808,6 +794,118 @@ mod tests {
         assert!(maps.unlock(ip("192.0.2.7")).unwrap());
         assert!(!maps.unlock(ip("192.0.2.7")).unwrap());
         assert_eq!(maps.lockouts().unwrap().len(), 1);
+    }
+
+    /// An IPv4 address other than `ip` whose key shares `ip`'s lockout-cache slot.
+    fn collider(ip: IpAddr, from: u32) -> IpAddr {
+        let want = lockout_slot(&ip_key(ip, 64));
+        (from..)
+            .map(|n| IpAddr::from(std::net::Ipv4Addr::from(n)))
+            .find(|c| *c != ip && lockout_slot(&ip_key(*c, 64)) == want)
+            .unwrap()
+    }
+
+    fn assert_consistent(maps: &KernelMaps, when: &str) {
+        let v = maps.lockout.violations().unwrap();
+        assert!(v.is_empty(), "after {when}: {v:#?}");
+    }
+
+    #[test]
+    fn lockout_cache_follows_lock_unlock_and_sweep() {
+        let Some(p) = pinned() else { return };
+        let maps = KernelMaps::open(&p.layout).unwrap();
+        let a = ip("192.0.2.40");
+        let b = collider(a, 0xc633_6400);
+        // Searched from above b, so c is a third key.
+        let c = collider(a, 0xcb00_7100);
+        let ka = ip_key(a, 64);
+        let slot = |ip| maps.lockout.slot_of(&ip_key(ip, 64)).unwrap().unwrap();
+
+        let da = maps.lock(a, Duration::from_secs(600), 1).unwrap();
+        assert_eq!(
+            (slot(a).key, slot(a).deadline_ns, slot(a).flags),
+            (ka, da, 0)
+        );
+        assert_consistent(&maps, "locking a");
+        // b collides: a keeps the slot, b lives in the hash, the slot has b's overflow bit.
+        let kb_bit = overflow_bit(&ip_key(b, 64));
+        maps.lock(b, Duration::from_secs(600), 2).unwrap();
+        assert_eq!((slot(a).key, slot(a).flags), (ka, kb_bit));
+        assert_consistent(&maps, "locking b");
+        // Re-locking the occupant updates the copy.
+        let da2 = maps.lock(a, Duration::from_secs(900), 3).unwrap();
+        assert_eq!((slot(a).deadline_ns, slot(a).level), (da2, 3));
+        assert_consistent(&maps, "re-locking a");
+        // Unlocking the occupant vacates the slot; the filter stays for b.
+        assert!(maps.unlock(a).unwrap());
+        assert!(!slot(a).is_occupied());
+        assert!(slot(a).overflowed());
+        assert_consistent(&maps, "unlocking a");
+        // c takes the vacated slot (a is gone), the filter still covers b.
+        maps.lock(c, Duration::from_secs(600), 1).unwrap();
+        assert_eq!((slot(a).key, slot(a).flags), (ip_key(c, 64), kb_bit));
+        assert_consistent(&maps, "locking c");
+        // b expires; the sweep removes it and repairs the slot: no key overflows any more.
+        maps.lock_until(b, 1, 2).unwrap();
+        assert_consistent(&maps, "expiring b");
+        assert_eq!(maps.sweep_expired().unwrap().lockouts, 1);
+        assert_eq!((slot(a).key, slot(a).flags), (ip_key(c, 64), 0));
+        assert_consistent(&maps, "the sweep");
+        // The occupant expires and is swept: its slot is vacated.
+        maps.lock_until(c, 1, 1).unwrap();
+        assert_eq!(maps.sweep_expired().unwrap().lockouts, 1);
+        assert_eq!(slot(a), LockoutSlot::default());
+        assert_consistent(&maps, "sweeping the occupant");
+        assert!(maps.lockouts().unwrap().is_empty());
+    }
+
+    #[test]
+    fn lockout_cache_is_rebuilt_from_a_hash_written_without_it() {
+        let Some(p) = pinned() else { return };
+        let maps = KernelMaps::open(&p.layout).unwrap();
+        let a = ip("192.0.2.50");
+        let b = collider(a, 0xc633_6400);
+        let lone = ip("203.0.113.9");
+        // What a build without the cache left behind: hash entries only.
+        {
+            let mut hash: HashMap<MapData, IpKey, Lockout> = open(&p.layout, MAP_LOCKOUT).unwrap();
+            for (ip, level) in [(a, 1), (b, 2), (lone, 3)] {
+                let l = Lockout {
+                    deadline_ns: clock::deadline_after(Duration::from_secs(60)).unwrap(),
+                    level,
+                    _reserved: 0,
+                };
+                hash.insert(ip_key(ip, 64), l, 0).unwrap();
+            }
+        }
+        assert_eq!(maps.lockout.violations().unwrap().len(), 3);
+        maps.rebuild_lockout_cache().unwrap();
+        assert_consistent(&maps, "the rebuild");
+        let slot = maps.lockout.slot_of(&ip_key(a, 64)).unwrap().unwrap();
+        assert_eq!(
+            slot.flags.count_ones(),
+            1,
+            "one of a and b overflowed: {slot:?}"
+        );
+        let lone_slot = maps.lockout.slot_of(&ip_key(lone, 64)).unwrap().unwrap();
+        assert_eq!(
+            (lone_slot.key, lone_slot.level, lone_slot.flags),
+            (ip_key(lone, 64), 3, 0)
+        );
+        // A slot left holding a key the hash no longer has is vacated.
+        {
+            let mut hash: HashMap<MapData, IpKey, Lockout> = open(&p.layout, MAP_LOCKOUT).unwrap();
+            hash.remove(&ip_key(lone, 64)).unwrap();
+        }
+        assert_eq!(maps.lockout.violations().unwrap().len(), 1);
+        maps.rebuild_lockout_cache().unwrap();
+        assert_consistent(&maps, "the second rebuild");
+        assert!(!maps
+            .lockout
+            .slot_of(&ip_key(lone, 64))
+            .unwrap()
+            .unwrap()
+            .is_occupied());
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! - [`loader`]: load, attach (auto/xdp/xdp-skb/tc), pin, adopt, detach.
 //! - [`pins`]: the layout of pins under the pin path.
 //! - [`maps`]: typed map operations (lockouts, tiers, lists, config, counters, fill).
+//! - [`lockout_cache`]: the lockout hash and the array cache in front of it, written together.
 //! - [`addr`]: IPs and CIDRs as map keys. [`clock`]: the kernel's clock (CLOCK_BOOTTIME).
 //! - [`dataplane`]: the running dataplane; [`sink`]: the engine's enforcement sink on it.
 //! - [`events`]: sampled over-ceiling events; [`logs`]: aya-log forwarded into tracing.
@@ -17,6 +18,7 @@ pub mod dataplane;
 pub mod error;
 pub mod events;
 pub mod loader;
+pub mod lockout_cache;
 pub mod logs;
 pub mod maps;
 pub mod object;
