@@ -7,7 +7,6 @@ use std::sync::Arc;
 use super::decision::Tier;
 use super::{Engine, EngineError};
 use crate::identity::client_ip;
-use crate::identity::hash::Namespace;
 use crate::store::count::Usage;
 use crate::store::records::Lockout;
 
@@ -34,7 +33,7 @@ impl Engine {
         let cfg = self.config();
         let now = self.clock.now_ms();
         let group = client_ip::group(ip, cfg.identity.ipv6_prefix);
-        let id = self.hasher.id(Namespace::Ip, group.to_string().as_bytes());
+        let id = self.hasher.ip_id(group);
         let lists = Arc::clone(&self.runtime().lists);
         let anon = cfg.tiers.get(Tier::Anon);
         Ok(ClientReport {

@@ -24,9 +24,21 @@ fn is_hop_by_hop(k: &HeaderName) -> bool {
 
 /// Removes hop-by-hop fields from `h`.
 pub fn strip_hop_by_hop(h: &mut HeaderMap) {
-    // One scan first: most requests carry none of these, and then nothing is hashed or removed
-    // (fields named in `Connection` only matter when `Connection` itself is there).
-    if !h.keys().any(is_hop_by_hop) {
+    // One scan collects what is there: most messages carry at most `Connection` (upstreams
+    // answer `Connection: keep-alive`), and then only that one field is hashed and removed.
+    let mut found: [Option<HeaderName>; 8] = Default::default();
+    let mut n = 0;
+    let mut more = false;
+    for k in h.keys().filter(|k| is_hop_by_hop(k)) {
+        match found.get_mut(n) {
+            Some(slot) => {
+                *slot = Some(k.clone());
+                n += 1;
+            }
+            None => more = true,
+        }
+    }
+    if n == 0 {
         return;
     }
     // Fields named in `Connection` first, while it is still there.
@@ -45,24 +57,13 @@ pub fn strip_hop_by_hop(h: &mut HeaderMap) {
             h.remove(name);
         }
     }
-    for name in [
-        CONNECTION,
-        KEEP_ALIVE,
-        TE,
-        TRAILER,
-        TRANSFER_ENCODING,
-        UPGRADE,
-    ] {
+    for name in found.iter_mut().filter_map(Option::take) {
         h.remove(name);
     }
-    // `Proxy-Authorization`, `Proxy-Authenticate`, `Proxy-Connection`, … are for this hop.
-    if h.keys().any(|k| k.as_str().starts_with("proxy-")) {
-        let proxy: Vec<HeaderName> = h
-            .keys()
-            .filter(|k| k.as_str().starts_with("proxy-"))
-            .cloned()
-            .collect();
-        for name in proxy {
+    if more {
+        // More than eight distinct hop-by-hop names (many `Proxy-*`): collect the rest.
+        let rest: Vec<HeaderName> = h.keys().filter(|k| is_hop_by_hop(k)).cloned().collect();
+        for name in rest {
             h.remove(name);
         }
     }
@@ -140,6 +141,17 @@ mod tests {
         let mut left: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
         left.sort_unstable();
         assert_eq!(left, vec!["cookie", "x-app"]);
+    }
+
+    #[test]
+    fn more_hop_by_hop_names_than_the_scan_holds_are_all_stripped() {
+        let names: Vec<String> = (0..12).map(|i| format!("proxy-x{i}")).collect();
+        let mut pairs: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "1")).collect();
+        pairs.push(("connection", "close"));
+        pairs.push(("x-app", "kept"));
+        let mut h = map(&pairs);
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["x-app"]);
     }
 
     #[test]

@@ -39,6 +39,8 @@ use super::upstream::{Upstream, UpstreamError};
 const MAX_HEADERS: usize = 100;
 /// Largest response head accepted from the upstream.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Fields the proxy adds to a response (`super::response::write_headers` writes at most 9).
+const RESPONSE_FIELDS_ADDED: usize = 10;
 /// Read-buffer growth per read.
 const READ_SIZE: usize = 16 * 1024;
 
@@ -189,7 +191,8 @@ fn parse_head(buf: &mut BytesMut, head_only: bool) -> Result<Option<Head>, Direc
             );
         }
         let head = buf.split_to(len).freeze();
-        let mut headers = HeaderMap::with_capacity(count);
+        // Room for the rate-limit fields the proxy adds, so adding them never regrows the map.
+        let mut headers = HeaderMap::with_capacity(count + RESPONSE_FIELDS_ADDED);
         for &(n, nl, v, vl) in &spans[..count] {
             let name = HeaderName::from_bytes(&head[n..n + nl])
                 .map_err(|_| DirectError::Malformed("invalid header name".into()))?;

@@ -47,7 +47,17 @@ impl IdKey {
             3 => "key",
             _ => "compat",
         };
-        format!("{ns}:{}", hex::encode(&self.0[1..9]))
+        // Built by hand: this runs for every request, and `format!` with `hex` cost three
+        // allocations and the formatting machinery.
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut s = String::with_capacity(ns.len() + 17);
+        s.push_str(ns);
+        s.push(':');
+        for b in &self.0[1..9] {
+            s.push(char::from(HEX[usize::from(b >> 4)]));
+            s.push(char::from(HEX[usize::from(b & 0xf)]));
+        }
+        s
     }
     /// The digest as a 64-bit number (already uniformly distributed; used for sharding).
     pub fn as_u64(&self) -> u64 {
@@ -137,6 +147,22 @@ impl IdentityHasher {
         IdKey(k)
     }
 
+    /// The key of a (grouped) client address: the hash of its text form, rendered on the stack
+    /// (this runs for every request).
+    pub fn ip_id(&self, ip: std::net::IpAddr) -> IdKey {
+        use std::io::Write as _;
+        // The longest IPv6 text form is 45 bytes.
+        let mut buf = [0u8; 48];
+        let mut cur = std::io::Cursor::new(&mut buf[..]);
+        match write!(cur, "{ip}") {
+            Ok(()) => {
+                let len = usize::try_from(cur.position()).unwrap_or(0);
+                self.id(Namespace::Ip, &buf[..len])
+            }
+            Err(_) => self.id(Namespace::Ip, ip.to_string().as_bytes()),
+        }
+    }
+
     /// How an API key secret is stored: hex of a digest under its own domain byte, so a stored
     /// hash is never the same value as any counter key.
     pub fn secret_hash(&self, secret: &str) -> [u8; 32] {
@@ -160,6 +186,33 @@ impl IdentityHasher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn display_is_the_namespace_and_16_hex_digits() {
+        let k = IdKey([
+            1, 0x00, 0x0f, 0xa0, 0xff, 0x12, 0x34, 0x56, 0x78, 9, 9, 9, 9, 9, 9, 9,
+        ]);
+        assert_eq!(k.display(), "ip:000fa0ff12345678");
+        let k = IdKey([3, 0xab, 0, 0, 0, 0, 0, 0, 0xcd, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(k.display(), "key:ab000000000000cd");
+    }
+
+    #[test]
+    fn ip_id_hashes_the_text_form() {
+        let h = IdentityHasher::hmac(b"0123456789abcdef");
+        for ip in [
+            "203.0.113.7",
+            "2001:db8::",
+            "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255",
+        ] {
+            let addr: std::net::IpAddr = ip.parse().unwrap();
+            assert_eq!(
+                h.ip_id(addr),
+                h.id(Namespace::Ip, addr.to_string().as_bytes()),
+                "{ip}"
+            );
+        }
+    }
 
     #[test]
     fn namespaces_never_share_a_key() {

@@ -55,7 +55,7 @@ impl Caller {
     /// The hashed identity the store counts.
     pub fn id_key(&self, hasher: &IdentityHasher) -> IdKey {
         match &self.subject {
-            Subject::Ip => hasher.id(Namespace::Ip, self.group.to_string().as_bytes()),
+            Subject::Ip => hasher.ip_id(self.group),
             Subject::Token(t) => hasher.id(Namespace::Token, t.as_bytes()),
             Subject::Key(k) => hasher.id(Namespace::Key, k.id.as_bytes()),
         }
