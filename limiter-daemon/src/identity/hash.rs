@@ -1,7 +1,10 @@
 //! Identity hashing: nothing identifying (IP, token ID, key ID, key secret) reaches the store
 //! or a log unhashed. HMAC-SHA256 with a secret by default; plain SHA-256 only when configured.
 
+use std::cell::RefCell;
 use std::hash::{Hash, Hasher};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
@@ -103,16 +106,47 @@ pub type IdKeyBuildHasher = std::hash::BuildHasherDefault<IdKeyHasher>;
 
 /// Hashes subjects and key secrets. Cheap to clone (the HMAC key schedule is precomputed).
 #[derive(Clone)]
-pub enum IdentityHasher {
+pub struct IdentityHasher {
+    kind: Kind,
+    /// Names this hasher's secret in the per-thread memo of address keys (clones share it).
+    tag: u64,
+}
+
+#[derive(Clone)]
+enum Kind {
     Hmac(Hmac<Sha256>),
     Sha256,
 }
 
+static NEXT_TAG: AtomicU64 = AtomicU64::new(1);
+
+/// Slots of the per-thread memo of address keys.
+const MEMO_SLOTS: usize = 256;
+
+thread_local! {
+    /// Recently hashed client addresses, direct-mapped: a crawler sends many requests from one
+    /// address, and each would otherwise cost an HMAC (two SHA-256 blocks) and a text render.
+    static IP_MEMO: RefCell<Vec<Option<(u64, IpAddr, IdKey)>>> =
+        RefCell::new(vec![None; MEMO_SLOTS]);
+}
+
+fn memo_slot(ip: IpAddr) -> usize {
+    let folded = match ip {
+        IpAddr::V4(v4) => u64::from(u32::from(v4)),
+        IpAddr::V6(v6) => {
+            let b = u128::from(v6);
+            (b as u64) ^ ((b >> 64) as u64)
+        }
+    };
+    // Fibonacci hashing: the top bits of the product are well mixed.
+    (folded.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % MEMO_SLOTS
+}
+
 impl std::fmt::Debug for IdentityHasher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            IdentityHasher::Hmac(_) => f.write_str("IdentityHasher::Hmac(<secret>)"),
-            IdentityHasher::Sha256 => f.write_str("IdentityHasher::Sha256"),
+        match self.kind {
+            Kind::Hmac(_) => f.write_str("IdentityHasher::Hmac(<secret>)"),
+            Kind::Sha256 => f.write_str("IdentityHasher::Sha256"),
         }
     }
 }
@@ -120,22 +154,32 @@ impl std::fmt::Debug for IdentityHasher {
 impl IdentityHasher {
     pub fn hmac(secret: &[u8]) -> Self {
         // HMAC accepts keys of any length; this cannot fail.
-        IdentityHasher::Hmac(
-            <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("HMAC takes any key length"),
-        )
+        let mac = <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("HMAC takes any key length");
+        IdentityHasher {
+            kind: Kind::Hmac(mac),
+            tag: NEXT_TAG.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// Plain SHA-256 (`store.hash = "sha256"`).
+    pub fn sha256() -> Self {
+        IdentityHasher {
+            kind: Kind::Sha256,
+            tag: NEXT_TAG.fetch_add(1, Ordering::Relaxed),
+        }
     }
 
     /// SHA-256 of `data` (plain mode: exactly the quota document's `sha256(ip)`), or
     /// HMAC-SHA256 of `namespace || data`.
     pub fn digest(&self, ns: Namespace, data: &[u8]) -> [u8; 32] {
-        match self {
-            IdentityHasher::Hmac(mac) => {
+        match &self.kind {
+            Kind::Hmac(mac) => {
                 let mut m = mac.clone();
                 m.update(&[ns as u8]);
                 m.update(data);
                 m.finalize().into_bytes().into()
             }
-            IdentityHasher::Sha256 => Sha256::digest(data).into(),
+            Kind::Sha256 => Sha256::digest(data).into(),
         }
     }
 
@@ -147,9 +191,24 @@ impl IdentityHasher {
         IdKey(k)
     }
 
-    /// The key of a (grouped) client address: the hash of its text form, rendered on the stack
-    /// (this runs for every request).
-    pub fn ip_id(&self, ip: std::net::IpAddr) -> IdKey {
+    /// The key of a (grouped) client address: the hash of its text form. Runs for every
+    /// request, so recent answers are remembered per thread.
+    pub fn ip_id(&self, ip: IpAddr) -> IdKey {
+        let slot = memo_slot(ip);
+        let hit = IP_MEMO.with_borrow(|memo| match memo[slot] {
+            Some((tag, seen, key)) if tag == self.tag && seen == ip => Some(key),
+            _ => None,
+        });
+        if let Some(key) = hit {
+            return key;
+        }
+        let key = self.ip_id_uncached(ip);
+        IP_MEMO.with_borrow_mut(|memo| memo[slot] = Some((self.tag, ip, key)));
+        key
+    }
+
+    /// [`Self::ip_id`] without the memo; the text is rendered on the stack.
+    fn ip_id_uncached(&self, ip: IpAddr) -> IdKey {
         use std::io::Write as _;
         // The longest IPv6 text form is 45 bytes.
         let mut buf = [0u8; 48];
@@ -166,14 +225,14 @@ impl IdentityHasher {
     /// How an API key secret is stored: hex of a digest under its own domain byte, so a stored
     /// hash is never the same value as any counter key.
     pub fn secret_hash(&self, secret: &str) -> [u8; 32] {
-        match self {
-            IdentityHasher::Hmac(mac) => {
+        match &self.kind {
+            Kind::Hmac(mac) => {
                 let mut m = mac.clone();
                 m.update(b"\xffapi-key-secret");
                 m.update(secret.as_bytes());
                 m.finalize().into_bytes().into()
             }
-            IdentityHasher::Sha256 => {
+            Kind::Sha256 => {
                 let mut h = Sha256::new();
                 h.update(b"\xffapi-key-secret");
                 h.update(secret.as_bytes());
@@ -205,18 +264,38 @@ mod tests {
             "2001:db8::",
             "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255",
         ] {
-            let addr: std::net::IpAddr = ip.parse().unwrap();
-            assert_eq!(
-                h.ip_id(addr),
-                h.id(Namespace::Ip, addr.to_string().as_bytes()),
-                "{ip}"
-            );
+            let addr: IpAddr = ip.parse().unwrap();
+            let expected = h.id(Namespace::Ip, addr.to_string().as_bytes());
+            assert_eq!(h.ip_id(addr), expected, "{ip}");
+            // Again, from the memo.
+            assert_eq!(h.ip_id(addr), expected, "{ip}");
         }
     }
 
     #[test]
+    fn the_memo_never_answers_for_another_secret_or_address() {
+        let a = IdentityHasher::hmac(b"secret a");
+        let b = IdentityHasher::hmac(b"secret b");
+        let ip: IpAddr = "198.51.100.9".parse().unwrap();
+        let from_a = a.ip_id(ip);
+        assert_eq!(b.ip_id(ip), b.id(Namespace::Ip, b"198.51.100.9"));
+        assert_ne!(b.ip_id(ip), from_a);
+        assert_eq!(a.clone().ip_id(ip), from_a, "clones share the secret");
+        // Addresses that share a memo slot still get their own keys.
+        let other = (0u32..)
+            .map(|i| IpAddr::from(std::net::Ipv4Addr::from(i)))
+            .find(|o| *o != ip && memo_slot(*o) == memo_slot(ip))
+            .unwrap();
+        assert_eq!(
+            a.ip_id(other),
+            a.id(Namespace::Ip, other.to_string().as_bytes())
+        );
+        assert_eq!(a.ip_id(ip), from_a);
+    }
+
+    #[test]
     fn namespaces_never_share_a_key() {
-        let h = IdentityHasher::Sha256;
+        let h = IdentityHasher::sha256();
         assert_ne!(h.id(Namespace::Ip, b"x"), h.id(Namespace::Token, b"x"));
     }
 
@@ -236,7 +315,7 @@ mod tests {
 
     #[test]
     fn plain_mode_is_sha256_of_the_subject() {
-        let d = IdentityHasher::Sha256.digest(Namespace::Ip, b"203.0.113.7");
+        let d = IdentityHasher::sha256().digest(Namespace::Ip, b"203.0.113.7");
         assert_eq!(d.as_slice(), Sha256::digest(b"203.0.113.7").as_slice());
     }
 }

@@ -45,7 +45,7 @@ impl EmbeddedStore {
         let mut persisted = Persisted::open(dir, now_ms)?;
         let mut corrupt = std::mem::take(&mut persisted.corrupt);
         let hasher = match settings.hash {
-            HashMode::Sha256 => IdentityHasher::Sha256,
+            HashMode::Sha256 => IdentityHasher::sha256(),
             HashMode::Hmac => match &settings.hash_secret {
                 Some(secret) => IdentityHasher::hmac(secret),
                 None => IdentityHasher::hmac(&load_or_create_secret(dir, now_ms, &mut corrupt)?),

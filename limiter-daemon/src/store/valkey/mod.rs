@@ -57,7 +57,7 @@ impl ValkeyStore {
             pool: Pool::open(address, TIMEOUT)?,
             prefix: prefix.to_string(),
             script: redis::Script::new(SCRIPT),
-            hasher: IdentityHasher::Sha256,
+            hasher: IdentityHasher::sha256(),
         };
         // Loaded up front so the first decision does not pay for NOSCRIPT; `invoke` reloads it
         // by itself if the server forgot it (restart, SCRIPT FLUSH).
@@ -65,7 +65,7 @@ impl ValkeyStore {
             .pool
             .with(0, "script load", |c| store.script.prepare_invoke().load(c))?;
         store.hasher = match (hash, hash_secret) {
-            (crate::config::HashMode::Sha256, _) => IdentityHasher::Sha256,
+            (crate::config::HashMode::Sha256, _) => IdentityHasher::sha256(),
             (crate::config::HashMode::Hmac, Some(s)) => IdentityHasher::hmac(s),
             (crate::config::HashMode::Hmac, None) => {
                 let key = store.name("hash-secret");
