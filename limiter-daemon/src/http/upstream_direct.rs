@@ -193,14 +193,16 @@ fn parse_head(buf: &mut BytesMut, head_only: bool) -> Result<Option<Head>, Direc
         let head = buf.split_to(len).freeze();
         // Room for the rate-limit fields the proxy adds, so adding them never regrows the map.
         let mut headers = HeaderMap::with_capacity(count + RESPONSE_FIELDS_ADDED);
+        let mut present = Present::default();
         for &(n, nl, v, vl) in &spans[..count] {
             let name = HeaderName::from_bytes(&head[n..n + nl])
                 .map_err(|_| DirectError::Malformed("invalid header name".into()))?;
             let value = HeaderValue::from_maybe_shared(head.slice(v..v + vl))
                 .map_err(|_| DirectError::Malformed(format!("invalid value for {name}")))?;
+            present.note(&name);
             headers.append(name, value);
         }
-        let (framing, keep_alive) = framing(status, version, &mut headers, head_only)?;
+        let (framing, keep_alive) = framing(status, version, &mut headers, present, head_only)?;
         let mut response = Response::new(()).into_parts().0;
         response.status = status;
         response.version = version;
@@ -213,24 +215,49 @@ fn parse_head(buf: &mut BytesMut, head_only: bool) -> Result<Option<Head>, Direc
     }
 }
 
+/// Which framing fields a head has, noted while it is parsed, so the map is only searched for
+/// fields that are there.
+#[derive(Clone, Copy, Default)]
+struct Present {
+    connection: bool,
+    transfer_encoding: bool,
+}
+
+impl Present {
+    fn note(&mut self, name: &HeaderName) {
+        if name == CONNECTION {
+            self.connection = true;
+        } else if name == TRANSFER_ENCODING {
+            self.transfer_encoding = true;
+        }
+    }
+}
+
 /// The body framing (`None`: no body) and whether the connection may be reused afterwards.
 fn framing(
     status: StatusCode,
     version: Version,
     headers: &mut HeaderMap,
+    present: Present,
     head_only: bool,
 ) -> Result<(Option<Framing>, bool), DirectError> {
-    let close = headers
-        .get_all(CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| t.trim().eq_ignore_ascii_case("close"));
+    let close = present.connection
+        && headers
+            .get_all(CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case("close"));
     let mut keep_alive = version == Version::HTTP_11 && !close;
     if head_only || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
         return Ok((None, keep_alive));
     }
-    if let Some(te) = headers.get_all(TRANSFER_ENCODING).iter().next_back() {
+    let te = if present.transfer_encoding {
+        headers.get_all(TRANSFER_ENCODING).iter().next_back()
+    } else {
+        None
+    };
+    if let Some(te) = te {
         let chunked = te
             .to_str()
             .ok()
