@@ -341,32 +341,9 @@ async fn shutdown_future_stops_the_listeners() {
 /// one, never answering 502 for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_closing_idle_connections_is_survived() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let count = accepted.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = listener.accept().await else {
-                return;
-            };
-            count.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let mut got = Vec::new();
-                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => got.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let _ = s
-                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-                    .await;
-                // Close without `connection: close`: the proxy's pooled connection goes stale.
-            });
-        }
-    });
+    // Close without `connection: close`: the proxy's pooled connection goes stale.
+    let (addr, accepted) =
+        scripted_upstream(|_| (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", true)).await;
     let d = start(settings(Some(addr), ""), by_header()).await;
     for i in 0..10 {
         let (parts, body) = get(&d.proxy_url("/"), &[]).await;
