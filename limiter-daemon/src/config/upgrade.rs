@@ -1,5 +1,7 @@
 //! `[upgrade]`: where a 429 tells the caller to go for the next rung.
 
+use std::sync::Arc;
+
 use serde::Deserialize;
 
 use super::ConfigError;
@@ -18,6 +20,10 @@ pub struct UpgradePaths {
     pub login: String,
     /// session → sponsor: get an API key here.
     pub account: String,
+    /// The two sentences, rendered once: every decision carries one, and cloning an `Arc` is
+    /// all that costs per request.
+    anon_hint: Arc<str>,
+    session_hint: Arc<str>,
 }
 
 impl UpgradePaths {
@@ -32,23 +38,24 @@ impl UpgradePaths {
             }
             Ok(v)
         };
+        let login = check("upgrade.login", raw.login, "/login")?;
+        let account = check("upgrade.account", raw.account, "/account")?;
         Ok(UpgradePaths {
-            login: check("upgrade.login", raw.login, "/login")?,
-            account: check("upgrade.account", raw.account, "/account")?,
+            anon_hint: format!(
+                "Sign in at {login} for the session allowance (10x the anonymous budget)."
+            )
+            .into(),
+            session_hint: format!("Get an API key at {account} for the sponsor allowance.").into(),
+            login,
+            account,
         })
     }
 
     /// The sentence naming the next rung, or `None` at the top of the ladder.
-    pub fn hint(&self, tier: Tier) -> Option<String> {
+    pub fn hint(&self, tier: Tier) -> Option<Arc<str>> {
         match tier {
-            Tier::Anon => Some(format!(
-                "Sign in at {} for the session allowance (10x the anonymous budget).",
-                self.login
-            )),
-            Tier::Session => Some(format!(
-                "Get an API key at {} for the sponsor allowance.",
-                self.account
-            )),
+            Tier::Anon => Some(Arc::clone(&self.anon_hint)),
+            Tier::Session => Some(Arc::clone(&self.session_hint)),
             Tier::Sponsor => None,
         }
     }

@@ -172,7 +172,7 @@ pub struct Decision {
     /// requests per identity and for logs.
     pub identity: String,
     /// The sentence naming the next rung (from `[upgrade]`), `None` at the top of the ladder.
-    pub upgrade: Option<String>,
+    pub upgrade: Option<std::sync::Arc<str>>,
     /// What became of a presented API key (metrics: key-cache results).
     pub key_status: Option<KeyStatus>,
     /// Set when this request earned a strike and a lockout: the new escalation level.

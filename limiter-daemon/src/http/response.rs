@@ -11,6 +11,8 @@
 //!   `RateLimit` (the same names with remaining units and seconds to reset, `"burst";r=0;t=12`).
 //! - `Retry-After` on 429 and 503; `x-quota-warning` when the daily quota is nearly used up.
 
+use std::cell::RefCell;
+
 use bytes::{BufMut, Bytes, BytesMut};
 use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
@@ -169,6 +171,31 @@ pub fn ratelimit_value(d: &Decision) -> String {
     v.into_string()
 }
 
+/// What a `RateLimit-Policy` value says of each window: kind, quota, window length.
+type PolicyShape = Vec<(WindowKind, u64, u64)>;
+
+thread_local! {
+    /// The last `RateLimit-Policy` value rendered on this thread and the windows it describes:
+    /// callers of one tier on one route share it, so most requests clone it instead.
+    static POLICY: RefCell<(PolicyShape, Option<HeaderValue>)> =
+        const { RefCell::new((Vec::new(), None)) };
+}
+
+/// `RateLimit-Policy` for `d`, from the per-thread memo when the windows match.
+fn policy_header(d: &Decision, v: &mut Values) -> Option<HeaderValue> {
+    let shape = |w: &WindowState| (w.kind, w.limit, w.window_secs);
+    POLICY.with_borrow_mut(|(seen, value)| {
+        let same = seen.len() == d.windows.len()
+            && seen.iter().zip(&d.windows).all(|(s, w)| *s == shape(w));
+        if !same || value.is_none() {
+            *value = v.policy(d).take();
+            seen.clear();
+            seen.extend(d.windows.iter().map(shape));
+        }
+        value.clone()
+    })
+}
+
 /// Writes the rate-limit headers for `d` into `h` (allowed, delayed and rejected alike).
 pub fn write_headers(d: &Decision, h: &mut HeaderMap) {
     let mut v = Values::new();
@@ -197,7 +224,7 @@ pub fn write_headers(d: &Decision, h: &mut HeaderMap) {
         put(h, X_RATELIMIT_RESET, v.num(retry_after(d)).take());
     }
     if !d.windows.is_empty() {
-        put(h, RATELIMIT_POLICY, v.policy(d).take());
+        put(h, RATELIMIT_POLICY, policy_header(d, &mut v));
         put(h, RATELIMIT, v.ratelimit(d).take());
     }
     if let Some(left) = d.warn_remaining {
@@ -264,7 +291,7 @@ pub fn problem(d: &Decision, hints: &Hints) -> Problem {
         .with("retryAfter", retry_after(d))
         .with(
             "upgrade",
-            d.upgrade.clone().map(Value::from).unwrap_or(Value::Null),
+            d.upgrade.as_deref().map(Value::from).unwrap_or(Value::Null),
         )
 }
 
@@ -352,6 +379,24 @@ mod tests {
             ratelimit_value(&d),
             "\"burst\";r=0;t=12, \"hourly\";r=480;t=1800, \"daily\";r=880;t=40000"
         );
+    }
+
+    #[test]
+    fn the_policy_memo_follows_the_windows() {
+        let policy = |d: &Decision| {
+            let mut h = HeaderMap::new();
+            write_headers(d, &mut h);
+            h[&RATELIMIT_POLICY].to_str().unwrap().to_string()
+        };
+        let mut d = decision(Action::Allow, None);
+        let first = policy(&d);
+        assert_eq!(first, policy_value(&d));
+        assert_eq!(policy(&d), first, "from the memo");
+        d.windows[1].limit = 6000;
+        assert_eq!(policy(&d), policy_value(&d));
+        assert!(policy(&d).contains("q=6000"));
+        d.windows.pop();
+        assert_eq!(policy(&d), "\"burst\";q=120;w=60, \"hourly\";q=6000;w=3600");
     }
 
     #[test]
