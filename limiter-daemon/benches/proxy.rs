@@ -5,7 +5,9 @@
 //! - nginx + `limit_req`: 2 workers, keep-alive to the upstream, a rate so high nothing is
 //!   rejected.
 //! - Daemon: the `bench-fast` binary (`limiter-daemon run`) with a generated config: embedded
-//!   store, kernel off, 2 runtime worker threads, limits high enough that nothing is rejected.
+//!   store, kernel off, 2 runtime worker threads, limits high enough that nothing is rejected;
+//!   once with its defaults (SCHED_BATCH proxy threads), once with `batch_scheduling = false`.
+//! - A second nginx whose workers are put on SCHED_BATCH, so both policies compare like for like.
 //! - Load: `wrk --latency -t2 -c64 -d<secs>s` (BENCH_SECS, default 10) after a 2 s warm-up,
 //!   in BENCH_ROUNDS (default 3) rounds interleaving the three paths; medians are reported.
 //! - CPU per request: user + system time of that path's own processes (nginx master and
@@ -234,50 +236,60 @@ fn main() {
         1,
     );
 
-    // nginx with limit_req in front of the same upstream.
-    let ng_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let nginx = Nginx::start(
-        &format!(
+    // nginx with limit_req in front of the same upstream; a second, identical one whose workers
+    // run SCHED_BATCH, as the daemon's proxy threads do by default (like for like).
+    let nginx_conf = |addr: SocketAddr| {
+        format!(
             "limit_req_zone $binary_remote_addr zone=bench:10m rate=1000000r/s;\n\
              upstream app {{ server {up_addr}; keepalive 128; }}\n\
-             server {{ listen {ng_addr} backlog=4096; keepalive_requests 1000000;\n\
+             server {{ listen {addr} backlog=4096; keepalive_requests 1000000;\n\
                location / {{ limit_req zone=bench burst=1000000 nodelay;\n\
                  proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection \"\";\n\
                  proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for; }} }}"
-        ),
-        ng_addr,
-        2,
-    );
+        )
+    };
+    let ng_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let nginx = Nginx::start(&nginx_conf(ng_addr), ng_addr, 2);
+    let ngb_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let nginx_batch = Nginx::start(&nginx_conf(ngb_addr), ngb_addr, 2);
+    for worker in children(nginx_batch.pid()) {
+        set_batch_policy(worker);
+    }
 
-    // The daemon's proxy, embedded store, limits out of reach. The burst window is capped at
-    // 65535 per minute, far below this load, so the bench route counts hourly and daily units
-    // only (both checked and counted per request in the store, like any other request).
-    // The metrics listener is off so a bench never collides on its fixed default port.
-    let px_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let api_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let state = scratch.path().join("state");
-    let big = 400_000_000u32;
-    let config = format!(
-        "[tiers.anon]\nhourly = {big}\n\n[quota]\nanon = {big}\n\n\
-         [default_route]\nlimits = [\"hourly\", \"daily\"]\n\n\
-         [store]\nstate_dir = \"{}\"\n\n[kernel]\nmode = \"off\"\n\n\
-         [metrics]\nlisten = \"\"\n\n\
-         [http]\nproxy_listen = [\"{px_addr}\"]\napi_listen = [\"{api_addr}\"]\n\
-         upstream = \"http://{up_addr}\"\nworker_threads = 2\n",
-        state.display()
-    );
-    let config_path = scratch.path().join("limiter.toml");
-    std::fs::write(&config_path, config).unwrap();
-    let mut child = Command::new(&bin)
-        .arg("run")
-        .arg("--config")
-        .arg(&config_path)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start the daemon");
-    wait_listening(px_addr, &mut child);
-    let daemon = Daemon(child);
+    // The daemon's proxy, embedded store, limits out of reach: once with its defaults
+    // (SCHED_BATCH proxy threads), once with `batch_scheduling = false`. The burst window is
+    // capped at 65535 per minute, far below this load, so the bench route counts hourly and
+    // daily units only (both checked and counted per request in the store, like any other
+    // request). The metrics listener is off so a bench never collides on its fixed default port.
+    let start_daemon = |name: &str, extra: &str| {
+        let px_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let api_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let state = scratch.path().join(format!("state-{name}"));
+        let big = 400_000_000u32;
+        let config = format!(
+            "[tiers.anon]\nhourly = {big}\n\n[quota]\nanon = {big}\n\n\
+             [default_route]\nlimits = [\"hourly\", \"daily\"]\n\n\
+             [store]\nstate_dir = \"{}\"\n\n[kernel]\nmode = \"off\"\n\n\
+             [metrics]\nlisten = \"\"\n\n\
+             [http]\nproxy_listen = [\"{px_addr}\"]\napi_listen = [\"{api_addr}\"]\n\
+             upstream = \"http://{up_addr}\"\nworker_threads = 2\n{extra}",
+            state.display()
+        );
+        let config_path = scratch.path().join(format!("limiter-{name}.toml"));
+        std::fs::write(&config_path, config).unwrap();
+        let mut child = Command::new(&bin)
+            .arg("run")
+            .arg("--config")
+            .arg(&config_path)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start the daemon");
+        wait_listening(px_addr, &mut child);
+        (Daemon(child), px_addr)
+    };
+    let (daemon, px_addr) = start_daemon("default", "");
+    let (daemon_normal, pxn_addr) = start_daemon("normal", "batch_scheduling = false\n");
 
     let daemon_pid = vec![daemon.0.id()];
     let nginx_pids = |master: u32| {
@@ -285,7 +297,7 @@ fn main() {
         p.push(master);
         p
     };
-    let targets: [(&str, String, Vec<u32>); 3] = [
+    let targets: [(&str, String, Vec<u32>); 5] = [
         (
             "direct (upstream)",
             format!("http://{up_addr}/index.html"),
@@ -300,6 +312,16 @@ fn main() {
             "limiter-daemon proxy",
             format!("http://{px_addr}/index.html"),
             daemon_pid,
+        ),
+        (
+            "nginx limit_req, SCHED_BATCH workers",
+            format!("http://{ngb_addr}/index.html"),
+            nginx_pids(nginx_batch.pid()),
+        ),
+        (
+            "limiter-daemon proxy, batch_scheduling = false",
+            format!("http://{pxn_addr}/index.html"),
+            vec![daemon_normal.0.id()],
         ),
     ];
     let rounds: usize = std::env::var("BENCH_ROUNDS")
@@ -332,8 +354,7 @@ fn main() {
             samples[i].push((r, us_per_req));
         }
     }
-    drop(nginx);
-    drop(upstream);
+    drop((daemon, daemon_normal, nginx, nginx_batch, upstream));
 
     struct Row {
         rps: f64,
@@ -352,7 +373,7 @@ fn main() {
             errors: s.iter().map(|(r, _)| r.errors).sum(),
         })
         .collect();
-    let (direct, ng, dm) = (&rows[0], &rows[1], &rows[2]);
+    let (direct, ng, dm, ngb, dmn) = (&rows[0], &rows[1], &rows[2], &rows[3], &rows[4]);
     println!();
     println!(
         "proxy benchmark: wrk --latency -t2 -c64 -d{secs}s, median of {rounds} interleaved rounds; \
@@ -384,5 +405,23 @@ fn main() {
     println!(
         "p99 added: daemon {added_dm:.2} ms vs nginx {added_ng:.2} ms (daemon - nginx = {:+.2} ms)",
         added_dm - added_ng
+    );
+    println!(
+        "like for like: both SCHED_BATCH {:.2}, both the normal policy {:.2} (daemon / nginx throughput)",
+        dm.rps / ngb.rps,
+        dmn.rps / ng.rps
+    );
+}
+
+/// Puts process `pid` (an nginx worker) on `SCHED_BATCH`, as the daemon does its proxy threads.
+fn set_batch_policy(pid: u32) {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: plain syscall on a pid we started; `param` is valid for the call.
+    let rc = unsafe { libc::sched_setscheduler(pid as i32, libc::SCHED_BATCH, &param) };
+    assert_eq!(
+        rc,
+        0,
+        "sched_setscheduler({pid}): {}",
+        std::io::Error::last_os_error()
     );
 }

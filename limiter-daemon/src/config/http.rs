@@ -51,6 +51,8 @@ pub struct RawHttp {
     /// Threads of the daemon's async runtime, which serves every listener (default: one per
     /// CPU).
     pub worker_threads: Option<usize>,
+    /// Proxy threads run `SCHED_BATCH` (default true); see `http::sched`.
+    pub batch_scheduling: Option<bool>,
     /// `[http.admin]` belongs to the admin API, which validates it; passed over here.
     pub admin: Option<toml::Table>,
 }
@@ -75,6 +77,8 @@ pub struct HttpSettings {
     pub shutdown_grace: Duration,
     /// `None`: one per CPU.
     pub worker_threads: Option<NonZeroUsize>,
+    /// Proxy threads ask for `SCHED_BATCH` (see `crate::http::sched`).
+    pub batch_scheduling: bool,
 }
 
 /// The upstream origin: scheme `http`, a host and a port (the proxy keeps the request's path).
@@ -247,6 +251,7 @@ impl HttpSettings {
                     })
                 })
                 .transpose()?,
+            batch_scheduling: raw.batch_scheduling.unwrap_or(true),
             shutdown_grace: duration(
                 "http.shutdown_grace",
                 raw.shutdown_grace,

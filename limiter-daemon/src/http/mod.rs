@@ -8,6 +8,7 @@
 //! - [`response`]: how a [`crate::engine::decision::Decision`] becomes headers and a 429
 //!   problem document; [`problem`] renders every error body as `application/problem+json`.
 //! - [`hold`]: bounds on requests held for a scan delay.
+//! - [`sched`]: the proxy threads' scheduling policy (`SCHED_BATCH` by default).
 //! - [`server`]: binds the configured listeners and serves until a shutdown future resolves.
 //! - [`decider`]: the trait the surfaces call, implemented by the engine.
 
@@ -23,6 +24,7 @@ pub mod limits;
 pub mod problem;
 pub mod proxy;
 pub mod response;
+pub mod sched;
 pub mod server;
 pub mod upstream;
 pub mod upstream_direct;

@@ -262,6 +262,11 @@ impl HttpServer {
             let handle = std::thread::Builder::new()
                 .name(format!("limiter-proxy-{index}"))
                 .spawn(move || {
+                    if settings.batch_scheduling {
+                        if let Err(err) = super::sched::use_batch_policy() {
+                            tracing::warn!(error = %err, "proxy thread keeps the default scheduling policy");
+                        }
+                    }
                     rt.block_on(async move {
                         let state = Arc::new(ProxyState {
                             decider,
