@@ -19,6 +19,7 @@
 //! which is safe because only idempotent methods without a body take this path.
 
 use std::io;
+use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -154,9 +155,15 @@ struct Head {
 /// `None` when more bytes are needed.
 fn parse_head(buf: &mut BytesMut, head_only: bool) -> Result<Option<Head>, DirectError> {
     loop {
-        let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut parsed = httparse::Response::new(&mut fields);
-        let len = match parsed.parse(buf) {
+        // Left uninitialised: httparse initialises what it fills, and zeroing 100 slots for
+        // the usual eight fields showed in the profile.
+        let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+        let mut parsed = httparse::Response::new(&mut []);
+        let len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+            &mut parsed,
+            buf,
+            &mut fields,
+        ) {
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) => return Ok(None),
             Err(e) => return Err(DirectError::Malformed(e.to_string())),
