@@ -423,6 +423,15 @@ impl DirectBody {
     }
 }
 
+/// What the buffered bytes allow next.
+enum Next {
+    Data(Bytes),
+    /// The framing says the body is over.
+    End,
+    /// Nothing usable is buffered: read more.
+    Read,
+}
+
 impl Body for DirectBody {
     type Data = Bytes;
     type Error = io::Error;
@@ -436,44 +445,36 @@ impl Body for DirectBody {
             let Some(conn) = this.conn.as_mut() else {
                 return Poll::Ready(None);
             };
-            let data = match &mut this.framing {
-                None => None,
-                Some(Framing::Length(0)) => None,
-                Some(Framing::Length(left)) => (!conn.buf.is_empty()).then(|| {
+            let next = match &mut this.framing {
+                None | Some(Framing::Length(0)) => Next::End,
+                _ if conn.buf.is_empty() => Next::Read,
+                Some(Framing::Length(left)) => {
                     let take = usize::try_from(*left)
                         .unwrap_or(usize::MAX)
                         .min(conn.buf.len());
                     *left -= take as u64;
-                    conn.buf.split_to(take).freeze()
-                }),
+                    Next::Data(conn.buf.split_to(take).freeze())
+                }
                 Some(Framing::Chunked(decoder)) => match decoder.decode(&mut conn.buf) {
-                    Ok(Step::Data(b)) => Some(b),
-                    Ok(Step::Done) => None,
-                    Ok(Step::NeedMore) => Some(Bytes::new()),
+                    Ok(Step::Data(b)) => Next::Data(b),
+                    Ok(Step::Done) => Next::End,
+                    Ok(Step::NeedMore) => Next::Read,
                     Err(e) => return Poll::Ready(Some(Err(this.broken(e)))),
                 },
-                Some(Framing::UntilClose) => {
-                    (!conn.buf.is_empty()).then(|| conn.buf.split().freeze())
-                }
+                Some(Framing::UntilClose) => Next::Data(conn.buf.split().freeze()),
             };
-            match data {
-                Some(b) if !b.is_empty() => {
+            match next {
+                Next::Data(b) => {
                     if this.framing.as_ref().is_some_and(Framing::is_complete) {
                         this.finish();
                     }
                     return Poll::Ready(Some(Ok(Frame::data(b))));
                 }
-                // The framing says the body is over.
-                None if this
-                    .framing
-                    .as_ref()
-                    .is_none_or(|f| f.is_complete() || matches!(f, Framing::Length(0))) =>
-                {
+                Next::End => {
                     this.finish();
                     return Poll::Ready(None);
                 }
-                // Nothing buffered: read more.
-                _ => {}
+                Next::Read => {}
             }
             let Some(conn) = this.conn.as_mut() else {
                 return Poll::Ready(None);
@@ -585,39 +586,55 @@ mod tests {
 
     #[test]
     fn framing_follows_rfc_9112() {
-        assert!(framing_of("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n").1);
-        assert!(
-            framing_of("HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n")
-                .0
-                .starts_with("Some(Chunked")
-        );
-        // Not chunked last: read until close, never reused.
-        assert_eq!(
-            framing_of("HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\n"),
-            ("Some(UntilClose)".to_string(), false)
-        );
-        // No length at all: until close.
-        assert_eq!(
-            framing_of("HTTP/1.1 200 OK\r\n\r\n"),
-            ("Some(UntilClose)".to_string(), false)
-        );
-        assert_eq!(
-            framing_of("HTTP/1.1 200 OK\r\ncontent-length: 7, 7\r\n\r\n"),
-            ("Some(Length(7))".to_string(), true)
-        );
-        assert_eq!(
-            framing_of("HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 7\r\n\r\n"),
-            ("Some(Length(7))".to_string(), false)
-        );
-        assert_eq!(
-            framing_of("HTTP/1.0 200 OK\r\ncontent-length: 7\r\n\r\n"),
-            ("Some(Length(7))".to_string(), false)
-        );
-        for status in ["204 No Content", "304 Not Modified"] {
-            assert_eq!(
-                framing_of(&format!("HTTP/1.1 {status}\r\ncontent-length: 9\r\n\r\n")),
-                ("None".to_string(), true)
-            );
+        // (response head, framing, connection reusable afterwards)
+        for (wire, framing, keep) in [
+            (
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n",
+                "Some(Chunked",
+                true,
+            ),
+            (
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n",
+                "Some(Chunked",
+                true,
+            ),
+            // Not chunked last: read until close, never reused.
+            (
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\n",
+                "Some(UntilClose)",
+                false,
+            ),
+            // No length at all: until close.
+            ("HTTP/1.1 200 OK\r\n\r\n", "Some(UntilClose)", false),
+            (
+                "HTTP/1.1 200 OK\r\ncontent-length: 7, 7\r\n\r\n",
+                "Some(Length(7))",
+                true,
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 7\r\n\r\n",
+                "Some(Length(7))",
+                false,
+            ),
+            (
+                "HTTP/1.0 200 OK\r\ncontent-length: 7\r\n\r\n",
+                "Some(Length(7))",
+                false,
+            ),
+            (
+                "HTTP/1.1 204 No Content\r\ncontent-length: 9\r\n\r\n",
+                "None",
+                true,
+            ),
+            (
+                "HTTP/1.1 304 Not Modified\r\ncontent-length: 9\r\n\r\n",
+                "None",
+                true,
+            ),
+        ] {
+            let (got, reusable) = framing_of(wire);
+            assert!(got.starts_with(framing), "{wire:?}: {got}");
+            assert_eq!(reusable, keep, "{wire:?}");
         }
         let h = head("HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\n", true)
             .unwrap()
