@@ -26,11 +26,22 @@ pub struct RequestView<'a> {
 /// call this on the request path.
 pub trait Decider: Send + Sync + 'static {
     fn decide(&self, req: &RequestView<'_>) -> Decision;
+
+    /// Whether a decision may depend on the request field `name` (any case). A surface that
+    /// parses heads itself builds the view's map from these fields alone; the default, every
+    /// field, is always correct.
+    fn reads_header(&self, _name: &[u8]) -> bool {
+        true
+    }
 }
 
 impl<D: Decider + ?Sized> Decider for std::sync::Arc<D> {
     fn decide(&self, req: &RequestView<'_>) -> Decision {
         (**self).decide(req)
+    }
+
+    fn reads_header(&self, name: &[u8]) -> bool {
+        (**self).reads_header(name)
     }
 }
 
@@ -46,5 +57,9 @@ impl Decider for Engine {
                 headers: req.headers,
             },
         )
+    }
+
+    fn reads_header(&self, name: &[u8]) -> bool {
+        self.with_runtime(|rt| crate::identity::reads_header(&rt.cfg, name))
     }
 }

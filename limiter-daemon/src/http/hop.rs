@@ -22,6 +22,41 @@ fn is_hop_by_hop(k: &HeaderName) -> bool {
         || k.as_str().starts_with("proxy-")
 }
 
+/// [`is_hop_by_hop`] on a field name as it came off the wire (any case).
+pub fn is_hop_by_hop_name(name: &[u8]) -> bool {
+    [CONNECTION, KEEP_ALIVE, TE, TRAILER, TRANSFER_ENCODING, UPGRADE]
+        .iter()
+        .any(|k| k.as_str().as_bytes().eq_ignore_ascii_case(name))
+        || name.get(..6).is_some_and(|p| p.eq_ignore_ascii_case(b"proxy-"))
+}
+
+/// `ip` as text, rendered into `buf` (IPv4, the commonest case, without `fmt`).
+pub fn ip_text(ip: IpAddr, buf: &mut [u8; 48]) -> &[u8] {
+    let mut len = 0;
+    match ip {
+        IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    buf[len] = b'.';
+                    len += 1;
+                }
+                let mut digits = itoa::Buffer::new();
+                let d = digits.format(octet).as_bytes();
+                buf[len..len + d.len()].copy_from_slice(d);
+                len += d.len();
+            }
+        }
+        IpAddr::V6(_) => {
+            let mut cur = std::io::Cursor::new(&mut buf[..]);
+            // 48 bytes hold any IPv6 text (at most 45).
+            if write!(cur, "{ip}").is_ok() {
+                len = usize::try_from(cur.position()).unwrap_or(0);
+            }
+        }
+    }
+    &buf[..len]
+}
+
 /// Removes hop-by-hop fields from `h`.
 pub fn strip_hop_by_hop(h: &mut HeaderMap) {
     // One scan collects what is there: most messages carry at most `Connection` (upstreams
@@ -71,37 +106,13 @@ pub fn strip_hop_by_hop(h: &mut HeaderMap) {
 
 /// Appends `client` to `X-Forwarded-For`, folding earlier fields into one list.
 pub fn append_forwarded_for(h: &mut HeaderMap, client: IpAddr) {
-    let mut prior = h.get_all(&X_FORWARDED_FOR).iter();
-    if prior.next().is_none() {
-        if let IpAddr::V4(v4) = client {
-            // The commonest case of all, without the formatting machinery.
-            let mut buf = [0u8; 15];
-            let mut len = 0;
-            for (i, octet) in v4.octets().into_iter().enumerate() {
-                if i > 0 {
-                    buf[len] = b'.';
-                    len += 1;
-                }
-                let mut digits = itoa::Buffer::new();
-                let d = digits.format(octet).as_bytes();
-                buf[len..len + d.len()].copy_from_slice(d);
-                len += d.len();
-            }
-            if let Ok(v) = HeaderValue::from_bytes(&buf[..len]) {
-                h.insert(X_FORWARDED_FOR, v);
-            }
-            return;
-        }
+    if !h.contains_key(&X_FORWARDED_FOR) {
         // Rendered on the stack: one allocation (the value's), not two.
         let mut buf = [0u8; 48];
-        let mut cur = std::io::Cursor::new(&mut buf[..]);
-        if write!(cur, "{client}").is_ok() {
-            let len = usize::try_from(cur.position()).unwrap_or(0);
-            if let Ok(v) = HeaderValue::from_bytes(&buf[..len]) {
-                h.insert(X_FORWARDED_FOR, v);
-            }
-            return;
+        if let Ok(v) = HeaderValue::from_bytes(ip_text(client, &mut buf)) {
+            h.insert(X_FORWARDED_FOR, v);
         }
+        return;
     }
     let client = client.to_string();
     let mut prior = h.get_all(&X_FORWARDED_FOR).iter();

@@ -18,6 +18,8 @@ pub struct HeaderLimits {
 pub enum HeaderLimitError {
     #[error("{count} header fields, more than the {max} accepted")]
     Count { count: usize, max: usize },
+    #[error("over {parsed} header fields, more than the {max} accepted")]
+    CountOver { parsed: usize, max: usize },
     #[error("{bytes} bytes of header fields, more than the {max} accepted")]
     Bytes { bytes: usize, max: usize },
 }
@@ -25,14 +27,18 @@ pub enum HeaderLimitError {
 impl HeaderLimits {
     /// Counts fields and bytes (name + value + `": "` + CRLF, as on the wire).
     pub fn check(&self, h: &HeaderMap) -> Result<(), HeaderLimitError> {
-        let count = h.len();
+        let bytes: usize = h.iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
+        self.check_sizes(h.len(), bytes)
+    }
+
+    /// The same check on counts taken elsewhere (`bytes` as in [`HeaderLimits::check`]).
+    pub fn check_sizes(&self, count: usize, bytes: usize) -> Result<(), HeaderLimitError> {
         if count > self.max_count {
             return Err(HeaderLimitError::Count {
                 count,
                 max: self.max_count,
             });
         }
-        let bytes: usize = h.iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
         if bytes > self.max_bytes {
             return Err(HeaderLimitError::Bytes {
                 bytes,

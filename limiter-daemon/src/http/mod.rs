@@ -18,6 +18,7 @@ pub mod body;
 pub mod chunked;
 pub mod decide_api;
 pub mod decider;
+pub mod front;
 pub mod hold;
 pub mod hop;
 pub mod limits;

@@ -6,18 +6,19 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use http::{Request, Response, Version};
 use hyper::body::Incoming;
 
 use super::body::{full, streamed, ProxyBody};
 use super::decider::{Decider, RequestView};
-use super::hold::HoldGate;
+use super::hold::{HoldGate, HoldPermit};
 use super::hop::{append_forwarded_for, strip_hop_by_hop};
 use super::limits::{too_large, HeaderLimits};
 use super::problem;
 use super::response::{hold_overflow, rejection, write_headers, Hints};
 use super::upstream::{Upstream, UpstreamError};
-use crate::engine::decision::Action;
+use crate::engine::decision::{Action, Decision};
 
 /// Everything the proxy needs per request, shared by all connections.
 pub struct ProxyState {
@@ -26,6 +27,41 @@ pub struct ProxyState {
     pub gate: Arc<HoldGate>,
     pub hints: Hints,
     pub limits: HeaderLimits,
+}
+
+/// What the decision on a request lets happen next.
+pub enum Admission {
+    /// Forward it, with these rate-limit headers.
+    Forward(Decision),
+    /// Hold it for the decision's delay, then forward it; the permit counts it against the
+    /// held-request bounds until dropped.
+    Hold(Decision, HoldPermit),
+    /// Answer it now: a 429, or a 503 when its held-request bound is reached.
+    Answer(Response<Bytes>),
+}
+
+/// Decides on `view`: reject, hold (within the bounds) or forward.
+pub fn admit(state: &ProxyState, view: &RequestView<'_>) -> Admission {
+    let decision = state.decider.decide(view);
+    match decision.action {
+        Action::Reject => Admission::Answer(rejection(&decision, &state.hints)),
+        Action::Delay => match state.gate.try_hold(&decision.identity) {
+            Some(permit) => Admission::Hold(decision, permit),
+            None => {
+                tracing::debug!(identity = %decision.identity, "held-request bound reached");
+                Admission::Answer(hold_overflow(&decision))
+            }
+        },
+        Action::Allow => Admission::Forward(decision),
+    }
+}
+
+/// Waits out a held request's delay on an async timer: it costs a task, not a thread.
+/// Boxed: a held request is the rare case, and an inline `Sleep` would be copied with every
+/// request's future.
+pub async fn hold(decision: &Decision, permit: HoldPermit) {
+    Box::pin(tokio::time::sleep(decision.delay)).await;
+    drop(permit);
 }
 
 /// Answers one request from `peer` (the TCP peer's address).
@@ -38,28 +74,21 @@ pub async fn handle(
         tracing::debug!(%peer, %err, "request head over limits");
         return too_large(err).map(full);
     }
-    let decision = state.decider.decide(&RequestView {
+    let view = RequestView {
         peer,
         method: req.method(),
         path: req.uri().path(),
         headers: req.headers(),
-    });
-    match decision.action {
-        Action::Reject => return rejection(&decision, &state.hints).map(full),
-        Action::Delay => {
-            let Some(permit) = state.gate.try_hold(&decision.identity) else {
-                tracing::debug!(identity = %decision.identity, "held-request bound reached");
-                return hold_overflow(&decision).map(full);
-            };
-            // An async timer: the held request costs a task, not a thread. If the client goes
-            // away, hyper drops this future and the permit with it.
-            // Boxed: a held request is the rare case, and an inline `Sleep` would be copied with
-            // every request's future.
-            Box::pin(tokio::time::sleep(decision.delay)).await;
-            drop(permit);
+    };
+    let decision = match admit(state, &view) {
+        Admission::Forward(d) => d,
+        // If the client goes away, hyper drops this future and the permit with it.
+        Admission::Hold(d, permit) => {
+            hold(&d, permit).await;
+            d
         }
-        Action::Allow => {}
-    }
+        Admission::Answer(resp) => return resp.map(full),
+    };
 
     let (mut parts, body) = req.into_parts();
     let client_version = parts.version;
@@ -76,23 +105,26 @@ pub async fn handle(
             write_headers(&decision, &mut parts.headers);
             Response::from_parts(parts, streamed(body))
         }
-        Err(err) => {
-            tracing::warn!(error = %err, source = ?std::error::Error::source(&err), "forwarding failed");
-            let mut resp = match err {
-                UpstreamError::Timeout { timeout, .. } => problem::gateway_timeout(format!(
-                    "The upstream application did not answer within {} s. Retry later.",
-                    timeout.as_secs_f64()
-                )),
-                UpstreamError::Unreachable { .. } => {
-                    problem::bad_gateway("The upstream application cannot be reached. Retry later.")
-                }
-                UpstreamError::Failed { .. } => problem::bad_gateway(
-                    "The upstream application broke off the exchange. Retry later.",
-                ),
-            };
-            // The request was metered all the same: the caller sees what it has left.
-            write_headers(&decision, resp.headers_mut());
-            resp.map(full)
-        }
+        Err(err) => upstream_failure(err, &decision).map(full),
     }
+}
+
+/// The 502 or 504 for a failed exchange, carrying `d`'s rate-limit headers: the request was
+/// metered all the same, so the caller sees what it has left.
+pub fn upstream_failure(err: UpstreamError, d: &Decision) -> Response<Bytes> {
+    tracing::warn!(error = %err, source = ?std::error::Error::source(&err), "forwarding failed");
+    let mut resp = match err {
+        UpstreamError::Timeout { timeout, .. } => problem::gateway_timeout(format!(
+            "The upstream application did not answer within {} s. Retry later.",
+            timeout.as_secs_f64()
+        )),
+        UpstreamError::Unreachable { .. } => {
+            problem::bad_gateway("The upstream application cannot be reached. Retry later.")
+        }
+        UpstreamError::Failed { .. } => {
+            problem::bad_gateway("The upstream application broke off the exchange. Retry later.")
+        }
+    };
+    write_headers(d, resp.headers_mut());
+    resp
 }

@@ -196,46 +196,114 @@ fn policy_header(d: &Decision, v: &mut Values) -> Option<HeaderValue> {
     })
 }
 
-/// Writes the rate-limit headers for `d` into `h` (allowed, delayed and rejected alike).
-pub fn write_headers(d: &Decision, h: &mut HeaderMap) {
-    let mut v = Values::new();
-    h.insert(X_RATELIMIT_TIER, HeaderValue::from_static(d.tier.as_str()));
-    fn put(h: &mut HeaderMap, name: HeaderName, value: Option<HeaderValue>) {
-        if let Some(value) = value {
-            h.insert(name, value);
+/// Where rendered rate-limit fields go: a header map, or a response head being written raw.
+trait FieldSink {
+    /// Adds `name` with the value rendered into `v` since its last take; replaces any earlier
+    /// field of that name.
+    fn rendered(&mut self, name: HeaderName, v: &mut Values);
+    fn value(&mut self, name: HeaderName, value: HeaderValue);
+}
+
+impl FieldSink for HeaderMap {
+    fn rendered(&mut self, name: HeaderName, v: &mut Values) {
+        if let Some(value) = v.take() {
+            self.insert(name, value);
         }
     }
+
+    fn value(&mut self, name: HeaderName, value: HeaderValue) {
+        self.insert(name, value);
+    }
+}
+
+/// Header fields as on the wire, `name: value\r\n`. The caller leaves out any field of the
+/// same names ([`is_rate_limit_field`]), which is what replacing means here.
+impl FieldSink for Vec<u8> {
+    fn rendered(&mut self, name: HeaderName, v: &mut Values) {
+        self.extend_from_slice(name.as_str().as_bytes());
+        self.extend_from_slice(b": ");
+        self.extend_from_slice(&v.buf);
+        self.extend_from_slice(b"\r\n");
+        v.buf.clear();
+    }
+
+    fn value(&mut self, name: HeaderName, value: HeaderValue) {
+        self.extend_from_slice(name.as_str().as_bytes());
+        self.extend_from_slice(b": ");
+        self.extend_from_slice(value.as_bytes());
+        self.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Writes the rate-limit headers for `d` into `h` (allowed, delayed and rejected alike).
+pub fn write_headers(d: &Decision, h: &mut HeaderMap) {
+    render(d, h);
+}
+
+/// The same fields as [`write_headers`], appended to `out` as wire lines.
+pub fn write_header_lines(d: &Decision, out: &mut Vec<u8>) {
+    render(d, out);
+}
+
+/// Whether a field named `name` (any case) is one the proxy writes itself, so the upstream's
+/// field of that name is replaced rather than passed on beside it.
+pub fn is_rate_limit_field(name: &[u8]) -> bool {
+    [
+        X_RATELIMIT_TIER.as_str(),
+        X_RATELIMIT_LIMIT_HOUR.as_str(),
+        X_RATELIMIT_LIMIT.as_str(),
+        X_RATELIMIT_REMAINING.as_str(),
+        X_RATELIMIT_RESET.as_str(),
+        RATELIMIT_POLICY.as_str(),
+        RATELIMIT.as_str(),
+        X_QUOTA_WARNING.as_str(),
+        RETRY_AFTER.as_str(),
+    ]
+    .iter()
+    .any(|n| n.as_bytes().eq_ignore_ascii_case(name))
+}
+
+fn render(d: &Decision, h: &mut impl FieldSink) {
+    let mut v = Values::new();
+    h.value(X_RATELIMIT_TIER, HeaderValue::from_static(d.tier.as_str()));
     if let Some(limit) = d.hourly_limit() {
-        put(h, X_RATELIMIT_LIMIT_HOUR, v.num(limit).take());
+        v.num(limit);
+        h.rendered(X_RATELIMIT_LIMIT_HOUR, &mut v);
     }
     let rejected = d.action == Action::Reject;
     if let Some(w) = binding_window(d) {
-        put(h, X_RATELIMIT_LIMIT, v.num(w.limit).take());
+        v.num(w.limit);
+        h.rendered(X_RATELIMIT_LIMIT, &mut v);
         let remaining = if rejected { 0 } else { w.remaining };
-        put(h, X_RATELIMIT_REMAINING, v.num(remaining).take());
+        v.num(remaining);
+        h.rendered(X_RATELIMIT_REMAINING, &mut v);
         let reset = if rejected {
             retry_after(d)
         } else {
             w.reset_secs
         };
-        put(h, X_RATELIMIT_RESET, v.num(reset).take());
+        v.num(reset);
+        h.rendered(X_RATELIMIT_RESET, &mut v);
     } else if rejected {
-        put(h, X_RATELIMIT_REMAINING, v.num(0).take());
-        put(h, X_RATELIMIT_RESET, v.num(retry_after(d)).take());
+        v.num(0);
+        h.rendered(X_RATELIMIT_REMAINING, &mut v);
+        v.num(retry_after(d));
+        h.rendered(X_RATELIMIT_RESET, &mut v);
     }
     if !d.windows.is_empty() {
-        put(h, RATELIMIT_POLICY, policy_header(d, &mut v));
-        put(h, RATELIMIT, v.ratelimit(d).take());
+        if let Some(policy) = policy_header(d, &mut v) {
+            h.value(RATELIMIT_POLICY, policy);
+        }
+        v.ratelimit(d);
+        h.rendered(RATELIMIT, &mut v);
     }
     if let Some(left) = d.warn_remaining {
-        put(
-            h,
-            X_QUOTA_WARNING,
-            v.num(left).str(" units left today").take(),
-        );
+        v.num(left).str(" units left today");
+        h.rendered(X_QUOTA_WARNING, &mut v);
     }
     if rejected {
-        put(h, RETRY_AFTER, v.num(retry_after(d)).take());
+        v.num(retry_after(d));
+        h.rendered(RETRY_AFTER, &mut v);
     }
 }
 

@@ -12,7 +12,6 @@
 //! [`HttpServer::bind`] and [`HttpServer::run`] are separate so callers (and tests binding port
 //! 0) learn the bound addresses before serving; [`serve`] does both.
 
-use std::convert::Infallible;
 use std::future::{Future, IntoFuture};
 use std::io;
 use std::net::SocketAddr;
@@ -20,18 +19,19 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::rt::TokioTimer;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::api::{router, ApiState};
 use super::decider::Decider;
+use super::front::{self, Front};
 use super::hold::HoldGate;
 use super::limits::HeaderLimits;
-use super::proxy::{handle, ProxyState};
+use super::proxy::ProxyState;
 use super::response::Hints;
 use super::upstream::{Upstream, UpstreamCounters};
 use crate::config::http::HttpSettings;
@@ -347,15 +347,21 @@ async fn proxy_loop(
     mut stop: watch::Receiver<bool>,
 ) {
     let limits = state.limits;
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
+    let mut hyper = hyper::server::conn::http1::Builder::new();
+    hyper
         .timer(TokioTimer::new())
         .header_read_timeout(settings.header_read_timeout)
         .keep_alive(true);
     if let Some(max) = limits.parser_max_headers() {
-        builder.max_headers(max);
+        hyper.max_headers(max);
     }
-    let graceful = GracefulShutdown::new();
+    let front = Arc::new(Front {
+        state,
+        hyper,
+        header_read_timeout: settings.header_read_timeout,
+        stop: CancellationToken::new(),
+    });
+    let connections = TaskTracker::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -371,25 +377,17 @@ async fn proxy_loop(
                 if let Err(err) = stream.set_nodelay(true) {
                     tracing::debug!(error = %err, "cannot set TCP_NODELAY");
                 }
-                let state = Arc::clone(&state);
-                let svc = service_fn(move |req| {
-                    let state = Arc::clone(&state);
-                    async move { Ok::<_, Infallible>(handle(&state, peer.ip(), req).await) }
-                });
-                let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), svc));
-                tokio::spawn(async move {
-                    if let Err(err) = conn.await {
-                        tracing::debug!(error = %err, "proxy connection ended with an error");
-                    }
-                });
+                connections.spawn(front::serve(Arc::clone(&front), stream, peer));
             }
             () = stopped(&mut stop) => break,
         }
     }
     drop(listener);
+    front.stop.cancel();
+    connections.close();
     tokio::select! {
-        _ = graceful.shutdown() => {}
-        _ = tokio::time::sleep(settings.shutdown_grace) => {
+        () = connections.wait() => {}
+        () = tokio::time::sleep(settings.shutdown_grace) => {
             tracing::warn!("proxy requests still running after the shutdown grace; dropping them");
         }
     }

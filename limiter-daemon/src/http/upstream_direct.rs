@@ -27,7 +27,7 @@ use std::task::{ready, Context, Poll};
 use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
-use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
+use http::header::{CONTENT_LENGTH, HOST};
 use http::{request, HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, Version};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::io::AsyncWriteExt;
@@ -104,7 +104,7 @@ impl DirectError {
 
 /// How the body after a response head is delimited.
 #[derive(Debug)]
-enum Framing {
+pub(super) enum Framing {
     Length(u64),
     Chunked(Chunked),
     UntilClose,
@@ -151,9 +151,24 @@ struct Head {
     keep_alive: bool,
 }
 
-/// Parses a complete response head off the front of `buf` (skipping interim 1xx responses);
-/// `None` when more bytes are needed.
-fn parse_head(buf: &mut BytesMut, head_only: bool) -> Result<Option<Head>, DirectError> {
+/// What the framing fields of a final response head say.
+#[derive(Debug)]
+pub(super) struct BodyFraming {
+    /// `None`: no body.
+    pub(super) framing: Option<Framing>,
+    /// Whether the connection may carry another exchange after this body.
+    pub(super) keep_alive: bool,
+    /// `Content-Length` came beside `Transfer-Encoding`: it must not be passed on.
+    pub(super) drop_content_length: bool,
+}
+
+/// Runs `f` on the final response head at the front of `buf`, skipping (and consuming) interim
+/// 1xx responses before it; returns `f`'s result and the head's length, leaving the head in
+/// `buf` for the caller to take. `None` when more bytes are needed.
+pub(super) fn with_final_head<T>(
+    buf: &mut BytesMut,
+    mut f: impl FnMut(&httparse::Response<'_, '_>) -> Result<T, DirectError>,
+) -> Result<Option<(T, usize)>, DirectError> {
     loop {
         // Left uninitialised: httparse initialises what it fills, and zeroing 100 slots for
         // the usual eight fields showed in the profile.
@@ -178,17 +193,20 @@ fn parse_head(buf: &mut BytesMut, head_only: bool) -> Result<Option<Head>, Direc
             buf.advance(len);
             continue;
         }
-        let status = StatusCode::from_u16(code)
-            .map_err(|_| DirectError::Malformed(format!("status code {code}")))?;
-        let version = if parsed.version == Some(0) {
-            Version::HTTP_10
-        } else {
-            Version::HTTP_11
-        };
-        // Offsets into the head, so values can be zero-copy slices of it once it is frozen.
-        let base = buf.as_ptr() as usize;
-        let mut spans = [(0usize, 0usize, 0usize, 0usize); MAX_HEADERS];
-        let count = parsed.headers.len();
+        if StatusCode::from_u16(code).is_err() {
+            return Err(DirectError::Malformed(format!("status code {code}")));
+        }
+        return Ok(Some((f(&parsed)?, len)));
+    }
+}
+
+/// Parses a complete response head off the front of `buf` (skipping interim 1xx responses);
+/// `None` when more bytes are needed.
+fn parse_head(buf: &mut BytesMut, head_only: bool) -> Result<Option<Head>, DirectError> {
+    // Offsets into the head, so values can be zero-copy slices of it once it is frozen.
+    let base = buf.as_ptr() as usize;
+    let mut spans = [(0usize, 0usize, 0usize, 0usize); MAX_HEADERS];
+    let Some(((status, version, count, body), len)) = with_final_head(buf, |parsed| {
         for (span, f) in spans.iter_mut().zip(parsed.headers.iter()) {
             *span = (
                 f.name.as_ptr() as usize - base,
@@ -197,94 +215,107 @@ fn parse_head(buf: &mut BytesMut, head_only: bool) -> Result<Option<Head>, Direc
                 f.value.len(),
             );
         }
-        let head = buf.split_to(len).freeze();
-        // Room for the rate-limit fields the proxy adds, so adding them never regrows the map.
-        let mut headers = HeaderMap::with_capacity(count + RESPONSE_FIELDS_ADDED);
-        let mut present = Present::default();
-        for &(n, nl, v, vl) in &spans[..count] {
-            let name = HeaderName::from_bytes(&head[n..n + nl])
-                .map_err(|_| DirectError::Malformed("invalid header name".into()))?;
-            let value = HeaderValue::from_maybe_shared(head.slice(v..v + vl))
-                .map_err(|_| DirectError::Malformed(format!("invalid value for {name}")))?;
-            present.note(&name);
-            headers.append(name, value);
-        }
-        let (framing, keep_alive) = framing(status, version, &mut headers, present, head_only)?;
-        let mut response = Response::new(()).into_parts().0;
-        response.status = status;
-        response.version = version;
-        response.headers = headers;
-        return Ok(Some(Head {
-            response,
-            framing,
-            keep_alive,
-        }));
-    }
-}
-
-/// Which framing fields a head has, noted while it is parsed, so the map is only searched for
-/// fields that are there.
-#[derive(Clone, Copy, Default)]
-struct Present {
-    connection: bool,
-    transfer_encoding: bool,
-}
-
-impl Present {
-    fn note(&mut self, name: &HeaderName) {
-        if name == CONNECTION {
-            self.connection = true;
-        } else if name == TRANSFER_ENCODING {
-            self.transfer_encoding = true;
-        }
-    }
-}
-
-/// The body framing (`None`: no body) and whether the connection may be reused afterwards.
-fn framing(
-    status: StatusCode,
-    version: Version,
-    headers: &mut HeaderMap,
-    present: Present,
-    head_only: bool,
-) -> Result<(Option<Framing>, bool), DirectError> {
-    let close = present.connection
-        && headers
-            .get_all(CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .any(|t| t.trim().eq_ignore_ascii_case("close"));
-    let mut keep_alive = version == Version::HTTP_11 && !close;
-    if head_only || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
-        return Ok((None, keep_alive));
-    }
-    let te = if present.transfer_encoding {
-        headers.get_all(TRANSFER_ENCODING).iter().next_back()
-    } else {
-        None
+        let code = parsed.code.unwrap_or(0);
+        Ok((
+            code,
+            parsed.version,
+            parsed.headers.len(),
+            body_framing(code, parsed.version, parsed.headers, head_only)?,
+        ))
+    })?
+    else {
+        return Ok(None);
     };
-    if let Some(te) = te {
+    // Interim responses were consumed in front of the head: offsets are relative to the old
+    // start, so shift them by what was skipped.
+    let skipped = buf.as_ptr() as usize - base;
+    let head = buf.split_to(len).freeze();
+    // Room for the rate-limit fields the proxy adds, so adding them never regrows the map.
+    let mut headers = HeaderMap::with_capacity(count + RESPONSE_FIELDS_ADDED);
+    for &(n, nl, v, vl) in &spans[..count] {
+        let (n, v) = (n - skipped, v - skipped);
+        let name = HeaderName::from_bytes(&head[n..n + nl])
+            .map_err(|_| DirectError::Malformed("invalid header name".into()))?;
+        if body.drop_content_length && name == CONTENT_LENGTH {
+            continue;
+        }
+        let value = HeaderValue::from_maybe_shared(head.slice(v..v + vl))
+            .map_err(|_| DirectError::Malformed(format!("invalid value for {name}")))?;
+        headers.append(name, value);
+    }
+    let mut response = Response::new(()).into_parts().0;
+    response.status = StatusCode::from_u16(status)
+        .map_err(|_| DirectError::Malformed(format!("status code {status}")))?;
+    response.version = if version == Some(0) {
+        Version::HTTP_10
+    } else {
+        Version::HTTP_11
+    };
+    response.headers = headers;
+    Ok(Some(Head {
+        response,
+        framing: body.framing,
+        keep_alive: body.keep_alive,
+    }))
+}
+
+/// Whether a comma-separated field value lists `token` (case-insensitively).
+pub(super) fn lists_token(value: &[u8], token: &str) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+}
+
+/// The body framing of a final response head with status `code` (RFC 9112 §6.3).
+pub(super) fn body_framing(
+    code: u16,
+    version: Option<u8>,
+    headers: &[httparse::Header<'_>],
+    head_only: bool,
+) -> Result<BodyFraming, DirectError> {
+    fn named<'h, 'b>(
+        headers: &'h [httparse::Header<'b>],
+        name: &'static str,
+    ) -> impl DoubleEndedIterator<Item = &'h httparse::Header<'b>> {
+        headers
+            .iter()
+            .filter(move |h| h.name.eq_ignore_ascii_case(name))
+    }
+    let close = named(headers, "connection").any(|h| lists_token(h.value, "close"));
+    let mut keep_alive = version == Some(1) && !close;
+    let framed = |framing, keep_alive, drop_content_length| BodyFraming {
+        framing,
+        keep_alive,
+        drop_content_length,
+    };
+    if head_only || code == 204 || code == 304 {
+        return Ok(framed(None, keep_alive, false));
+    }
+    if let Some(te) = named(headers, "transfer-encoding").last() {
         let chunked = te
-            .to_str()
-            .ok()
-            .and_then(|s| s.rsplit(',').next())
-            .is_some_and(|t| t.trim().eq_ignore_ascii_case("chunked"));
+            .value
+            .rsplit(|&b| b == b',')
+            .next()
+            .is_some_and(|t| t.trim_ascii().eq_ignore_ascii_case(b"chunked"));
         // A Content-Length beside Transfer-Encoding is wrong or an attack: it is dropped, and
         // the connection not trusted with another request (RFC 9112 §6.3).
-        if headers.remove(CONTENT_LENGTH).is_some() {
+        let with_length = named(headers, "content-length").next().is_some();
+        if with_length {
             keep_alive = false;
         }
         return Ok(if chunked {
-            (Some(Framing::Chunked(Chunked::default())), keep_alive)
+            framed(
+                Some(Framing::Chunked(Chunked::default())),
+                keep_alive,
+                with_length,
+            )
         } else {
-            (Some(Framing::UntilClose), false)
+            framed(Some(Framing::UntilClose), false, with_length)
         });
     }
     let mut length = None;
-    for v in headers.get_all(CONTENT_LENGTH) {
-        let text = v
-            .to_str()
+    for h in named(headers, "content-length") {
+        let text = std::str::from_utf8(h.value)
             .map_err(|_| DirectError::Malformed("Content-Length".into()))?;
         for part in text.split(',') {
             let n: u64 = part
@@ -300,8 +331,8 @@ fn framing(
         }
     }
     Ok(match length {
-        Some(n) => (Some(Framing::Length(n)), keep_alive),
-        None => (Some(Framing::UntilClose), false),
+        Some(n) => framed(Some(Framing::Length(n)), keep_alive, false),
+        None => framed(Some(Framing::UntilClose), false, false),
     })
 }
 
@@ -317,19 +348,19 @@ fn poll_read_buf(
     tokio_util::io::poll_read_buf(Pin::new(stream), cx, buf)
 }
 
-/// Writes `head` on `conn` and reads the response head.
-async fn exchange(
+/// Writes `head` on `conn` and reads until `decode` takes a response head off the buffer.
+async fn exchange<T>(
     conn: &mut DirectConn,
     head: &[u8],
-    head_only: bool,
-) -> Result<Head, DirectError> {
+    decode: &mut impl FnMut(&mut BytesMut) -> Result<Option<T>, DirectError>,
+) -> Result<T, DirectError> {
     conn.stream
         .write_all(head)
         .await
         .map_err(DirectError::Write)?;
     loop {
         if !conn.buf.is_empty() {
-            if let Some(head) = parse_head(&mut conn.buf, head_only)? {
+            if let Some(head) = decode(&mut conn.buf)? {
                 return Ok(head);
             }
             if conn.buf.len() >= MAX_HEAD_BYTES {
@@ -356,17 +387,32 @@ impl Upstream {
         let head_only = parts.method == Method::HEAD;
         let mut head = Vec::with_capacity(256 + parts.headers.len() * 32);
         encode_head(&parts, self.host_header(), &mut head);
+        let (head, conn) = self
+            .exchange_direct(&head, |buf| parse_head(buf, head_only))
+            .await?;
+        let body = DirectBody::new(conn, head.framing, head.keep_alive, self);
+        Ok(Response::from_parts(head.response, body))
+    }
+
+    /// Sends the encoded request `head` (bodyless, idempotent) on a pooled connection, retrying
+    /// once on a fresh one if the pooled one was dead, and reads until `decode` takes the
+    /// response head; all within the response timeout. The body is left on the connection.
+    pub(super) async fn exchange_direct<T>(
+        &self,
+        head: &[u8],
+        mut decode: impl FnMut(&mut BytesMut) -> Result<Option<T>, DirectError>,
+    ) -> Result<(T, DirectConn), UpstreamError> {
         let attempt = async {
             let (mut conn, pooled) = match self.checkout_direct() {
                 Some(conn) => (conn, true),
                 // Boxed: connecting is rare, and its future is large.
                 None => (Box::pin(self.connect_direct()).await?, false),
             };
-            match exchange(&mut conn, &head, head_only).await {
+            match exchange(&mut conn, head, &mut decode).await {
                 Ok(h) => Ok((h, conn)),
                 Err(e) if pooled && e.is_stale() => {
                     let mut conn = Box::pin(self.connect_direct()).await?;
-                    match exchange(&mut conn, &head, head_only).await {
+                    match exchange(&mut conn, head, &mut decode).await {
                         Ok(h) => Ok((h, conn)),
                         Err(e) => Err(self.failed(Box::new(e))),
                     }
@@ -374,17 +420,7 @@ impl Upstream {
                 Err(e) => Err(self.failed(Box::new(e))),
             }
         };
-        let (head, conn) = self.within_response_timeout(attempt).await?;
-        let mut body = DirectBody {
-            conn: Some(conn),
-            framing: head.framing,
-            keep_alive: head.keep_alive,
-            pool: Arc::clone(self),
-        };
-        if body.is_end_stream() {
-            body.finish();
-        }
-        Ok(Response::from_parts(head.response, body))
+        self.within_response_timeout(attempt).await
     }
 
     async fn connect_direct(&self) -> Result<DirectConn, UpstreamError> {
@@ -404,6 +440,26 @@ pub struct DirectBody {
 }
 
 impl DirectBody {
+    /// The body after a response head taken off `conn`; a body that is already complete (none,
+    /// or all of it buffered and nothing more) gives its connection back at once.
+    pub(super) fn new(
+        conn: DirectConn,
+        framing: Option<Framing>,
+        keep_alive: bool,
+        pool: &Arc<Upstream>,
+    ) -> Self {
+        let mut body = DirectBody {
+            conn: Some(conn),
+            framing,
+            keep_alive,
+            pool: Arc::clone(pool),
+        };
+        if body.is_end_stream() {
+            body.finish();
+        }
+        body
+    }
+
     /// Ends the exchange: the connection returns to the pool if it is clean, else closes.
     fn finish(&mut self) {
         let Some(conn) = self.conn.take() else {

@@ -62,6 +62,17 @@ impl Caller {
     }
 }
 
+/// Whether resolving a caller under `cfg` may read the request field `name` (any case): the
+/// session cookie, `Authorization` (tokens and keys), the key header, and the forwarding header
+/// when any proxy is trusted.
+pub fn reads_header(cfg: &Config, name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"cookie")
+        || name.eq_ignore_ascii_case(b"authorization")
+        || name.eq_ignore_ascii_case(cfg.keys.header.as_str().as_bytes())
+        || (!cfg.identity.trusted_proxies.is_empty()
+            && name.eq_ignore_ascii_case(cfg.identity.forwarded_header.as_str().as_bytes()))
+}
+
 /// Resolves callers for one configuration (holds what is derived from it: the JWT verifier).
 pub struct IdentityResolver {
     jwt: Option<JwtVerifier>,

@@ -30,4 +30,8 @@ impl Decider for MeteredDecider {
         self.metrics.decisions.observe(&d);
         d
     }
+
+    fn reads_header(&self, name: &[u8]) -> bool {
+        self.inner.reads_header(name)
+    }
 }

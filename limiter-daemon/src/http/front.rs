@@ -1,0 +1,643 @@
+//! The proxy's client side: each accepted connection starts here. The request crawlers send
+//! most, a bodyless GET, HEAD or OPTIONS from an HTTP/1.1 client, is served by this module's own
+//! loop: the head is parsed in place (httparse), decided on, and forwarded on the upstream's
+//! direct path with its fields copied as they came; the upstream's head is rewritten straight
+//! into the client's response. Anything else (a body, `Expect`, `Upgrade`, HTTP/1.0, a
+//! `Connection` field naming other fields, an absolute-form target) hands the connection, with
+//! the bytes already read, to hyper's server for the rest of its life.
+//!
+//! Why: with hyper's server on every request, its dispatcher, the header maps built for the
+//! request and the response, and a header-read timer armed per request were about a quarter of
+//! the proxy's user time (profile and figures in docs/http.md). Here no map holds more than
+//! the fields the decision reads, and the header-read deadline is one timer per connection,
+//! re-armed only when it fires early.
+//!
+//! What the client sees is what hyper's path gives: hop-by-hop fields stripped both ways,
+//! `X-Forwarded-For` appended, the rate-limit fields replacing any of the upstream's, `Date`
+//! added when the upstream sent none, chunked framing when the upstream's length is unknown,
+//! `431` over the head limits, `400` for a malformed head, no body after HEAD.
+
+use std::convert::Infallible;
+use std::io;
+use std::mem::MaybeUninit;
+use std::net::{IpAddr, SocketAddr};
+use std::ops::Range;
+use std::pin::{pin, Pin};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, SystemTime};
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Response};
+use hyper::body::Body;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::decider::{Decider, RequestView};
+use super::hop::{ip_text, is_hop_by_hop_name};
+use super::limits::{too_large, HeaderLimitError};
+use super::problem;
+use super::proxy::{admit, handle, hold, upstream_failure, Admission, ProxyState};
+use super::response::{is_rate_limit_field, write_header_lines};
+use super::upstream_direct::{body_framing, lists_token, with_final_head, DirectBody, Framing};
+use crate::engine::decision::Decision;
+
+/// Request fields parsed per head; a head with more gets `431` (the configured limit must be
+/// below this for the loop to run at all).
+pub(super) const MAX_FIELDS: usize = 128;
+/// Read-buffer growth per read.
+const READ_SIZE: usize = 8 * 1024;
+/// Bytes of request line allowed on top of the header-bytes limit before a head that is still
+/// incomplete is refused.
+const REQUEST_LINE_ROOM: usize = 8 * 1024;
+/// Output gathered before it is written even though more body is at hand.
+const FLUSH_AT: usize = 64 * 1024;
+
+/// What every connection of one proxy thread shares.
+pub(super) struct Front {
+    pub(super) state: Arc<ProxyState>,
+    /// Serves connections handed over (see the module docs).
+    pub(super) hyper: hyper::server::conn::http1::Builder,
+    pub(super) header_read_timeout: Duration,
+    /// Cancelled at shutdown: idle connections close, busy ones after their current request.
+    pub(super) stop: CancellationToken,
+}
+
+impl Front {
+    /// Whether this module's loop may serve requests (else every connection goes to hyper).
+    fn loop_enabled(&self) -> bool {
+        self.state.limits.max_count < MAX_FIELDS
+    }
+}
+
+/// Serves one accepted connection until it closes.
+pub(super) async fn serve(front: Arc<Front>, mut stream: TcpStream, peer: SocketAddr) {
+    let mut buf = BytesMut::new();
+    if front.loop_enabled() {
+        match serve_loop(&front, &mut stream, &mut buf, peer.ip()).await {
+            After::Close => return,
+            After::HandOver => {}
+        }
+    }
+    hand_over(&front, stream, buf.freeze(), peer.ip()).await;
+}
+
+/// How [`serve_loop`] ended.
+enum After {
+    Close,
+    /// A request this loop does not serve is at the front of the buffer.
+    HandOver,
+}
+
+async fn serve_loop(
+    front: &Front,
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    peer: IpAddr,
+) -> After {
+    let timeout = front.header_read_timeout;
+    let mut timer = pin!(tokio::time::sleep(timeout));
+    let mut stopped = pin!(front.stop.cancelled());
+    let head_cap = front.state.limits.max_bytes + REQUEST_LINE_ROOM;
+    let host = front.state.upstream.host_header().cloned();
+    // Reused across the connection's requests.
+    let mut up = Vec::with_capacity(512);
+    let mut out = Vec::with_capacity(4096);
+    loop {
+        let since = Instant::now();
+        let plan = loop {
+            if !buf.is_empty() {
+                let inspected = inspect(
+                    buf,
+                    &Scope {
+                        state: &front.state,
+                        peer,
+                        host: host.as_ref(),
+                    },
+                    &mut up,
+                );
+                match inspected {
+                    Inspected::Serve(plan) => break plan,
+                    Inspected::HandOver => return After::HandOver,
+                    Inspected::Refuse(resp) => return refuse(stream, &resp, &mut out).await,
+                    Inspected::Partial if buf.len() > head_cap => {
+                        let resp = too_large(HeaderLimitError::Bytes {
+                            bytes: buf.len(),
+                            max: front.state.limits.max_bytes,
+                        });
+                        return refuse(stream, &resp, &mut out).await;
+                    }
+                    Inspected::Partial => {}
+                }
+            }
+            buf.reserve(READ_SIZE);
+            tokio::select! {
+                biased;
+                read = std::future::poll_fn(|cx| {
+                    tokio_util::io::poll_read_buf(Pin::new(&mut *stream), cx, &mut *buf)
+                }) => match read {
+                    Ok(0) | Err(_) => return After::Close,
+                    Ok(_) => {}
+                },
+                () = &mut timer => {
+                    // One timer per connection: it fires at most once per timeout period and is
+                    // moved to this head's deadline when that is still ahead.
+                    let due = since + timeout;
+                    if Instant::now() >= due {
+                        tracing::debug!(%peer, "request head not received within the header read timeout");
+                        return After::Close;
+                    }
+                    timer.as_mut().reset(due);
+                },
+                () = &mut stopped, if buf.is_empty() => return After::Close,
+            }
+        };
+        let head_only = plan.method == Method::HEAD;
+        out.clear();
+        let view = RequestView {
+            peer,
+            method: &plan.method,
+            path: plan.path(buf),
+            headers: &plan.fields,
+        };
+        let decision = match admit(&front.state, &view) {
+            Admission::Answer(resp) => {
+                write_answer(&mut out, &resp, head_only, plan.close);
+                if stream.write_all(&out).await.is_err() {
+                    return After::Close;
+                }
+                None
+            }
+            Admission::Hold(decision, permit) => {
+                // A client that hangs up while held frees its slot at once.
+                tokio::select! {
+                    () = hold(&decision, permit) => Some(decision),
+                    () = hung_up(stream) => return After::Close,
+                }
+            }
+            Admission::Forward(decision) => Some(decision),
+        };
+        let kept = match decision {
+            Some(d) => forward(front, stream, &up, &d, head_only, plan.close, &mut out).await,
+            None => true,
+        };
+        buf.advance(plan.len);
+        if !kept || plan.close || front.stop.is_cancelled() {
+            return After::Close;
+        }
+    }
+}
+
+/// Resolves when the client has closed its side; never, once it has sent more (a pipelined
+/// request is waiting, and its arrival says nothing about a close).
+async fn hung_up(stream: &TcpStream) {
+    if let Ok(n) = stream.peek(&mut [0; 1]).await {
+        if n > 0 {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Writes `resp` with `Connection: close` and ends the connection.
+async fn refuse(stream: &mut TcpStream, resp: &Response<Bytes>, out: &mut Vec<u8>) -> After {
+    out.clear();
+    write_answer(out, resp, false, true);
+    let _ = stream.write_all(out).await;
+    let _ = stream.shutdown().await;
+    After::Close
+}
+
+/// What [`inspect`] needs besides the bytes.
+struct Scope<'a> {
+    state: &'a ProxyState,
+    peer: IpAddr,
+    /// `Host` for the upstream when the client sent none.
+    host: Option<&'a HeaderValue>,
+}
+
+/// What the bytes at the front of the buffer are.
+#[derive(Debug)]
+enum Inspected {
+    Partial,
+    Serve(Plan),
+    HandOver,
+    /// Answer this and close: the head is malformed or over the limits.
+    Refuse(Response<Bytes>),
+}
+
+/// A request head this loop serves; its bytes stay at the front of the buffer until answered.
+#[derive(Debug)]
+struct Plan {
+    len: usize,
+    method: Method,
+    /// The request target's path (without the query) within the head.
+    path: Range<usize>,
+    /// The client sent `Connection: close`.
+    close: bool,
+    /// The fields the decision may read, and no others.
+    fields: HeaderMap,
+}
+
+impl Plan {
+    fn path<'b>(&self, head: &'b [u8]) -> &'b str {
+        // Checked to be UTF-8 by `inspect`.
+        std::str::from_utf8(&head[self.path.clone()]).unwrap_or("/")
+    }
+}
+
+/// Parses the request head at the front of `buf`; for a request this loop serves, writes the
+/// head to send upstream into `up`.
+fn inspect(buf: &[u8], cx: &Scope<'_>, up: &mut Vec<u8>) -> Inspected {
+    // Left uninitialised: httparse initialises what it fills.
+    let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
+    let mut req = httparse::Request::new(&mut []);
+    let len = match httparse::ParserConfig::default().parse_request_with_uninit_headers(
+        &mut req, buf, &mut slots,
+    ) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Inspected::Partial,
+        Err(httparse::Error::TooManyHeaders) => {
+            return Inspected::Refuse(too_large(HeaderLimitError::CountOver {
+                parsed: MAX_FIELDS,
+                max: cx.state.limits.max_count,
+            }))
+        }
+        Err(e) => {
+            return Inspected::Refuse(problem::bad_request(format!(
+                "Malformed request head ({e}); send an HTTP/1.1 request."
+            )))
+        }
+    };
+    let method = match req.method {
+        Some("GET") => Method::GET,
+        Some("HEAD") => Method::HEAD,
+        Some("OPTIONS") => Method::OPTIONS,
+        _ => return Inspected::HandOver,
+    };
+    let Some(target) = req.path.filter(|t| t.starts_with('/')) else {
+        return Inspected::HandOver;
+    };
+    if req.version != Some(1) {
+        return Inspected::HandOver;
+    }
+    let bytes = req
+        .headers
+        .iter()
+        .map(|h| h.name.len() + h.value.len() + 4)
+        .sum();
+    if let Err(err) = cx.state.limits.check_sizes(req.headers.len(), bytes) {
+        tracing::debug!(peer = %cx.peer, %err, "request head over limits");
+        return Inspected::Refuse(too_large(err));
+    }
+    let is = |h: &httparse::Header<'_>, name: &str| h.name.eq_ignore_ascii_case(name);
+    up.clear();
+    up.extend_from_slice(method.as_str().as_bytes());
+    up.push(b' ');
+    up.extend_from_slice(target.as_bytes());
+    up.extend_from_slice(b" HTTP/1.1\r\n");
+    let mut close = false;
+    let mut has_host = false;
+    let mut forwarded_for = 0;
+    let mut fields = HeaderMap::new();
+    for h in req.headers.iter() {
+        if ["content-length", "transfer-encoding", "upgrade", "expect"]
+            .iter()
+            .any(|n| is(h, n))
+        {
+            return Inspected::HandOver;
+        }
+        if is(h, "connection") {
+            for token in h.value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+                if token.eq_ignore_ascii_case(b"close") {
+                    close = true;
+                } else if !token.is_empty() && !token.eq_ignore_ascii_case(b"keep-alive") {
+                    // It names fields to strip: hyper's path does that.
+                    return Inspected::HandOver;
+                }
+            }
+            continue;
+        }
+        if is_hop_by_hop_name(h.name.as_bytes()) {
+            continue;
+        }
+        if is(h, "x-forwarded-for") {
+            forwarded_for += 1;
+            continue;
+        }
+        has_host |= is(h, "host");
+        if cx.state.decider.reads_header(h.name.as_bytes()) {
+            match (
+                HeaderName::from_bytes(h.name.as_bytes()),
+                HeaderValue::from_bytes(h.value),
+            ) {
+                (Ok(n), Ok(v)) => {
+                    fields.append(n, v);
+                }
+                _ => return Inspected::HandOver,
+            }
+        }
+        push_field(up, h.name.as_bytes(), h.value);
+    }
+    if !has_host {
+        if let Some(host) = cx.host {
+            push_field(up, b"host", host.as_bytes());
+        }
+    }
+    // Earlier hops first, folded into one field, then this client.
+    up.extend_from_slice(b"x-forwarded-for: ");
+    for h in req.headers.iter().filter(|h| forwarded_for > 0 && is(h, "x-forwarded-for")) {
+        up.extend_from_slice(h.value);
+        up.extend_from_slice(b", ");
+    }
+    up.extend_from_slice(ip_text(cx.peer, &mut [0; 48]));
+    up.extend_from_slice(b"\r\n\r\n");
+    let path_len = target.find('?').unwrap_or(target.len());
+    let start = target.as_ptr() as usize - buf.as_ptr() as usize;
+    if std::str::from_utf8(&buf[start..start + path_len]).is_err() {
+        return Inspected::HandOver;
+    }
+    Inspected::Serve(Plan {
+        len,
+        method,
+        path: start..start + path_len,
+        close,
+        fields,
+    })
+}
+
+fn push_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Sends `up` on the direct path and streams the answer to the client; whether the client
+/// connection may carry another request.
+async fn forward(
+    front: &Front,
+    stream: &mut TcpStream,
+    up: &[u8],
+    decision: &Decision,
+    head_only: bool,
+    close: bool,
+    out: &mut Vec<u8>,
+) -> bool {
+    let upstream = &front.state.upstream;
+    let exchanged = upstream
+        .exchange_direct(up, |ubuf| {
+            response_head(ubuf, head_only, decision, close, &mut *out)
+        })
+        .await;
+    let ((framing, keep_alive), conn) = match exchanged {
+        Ok(pair) => pair,
+        Err(err) => {
+            out.clear();
+            write_answer(out, &upstream_failure(err, decision), head_only, close);
+            return stream.write_all(out).await.is_ok();
+        }
+    };
+    let rechunk = matches!(framing, Some(Framing::Chunked(_) | Framing::UntilClose));
+    let body = DirectBody::new(conn, framing, keep_alive, upstream);
+    pump(stream, body, rechunk, out).await
+}
+
+/// Takes the upstream's final response head off `ubuf` and writes the client's response head
+/// into `out`; returns the body framing and, with the connection, whether it stays reusable.
+#[allow(clippy::type_complexity)]
+fn response_head(
+    ubuf: &mut BytesMut,
+    head_only: bool,
+    decision: &Decision,
+    close: bool,
+    out: &mut Vec<u8>,
+) -> Result<Option<(Option<Framing>, bool)>, super::upstream_direct::DirectError> {
+    let Some((framing, len)) = with_final_head(ubuf, |parsed| {
+        let code = parsed.code.unwrap_or(0);
+        let body = body_framing(code, parsed.version, parsed.headers, head_only)?;
+        out.clear();
+        out.extend_from_slice(b"HTTP/1.1 ");
+        out.extend_from_slice(itoa::Buffer::new().format(code).as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(parsed.reason.unwrap_or("").as_bytes());
+        out.extend_from_slice(b"\r\n");
+        let is_connection = |h: &&httparse::Header<'_>| h.name.eq_ignore_ascii_case("connection");
+        // Fields the upstream's `Connection` names are hop-by-hop too (rare: most name none).
+        let names_fields = parsed.headers.iter().filter(is_connection).any(|c| {
+            c.value.split(|&b| b == b',').any(|t| {
+                let t = t.trim_ascii();
+                !t.is_empty()
+                    && !t.eq_ignore_ascii_case(b"close")
+                    && !t.eq_ignore_ascii_case(b"keep-alive")
+            })
+        });
+        let mut has_date = false;
+        for h in parsed.headers.iter() {
+            let name = h.name.as_bytes();
+            let skip = is_hop_by_hop_name(name)
+                || is_rate_limit_field(name)
+                || (body.drop_content_length && h.name.eq_ignore_ascii_case("content-length"))
+                || (names_fields
+                    && parsed
+                        .headers
+                        .iter()
+                        .filter(is_connection)
+                        .any(|c| lists_token(c.value, h.name)));
+            if !skip {
+                has_date |= h.name.eq_ignore_ascii_case("date");
+                push_field(out, name, h.value);
+            }
+        }
+        write_header_lines(decision, out);
+        if matches!(
+            body.framing,
+            Some(Framing::Chunked(_) | Framing::UntilClose)
+        ) {
+            out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+        }
+        finish_head(out, !has_date, close);
+        Ok((body.framing, body.keep_alive))
+    })?
+    else {
+        return Ok(None);
+    };
+    ubuf.advance(len);
+    Ok(Some(framing))
+}
+
+/// `Date` (when asked), `Connection: close` (when closing) and the blank line.
+fn finish_head(out: &mut Vec<u8>, date: bool, close: bool) {
+    if date {
+        out.extend_from_slice(b"date: ");
+        out.extend_from_slice(httpdate::fmt_http_date(SystemTime::now()).as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if close {
+        out.extend_from_slice(b"connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// A whole answer written by the daemon (429, 503, 431, 400, 502, 504).
+fn write_answer(out: &mut Vec<u8>, resp: &Response<Bytes>, head_only: bool, close: bool) {
+    let status = resp.status();
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in resp.headers() {
+        push_field(out, name.as_str().as_bytes(), value.as_bytes());
+    }
+    let body = resp.body();
+    push_field(
+        out,
+        b"content-length",
+        itoa::Buffer::new().format(body.len()).as_bytes(),
+    );
+    finish_head(out, true, close);
+    if !head_only {
+        out.extend_from_slice(body);
+    }
+}
+
+/// What the body offers next.
+enum Pumped {
+    Frame(Option<Result<hyper::body::Frame<Bytes>, io::Error>>),
+    /// Nothing is at hand: write what was gathered before waiting.
+    Flush,
+}
+
+/// Streams `body` after the head in `out`, re-chunked when the upstream's length is unknown;
+/// whether the client connection may carry another request.
+async fn pump(stream: &mut TcpStream, mut body: DirectBody, rechunk: bool, out: &mut Vec<u8>) -> bool {
+    loop {
+        let next = std::future::poll_fn(|cx| match Pin::new(&mut body).poll_frame(cx) {
+            Poll::Ready(frame) => Poll::Ready(Pumped::Frame(frame)),
+            Poll::Pending if !out.is_empty() => Poll::Ready(Pumped::Flush),
+            Poll::Pending => Poll::Pending,
+        })
+        .await;
+        match next {
+            Pumped::Flush => {}
+            Pumped::Frame(None) => {
+                if rechunk {
+                    out.extend_from_slice(b"0\r\n\r\n");
+                }
+                let sent = stream.write_all(out).await.is_ok();
+                out.clear();
+                return sent;
+            }
+            Pumped::Frame(Some(Ok(frame))) => {
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                if rechunk {
+                    if data.is_empty() {
+                        continue;
+                    }
+                    out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+                    out.extend_from_slice(&data);
+                    out.extend_from_slice(b"\r\n");
+                } else {
+                    out.extend_from_slice(&data);
+                }
+                if out.len() < FLUSH_AT {
+                    continue;
+                }
+            }
+            Pumped::Frame(Some(Err(err))) => {
+                // The client gets what arrived, then a close inside the body: its framing
+                // tells it the response is cut short.
+                tracing::warn!(error = %err, "upstream body broke off");
+                let _ = stream.write_all(out).await;
+                out.clear();
+                return false;
+            }
+        }
+        if stream.write_all(out).await.is_err() {
+            return false;
+        }
+        out.clear();
+    }
+}
+
+/// Serves the rest of the connection with hyper, `read` (what the loop had read) first.
+async fn hand_over(front: &Arc<Front>, stream: TcpStream, read: Bytes, peer: IpAddr) {
+    let state = Arc::clone(&front.state);
+    let svc = service_fn(move |req| {
+        let state = Arc::clone(&state);
+        async move { Ok::<_, Infallible>(handle(&state, peer, req).await) }
+    });
+    let io = TokioIo::new(Rewind { read, stream });
+    let mut conn = pin!(front.hyper.serve_connection(io, svc));
+    let ended = tokio::select! {
+        ended = conn.as_mut() => ended,
+        () = front.stop.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(err) = ended {
+        tracing::debug!(error = %err, "proxy connection ended with an error");
+    }
+}
+
+/// A stream with bytes already read off it put back in front.
+struct Rewind {
+    read: Bytes,
+    stream: TcpStream,
+}
+
+impl AsyncRead for Rewind {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !this.read.is_empty() {
+            let n = this.read.len().min(buf.remaining());
+            buf.put_slice(&this.read.split_to(n));
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Rewind {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
