@@ -283,7 +283,7 @@ async fn header_limits_give_431_and_malformed_heads_400_without_harm() {
         .as_str()
         .unwrap()
         .contains("bytes of header fields"));
-    // Far over: hyper's parser stops it (still a 431, connection closed, nothing panics).
+    // Far over: the parser stops it (still a 431, connection closed, nothing panics).
     let mut raw = tokio::net::TcpStream::connect(d.proxy.unwrap())
         .await
         .unwrap();
@@ -355,49 +355,6 @@ async fn upstream_closing_idle_connections_is_survived() {
         10,
         "each request needed a new connection"
     );
-}
-
-/// A raw upstream answering each request head with the bytes `answer` gives for its request
-/// line, then closing if `close_after` says so; counts the connections it accepted.
-async fn scripted_upstream(
-    answer: fn(&str) -> (&'static [u8], bool),
-) -> (
-    std::net::SocketAddr,
-    std::sync::Arc<std::sync::atomic::AtomicUsize>,
-) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let count = accepted.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = listener.accept().await else {
-                return;
-            };
-            count.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let mut got = Vec::new();
-                loop {
-                    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match s.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => got.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    let end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-                    let head = String::from_utf8_lossy(&got[..end]).into_owned();
-                    got.drain(..end);
-                    let line = head.lines().next().unwrap_or("").to_string();
-                    let (bytes, close) = answer(&line);
-                    if s.write_all(bytes).await.is_err() || close {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    (addr, accepted)
 }
 
 /// The direct path (bodyless GET/HEAD) frames every kind of upstream response right: chunked

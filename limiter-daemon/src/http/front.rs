@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::decider::{Decider, RequestView};
 use super::hop::{ip_text, is_hop_by_hop_name};
-use super::limits::{too_large, HeaderLimitError};
+use super::limits::{too_large, HeaderLimitError, HeaderLimits};
 use super::problem;
 use super::proxy::{admit, handle, hold, upstream_failure, Admission, ProxyState};
 use super::response::{is_rate_limit_field, write_header_lines};
@@ -114,7 +114,8 @@ async fn serve_loop(
                 let inspected = inspect(
                     buf,
                     &Scope {
-                        state: &front.state,
+                        limits: front.state.limits,
+                        decider: &*front.state.decider,
                         peer,
                         host: host.as_ref(),
                     },
@@ -213,7 +214,8 @@ async fn refuse(stream: &mut TcpStream, resp: &Response<Bytes>, out: &mut Vec<u8
 
 /// What [`inspect`] needs besides the bytes.
 struct Scope<'a> {
-    state: &'a ProxyState,
+    limits: HeaderLimits,
+    decider: &'a dyn Decider,
     peer: IpAddr,
     /// `Host` for the upstream when the client sent none.
     host: Option<&'a HeaderValue>,
@@ -255,15 +257,15 @@ fn inspect(buf: &[u8], cx: &Scope<'_>, up: &mut Vec<u8>) -> Inspected {
     // Left uninitialised: httparse initialises what it fills.
     let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
     let mut req = httparse::Request::new(&mut []);
-    let len = match httparse::ParserConfig::default().parse_request_with_uninit_headers(
-        &mut req, buf, &mut slots,
-    ) {
+    let len = match httparse::ParserConfig::default()
+        .parse_request_with_uninit_headers(&mut req, buf, &mut slots)
+    {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) => return Inspected::Partial,
         Err(httparse::Error::TooManyHeaders) => {
             return Inspected::Refuse(too_large(HeaderLimitError::CountOver {
                 parsed: MAX_FIELDS,
-                max: cx.state.limits.max_count,
+                max: cx.limits.max_count,
             }))
         }
         Err(e) => {
@@ -289,7 +291,7 @@ fn inspect(buf: &[u8], cx: &Scope<'_>, up: &mut Vec<u8>) -> Inspected {
         .iter()
         .map(|h| h.name.len() + h.value.len() + 4)
         .sum();
-    if let Err(err) = cx.state.limits.check_sizes(req.headers.len(), bytes) {
+    if let Err(err) = cx.limits.check_sizes(req.headers.len(), bytes) {
         tracing::debug!(peer = %cx.peer, %err, "request head over limits");
         return Inspected::Refuse(too_large(err));
     }
@@ -329,7 +331,7 @@ fn inspect(buf: &[u8], cx: &Scope<'_>, up: &mut Vec<u8>) -> Inspected {
             continue;
         }
         has_host |= is(h, "host");
-        if cx.state.decider.reads_header(h.name.as_bytes()) {
+        if cx.decider.reads_header(h.name.as_bytes()) {
             match (
                 HeaderName::from_bytes(h.name.as_bytes()),
                 HeaderValue::from_bytes(h.value),
@@ -349,7 +351,11 @@ fn inspect(buf: &[u8], cx: &Scope<'_>, up: &mut Vec<u8>) -> Inspected {
     }
     // Earlier hops first, folded into one field, then this client.
     up.extend_from_slice(b"x-forwarded-for: ");
-    for h in req.headers.iter().filter(|h| forwarded_for > 0 && is(h, "x-forwarded-for")) {
+    for h in req
+        .headers
+        .iter()
+        .filter(|h| forwarded_for > 0 && is(h, "x-forwarded-for"))
+    {
         up.extend_from_slice(h.value);
         up.extend_from_slice(b", ");
     }
@@ -514,7 +520,12 @@ enum Pumped {
 
 /// Streams `body` after the head in `out`, re-chunked when the upstream's length is unknown;
 /// whether the client connection may carry another request.
-async fn pump(stream: &mut TcpStream, mut body: DirectBody, rechunk: bool, out: &mut Vec<u8>) -> bool {
+async fn pump(
+    stream: &mut TcpStream,
+    mut body: DirectBody,
+    rechunk: bool,
+    out: &mut Vec<u8>,
+) -> bool {
     loop {
         let next = std::future::poll_fn(|cx| match Pin::new(&mut body).poll_frame(cx) {
             Poll::Ready(frame) => Poll::Ready(Pumped::Frame(frame)),
@@ -639,5 +650,108 @@ impl AsyncWrite for Rewind {
         cx: &mut std::task::Context<'_>,
     ) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::decision::Decision;
+
+    /// Reads only `cookie`, like the engine with no key header or trusted proxy.
+    struct CookieOnly;
+
+    impl Decider for CookieOnly {
+        fn decide(&self, _: &RequestView<'_>) -> Decision {
+            unreachable!("inspect never decides")
+        }
+
+        fn reads_header(&self, name: &[u8]) -> bool {
+            name.eq_ignore_ascii_case(b"cookie")
+        }
+    }
+
+    fn run(wire: &str) -> (Inspected, String) {
+        let host = HeaderValue::from_static("up:8080");
+        let cx = Scope {
+            limits: HeaderLimits {
+                max_count: 8,
+                max_bytes: 200,
+            },
+            decider: &CookieOnly,
+            peer: "198.51.100.7".parse().unwrap(),
+            host: Some(&host),
+        };
+        let mut up = Vec::new();
+        let got = inspect(wire.as_bytes(), &cx, &mut up);
+        (got, String::from_utf8(up).unwrap())
+    }
+
+    #[test]
+    fn served_requests_go_upstream_with_hop_fields_stripped_and_forwarded_for_folded() {
+        let wire = "GET /a/b?q=1 HTTP/1.1\r\nHost: site\r\nCookie: s=1\r\nTE: trailers\r\n\
+                    X-Forwarded-For: 203.0.113.1\r\nConnection: keep-alive\r\n\
+                    Proxy-Authorization: x\r\nx-forwarded-for: 10.0.0.1\r\nAccept: */*\r\n\r\nNEXT";
+        let (got, up) = run(wire);
+        let Inspected::Serve(plan) = got else {
+            panic!("{got:?}")
+        };
+        assert_eq!(plan.len, wire.len() - "NEXT".len());
+        assert_eq!(plan.method, Method::GET);
+        assert_eq!(plan.path(wire.as_bytes()), "/a/b");
+        assert!(!plan.close);
+        // Only what the decider reads is in the view's map.
+        assert_eq!(plan.fields.len(), 1);
+        assert_eq!(plan.fields["cookie"], "s=1");
+        assert_eq!(
+            up,
+            "GET /a/b?q=1 HTTP/1.1\r\nHost: site\r\nCookie: s=1\r\nAccept: */*\r\n\
+             x-forwarded-for: 203.0.113.1, 10.0.0.1, 198.51.100.7\r\n\r\n"
+        );
+        let (got, up) = run("HEAD / HTTP/1.1\r\nconnection: close\r\n\r\n");
+        assert!(matches!(got, Inspected::Serve(Plan { close: true, .. })));
+        assert_eq!(
+            up, "HEAD / HTTP/1.1\r\nhost: up:8080\r\nx-forwarded-for: 198.51.100.7\r\n\r\n",
+            "Host added when the client sent none"
+        );
+    }
+
+    #[test]
+    fn anything_but_a_bodyless_http11_request_is_handed_over() {
+        for wire in [
+            "POST / HTTP/1.1\r\ncontent-length: 1\r\n\r\nx",
+            "GET / HTTP/1.1\r\ncontent-length: 0\r\n\r\n",
+            "GET / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n",
+            "GET / HTTP/1.0\r\n\r\n",
+            "GET http://site/ HTTP/1.1\r\n\r\n",
+            "OPTIONS * HTTP/1.1\r\n\r\n",
+            "GET / HTTP/1.1\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\n",
+            "GET / HTTP/1.1\r\nexpect: 100-continue\r\n\r\n",
+            "GET / HTTP/1.1\r\nconnection: x-private\r\n\r\n",
+            "DELETE / HTTP/1.1\r\n\r\n",
+        ] {
+            let (got, _) = run(wire);
+            assert!(matches!(got, Inspected::HandOver), "{wire:?}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn partial_malformed_and_oversized_heads() {
+        assert!(matches!(
+            run("GET / HTTP/1.1\r\nhost: a\r\n").0,
+            Inspected::Partial
+        ));
+        let status = |wire: &str| match run(wire).0 {
+            Inspected::Refuse(resp) => resp.status().as_u16(),
+            other => panic!("{wire:?}: {other:?}"),
+        };
+        assert_eq!(status("GET / HTTP/1.1\r\nbad header\r\n\r\n"), 400);
+        assert_eq!(status("G\x01T / HTTP/1.1\r\n\r\n"), 400);
+        let nine: String = (0..9).map(|i| format!("x-{i}: v\r\n")).collect();
+        assert_eq!(status(&format!("GET / HTTP/1.1\r\n{nine}\r\n")), 431);
+        let flood: String = (0..200).map(|i| format!("x-{i}: v\r\n")).collect();
+        assert_eq!(status(&format!("GET / HTTP/1.1\r\n{flood}\r\n")), 431);
+        let big = "v".repeat(300);
+        assert_eq!(status(&format!("GET / HTTP/1.1\r\nx: {big}\r\n\r\n")), 431);
     }
 }

@@ -24,10 +24,19 @@ fn is_hop_by_hop(k: &HeaderName) -> bool {
 
 /// [`is_hop_by_hop`] on a field name as it came off the wire (any case).
 pub fn is_hop_by_hop_name(name: &[u8]) -> bool {
-    [CONNECTION, KEEP_ALIVE, TE, TRAILER, TRANSFER_ENCODING, UPGRADE]
-        .iter()
-        .any(|k| k.as_str().as_bytes().eq_ignore_ascii_case(name))
-        || name.get(..6).is_some_and(|p| p.eq_ignore_ascii_case(b"proxy-"))
+    [
+        CONNECTION,
+        KEEP_ALIVE,
+        TE,
+        TRAILER,
+        TRANSFER_ENCODING,
+        UPGRADE,
+    ]
+    .iter()
+    .any(|k| k.as_str().as_bytes().eq_ignore_ascii_case(name))
+        || name
+            .get(..6)
+            .is_some_and(|p| p.eq_ignore_ascii_case(b"proxy-"))
 }
 
 /// `ip` as text, rendered into `buf` (IPv4, the commonest case, without `fmt`).

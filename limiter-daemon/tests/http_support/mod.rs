@@ -240,6 +240,50 @@ pub async fn start_upstream() -> TestUpstream {
     TestUpstream { addr, state }
 }
 
+/// A raw upstream answering each request head with the bytes `answer` gives for its request
+/// line, then closing if `close_after` says so; counts the connections it accepted.
+pub async fn scripted_upstream(
+    answer: fn(&str) -> (&'static [u8], bool),
+) -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut buf = vec![0u8; 4096];
+                let mut got = Vec::new();
+                loop {
+                    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => got.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                    let head = String::from_utf8_lossy(&got[..end]).into_owned();
+                    got.drain(..end);
+                    let line = head.lines().next().unwrap_or("").to_string();
+                    let (bytes, close) = answer(&line);
+                    if s.write_all(bytes).await.is_err() || close {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, accepted)
+}
+
 /// An address nothing listens on (bound, then released).
 pub async fn dead_addr() -> SocketAddr {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
