@@ -414,7 +414,6 @@ async fn forward(
 
 /// Takes the upstream's final response head off `ubuf` and writes the client's response head
 /// into `out`; returns the body framing and, with the connection, whether it stays reusable.
-#[allow(clippy::type_complexity)]
 fn response_head(
     ubuf: &mut BytesMut,
     head_only: bool,
