@@ -1,8 +1,10 @@
 //! The HTTP surfaces, one decision engine behind all three:
 //!
-//! - [`proxy`]: the reverse proxy (hyper directly on the hot path) forwarding through the
-//!   pooled [`upstream`] client (bodyless requests on its [`upstream_direct`] path, with
-//!   [`chunked`] decoding), with [`hop`] header hygiene and [`limits`] on request heads.
+//! - [`front`]: each proxy connection starts here; bodyless HTTP/1.1 requests are served by
+//!   its own loop, anything else is handed to hyper's server and [`proxy`]'s handler. Both
+//!   forward through the pooled [`upstream`] client (bodyless requests on its
+//!   [`upstream_direct`] path, with [`chunked`] decoding), with [`hop`] header hygiene and
+//!   [`limits`] on request heads.
 //! - [`decide_api`]: `POST /v1/decide` for apps and gateways that enforce themselves.
 //! - [`auth_request`]: `GET /v1/auth` for nginx `auth_request`.
 //! - [`response`]: how a [`crate::engine::decision::Decision`] becomes headers and a 429

@@ -1,6 +1,7 @@
-//! The reverse proxy's request path: check the head's limits, decide, then reject (429), hold
-//! for a scan delay (bounded; 503 past the bound), or forward to the upstream with hop-by-hop
-//! fields stripped and `X-Forwarded-For` appended. Bodies are streamed, never buffered; the
+//! The reverse proxy's request path under hyper's server (for requests [`super::front`]'s own
+//! loop does not serve), and the admission step both share: check the head's limits, decide,
+//! then reject (429), hold for a scan delay (bounded; 503 past the bound), or forward to the
+//! upstream with hop-by-hop fields stripped and `X-Forwarded-For` appended. Bodies are streamed, never buffered; the
 //! upstream's status, headers and body pass through, with the rate-limit headers added.
 
 use std::net::IpAddr;

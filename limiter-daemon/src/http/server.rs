@@ -1,5 +1,5 @@
-//! Binds the configured listeners and serves the proxy (hyper directly: the hot path) and the
-//! API router (axum) until a shutdown future resolves; then stops accepting and lets in-flight
+//! Binds the configured listeners and serves the proxy (connections start in
+//! [`super::front`]) and the API router (axum) until a shutdown future resolves; then stops accepting and lets in-flight
 //! requests finish within `http.shutdown_grace`.
 //!
 //! The proxy runs thread-per-core: `worker_threads` OS threads (default one per CPU), each with

@@ -144,3 +144,43 @@ impl IdentityResolver {
         caller
     }
 }
+
+#[cfg(test)]
+mod reads_header_tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::env::EnvMap;
+
+    fn config(text: &str) -> Config {
+        Config::from_toml_str(text, Path::new("test.toml"), &EnvMap::new()).unwrap()
+    }
+
+    #[test]
+    fn the_fields_a_caller_is_resolved_from_and_no_others() {
+        let cfg = config("");
+        for name in ["Cookie", "authorization", "X-API-Key"] {
+            assert!(reads_header(&cfg, name.as_bytes()), "{name}");
+        }
+        // Forwarding headers are read only when a proxy is trusted.
+        for name in [
+            "x-forwarded-for",
+            "forwarded",
+            "user-agent",
+            "host",
+            "x-real-ip",
+        ] {
+            assert!(!reads_header(&cfg, name.as_bytes()), "{name}");
+        }
+        let cfg =
+            config("[identity]\ntrusted_proxies = [\"10.0.0.0/8\"]\n[keys]\nheader = \"x-key\"\n");
+        assert!(reads_header(&cfg, b"X-Forwarded-For"));
+        assert!(reads_header(&cfg, b"x-key"));
+        assert!(!reads_header(&cfg, b"x-api-key"));
+        let cfg = config(
+            "[identity]\ntrusted_proxies = [\"10.0.0.1\"]\nforwarded_header = \"forwarded\"\n",
+        );
+        assert!(reads_header(&cfg, b"forwarded"));
+        assert!(!reads_header(&cfg, b"x-forwarded-for"));
+    }
+}
