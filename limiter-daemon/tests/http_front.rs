@@ -1,7 +1,8 @@
 //! The proxy's own HTTP/1.1 loop (`http::front`), spoken to over raw sockets so every byte on
 //! the wire is checked: pipelined requests, hand-over to hyper mid-connection (HTTP/1.0, a
 //! body), `Connection: close`, the header-read deadline, HEAD answers without a body, and the
-//! upstream's hop-by-hop and rate-limit fields.
+//! upstream's hop-by-hop and rate-limit fields. Each check runs with the loop on and with
+//! `own_loop = false` (every request through hyper): the two must answer alike.
 
 mod http_support;
 
@@ -105,6 +106,9 @@ fn responses(mut bytes: &[u8], head_only: &[bool]) -> Vec<Wire> {
     out
 }
 
+/// `[http]` extras for each way of serving: the proxy's own loop, then hyper for everything.
+const PATHS: [&str; 2] = ["", "own_loop = false\n"];
+
 /// Writes `requests` in one write and reads until the proxy closes (the last request asks it
 /// to), within a deadline.
 async fn converse(addr: std::net::SocketAddr, requests: &str) -> Vec<u8> {
@@ -120,111 +124,126 @@ async fn converse(addr: std::net::SocketAddr, requests: &str) -> Vec<u8> {
 
 #[tokio::test]
 async fn pipelined_requests_are_answered_in_order_on_one_connection() {
-    let up = start_upstream().await;
-    let d = start(settings(Some(up.addr), "worker_threads = 1\n"), by_header()).await;
-    let got = converse(
-        d.proxy.unwrap(),
-        "GET /status/201 HTTP/1.1\r\nhost: a\r\n\r\n\
+    for path in PATHS {
+        let up = start_upstream().await;
+        let d = start(
+            settings(Some(up.addr), &format!("worker_threads = 1\n{path}")),
+            by_header(),
+        )
+        .await;
+        let got = converse(
+            d.proxy.unwrap(),
+            "GET /status/201 HTTP/1.1\r\nhost: a\r\n\r\n\
          GET /status/404 HTTP/1.1\r\nhost: a\r\n\r\n\
          GET /status/202 HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
-    )
-    .await;
-    let r = responses(&got, &[false, false, false]);
-    let statuses: Vec<u16> = r.iter().map(|w| w.status).collect();
-    assert_eq!(statuses, [201, 404, 202]);
-    assert_eq!(r[1].body, b"body of 404");
-    for w in &r {
-        assert_eq!(w.version, 1);
-        assert_eq!(w.get("x-ratelimit-tier"), Some("anon"));
-        assert!(w.get("date").is_some());
+        )
+        .await;
+        let r = responses(&got, &[false, false, false]);
+        let statuses: Vec<u16> = r.iter().map(|w| w.status).collect();
+        assert_eq!(statuses, [201, 404, 202]);
+        assert_eq!(r[1].body, b"body of 404");
+        for w in &r {
+            assert_eq!(w.version, 1);
+            assert_eq!(w.get("x-ratelimit-tier"), Some("anon"));
+            assert!(w.get("date").is_some());
+        }
+        assert_eq!(r[2].get("connection"), Some("close"));
+        assert_eq!(
+            r[0].get("connection"),
+            None,
+            "keep-alive is the 1.1 default"
+        );
+        assert_eq!(up.state.requests.load(Ordering::SeqCst), 3);
     }
-    assert_eq!(r[2].get("connection"), Some("close"));
-    assert_eq!(
-        r[0].get("connection"),
-        None,
-        "keep-alive is the 1.1 default"
-    );
-    assert_eq!(up.state.requests.load(Ordering::SeqCst), 3);
 }
 
 #[tokio::test]
 async fn http10_and_requests_with_a_body_are_handed_to_hyper() {
-    let up = start_upstream().await;
-    let d = start(settings(Some(up.addr), ""), by_header()).await;
-    // HTTP/1.0: answered in 1.0 (by hyper), forwarded with X-Forwarded-For like the rest.
-    let got = converse(d.proxy.unwrap(), "GET /headers HTTP/1.0\r\nhost: a\r\n\r\n").await;
-    let r = responses(&got, &[false]);
-    assert_eq!((r[0].version, r[0].status), (0, 200));
-    let seen = String::from_utf8_lossy(&r[0].body).into_owned();
-    assert!(seen.contains("x-forwarded-for"), "{seen}");
-    assert_eq!(r[0].get("x-ratelimit-tier"), Some("anon"));
+    for path in PATHS {
+        let up = start_upstream().await;
+        let d = start(settings(Some(up.addr), path), by_header()).await;
+        // HTTP/1.0: answered in 1.0 (by hyper), forwarded with X-Forwarded-For like the rest.
+        let got = converse(d.proxy.unwrap(), "GET /headers HTTP/1.0\r\nhost: a\r\n\r\n").await;
+        let r = responses(&got, &[false]);
+        assert_eq!((r[0].version, r[0].status), (0, 200));
+        let seen = String::from_utf8_lossy(&r[0].body).into_owned();
+        assert!(seen.contains("x-forwarded-for"), "{seen}");
+        assert_eq!(r[0].get("x-ratelimit-tier"), Some("anon"));
 
-    // A bodyless GET first (this loop), then a POST (hyper), then a GET (hyper): one connection.
-    let got = converse(
-        d.proxy.unwrap(),
-        "GET /status/201 HTTP/1.1\r\nhost: a\r\n\r\n\
+        // A bodyless GET first (this loop), then a POST (hyper), then a GET (hyper): one connection.
+        let got = converse(
+            d.proxy.unwrap(),
+            "GET /status/201 HTTP/1.1\r\nhost: a\r\n\r\n\
          POST /upload HTTP/1.1\r\nhost: a\r\ncontent-length: 5\r\n\r\nhello\
          GET /status/202 HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
-    )
-    .await;
-    let r = responses(&got, &[false, false, false]);
-    assert_eq!(r[0].status, 201);
-    assert_eq!(r[1].status, 200);
-    let upload: serde_json::Value = serde_json::from_slice(&r[1].body).unwrap();
-    assert_eq!(upload["len"], 5, "the body reached the upstream intact");
-    assert_eq!(r[2].status, 202);
+        )
+        .await;
+        let r = responses(&got, &[false, false, false]);
+        assert_eq!(r[0].status, 201);
+        assert_eq!(r[1].status, 200);
+        let upload: serde_json::Value = serde_json::from_slice(&r[1].body).unwrap();
+        assert_eq!(upload["len"], 5, "the body reached the upstream intact");
+        assert_eq!(r[2].status, 202);
+    }
 }
 
 #[tokio::test]
 async fn idle_and_half_sent_heads_are_cut_off_at_the_header_read_timeout() {
-    let up = start_upstream().await;
-    let d = start(
-        settings(Some(up.addr), "header_read_timeout = \"300ms\"\n"),
-        by_header(),
-    )
-    .await;
-    // Nothing sent at all, a head cut off midway, and an idle keep-alive connection after one
-    // answered request: each is closed by the proxy (the read sees EOF, not the test deadline).
-    for opening in [
-        "",
-        "GET /status/200 HTTP/1.1\r\nhost",
-        "GET / HTTP/1.1\r\n\r\n",
-    ] {
-        let mut s = TcpStream::connect(d.proxy.unwrap()).await.unwrap();
-        s.write_all(opening.as_bytes()).await.unwrap();
-        let mut got = Vec::new();
-        tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut got))
-            .await
-            .unwrap_or_else(|_| panic!("{opening:?}: connection left open"))
-            .unwrap();
-        let answered = opening.ends_with("\r\n\r\n");
-        assert_eq!(
-            got.starts_with(b"HTTP/1.1 200"),
-            answered,
-            "{opening:?}: {}",
-            String::from_utf8_lossy(&got)
-        );
+    for path in PATHS {
+        let up = start_upstream().await;
+        let d = start(
+            settings(
+                Some(up.addr),
+                &format!("header_read_timeout = \"300ms\"\n{path}"),
+            ),
+            by_header(),
+        )
+        .await;
+        // Nothing sent at all, a head cut off midway, and an idle keep-alive connection after one
+        // answered request: each is closed by the proxy (the read sees EOF, not the test deadline).
+        for opening in [
+            "",
+            "GET /status/200 HTTP/1.1\r\nhost",
+            "GET / HTTP/1.1\r\n\r\n",
+        ] {
+            let mut s = TcpStream::connect(d.proxy.unwrap()).await.unwrap();
+            s.write_all(opening.as_bytes()).await.unwrap();
+            let mut got = Vec::new();
+            tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut got))
+                .await
+                .unwrap_or_else(|_| panic!("{opening:?}: connection left open"))
+                .unwrap();
+            let answered = opening.ends_with("\r\n\r\n");
+            assert_eq!(
+                got.starts_with(b"HTTP/1.1 200"),
+                answered,
+                "{path:?} {opening:?}: {}",
+                String::from_utf8_lossy(&got)
+            );
+        }
     }
 }
 
 #[tokio::test]
 async fn head_answers_carry_no_body() {
-    let up = start_upstream().await;
-    let d = start(settings(Some(up.addr), ""), by_header()).await;
-    let got = converse(
-        d.proxy.unwrap(),
-        "HEAD /status/200 HTTP/1.1\r\nhost: a\r\nx-test-who: burst\r\n\r\n\
+    for path in PATHS {
+        let up = start_upstream().await;
+        let d = start(settings(Some(up.addr), path), by_header()).await;
+        let got = converse(
+            d.proxy.unwrap(),
+            "HEAD /status/200 HTTP/1.1\r\nhost: a\r\nx-test-who: burst\r\n\r\n\
          HEAD /status/200 HTTP/1.1\r\nhost: a\r\n\r\n\
          GET /status/203 HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
-    )
-    .await;
-    // Were a body sent after either HEAD answer, the next response would not parse.
-    let r = responses(&got, &[true, true, false]);
-    assert_eq!(r[0].status, 429);
-    assert!(r[0].get("content-length").unwrap().parse::<u32>().unwrap() > 0);
-    assert_eq!(r[0].get("retry-after"), Some("42"));
-    assert_eq!(r[1].status, 200);
-    assert_eq!(r[2].status, 203);
+        )
+        .await;
+        // Were a body sent after either HEAD answer, the next response would not parse.
+        let r = responses(&got, &[true, true, false]);
+        assert_eq!(r[0].status, 429);
+        assert!(r[0].get("content-length").unwrap().parse::<u32>().unwrap() > 0);
+        assert_eq!(r[0].get("retry-after"), Some("42"));
+        assert_eq!(r[1].status, 200);
+        assert_eq!(r[2].status, 203);
+    }
 }
 
 #[tokio::test]
@@ -239,24 +258,70 @@ async fn upstream_hop_fields_go_and_its_rate_limit_fields_are_replaced() {
         )
     })
     .await;
-    let d = start(settings(Some(addr), ""), by_header()).await;
-    let got = converse(
-        d.proxy.unwrap(),
-        "GET /x HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
-    )
-    .await;
-    let r = &responses(&got, &[false])[0];
-    assert_eq!(r.body, b"abc");
-    assert_eq!(r.get("x-hop"), None);
-    assert_eq!(r.get("keep-alive"), None);
-    assert_eq!(r.all("x-ratelimit-tier"), ["anon"]);
-    assert_eq!(r.all("ratelimit").len(), 1);
-    assert_ne!(r.get("ratelimit"), Some("nonsense"));
-    assert_eq!(r.all("x-app"), ["kept", "twice"]);
-    assert_eq!(
-        r.all("date"),
-        ["Sun, 06 Nov 1994 08:49:37 GMT"],
-        "the upstream's Date passes, no second one is added"
-    );
-    assert_eq!(r.get("transfer-encoding"), Some("chunked"));
+    for path in PATHS {
+        let d = start(settings(Some(addr), path), by_header()).await;
+        let got = converse(
+            d.proxy.unwrap(),
+            "GET /x HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
+        )
+        .await;
+        let r = &responses(&got, &[false])[0];
+        assert_eq!(r.body, b"abc");
+        assert_eq!(r.get("x-hop"), None);
+        assert_eq!(r.get("keep-alive"), None);
+        assert_eq!(r.all("x-ratelimit-tier"), ["anon"]);
+        assert_eq!(r.all("ratelimit").len(), 1);
+        assert_ne!(r.get("ratelimit"), Some("nonsense"));
+        assert_eq!(r.all("x-app"), ["kept", "twice"]);
+        assert_eq!(
+            r.all("date"),
+            ["Sun, 06 Nov 1994 08:49:37 GMT"],
+            "the upstream's Date passes, no second one is added"
+        );
+        assert_eq!(r.get("transfer-encoding"), Some("chunked"));
+    }
+}
+
+/// On the proxy's own loop the decision sees only the fields the decider says it reads; under
+/// hyper it sees them all. (This is also what shows the loop served the request.)
+#[tokio::test]
+async fn the_decision_sees_only_the_fields_it_reads_on_the_own_loop() {
+    struct WhoOnly(std::sync::Arc<Scripted<DecideFn>>);
+    impl limiter_daemon::http::Decider for WhoOnly {
+        fn decide(
+            &self,
+            req: &limiter_daemon::http::RequestView<'_>,
+        ) -> limiter_daemon::engine::decision::Decision {
+            self.0.decide(req)
+        }
+        fn reads_header(&self, name: &[u8]) -> bool {
+            name.eq_ignore_ascii_case(b"x-test-who")
+        }
+    }
+    let up = start_upstream().await;
+    for (path, fields_seen) in [(PATHS[0], 1), (PATHS[1], 4)] {
+        let decider = by_header();
+        let d = start(
+            settings(Some(up.addr), path),
+            std::sync::Arc::new(WhoOnly(std::sync::Arc::clone(&decider))),
+        )
+        .await;
+        let got = converse(
+            d.proxy.unwrap(),
+            "GET /p?q=1 HTTP/1.1\r\nHost: a\r\nX-Test-Who: burst\r\nAccept: */*\r\nconnection: close\r\n\r\n",
+        )
+        .await;
+        assert_eq!(responses(&got, &[false])[0].status, 429);
+        let seen = decider.seen.lock();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].path, "/p");
+        assert_eq!(seen[0].method, "GET");
+        assert_eq!(
+            seen[0].headers.len(),
+            fields_seen,
+            "{path:?}: {:?}",
+            seen[0].headers
+        );
+        assert_eq!(seen[0].headers["x-test-who"], "burst");
+    }
 }

@@ -53,6 +53,9 @@ pub struct RawHttp {
     pub worker_threads: Option<usize>,
     /// Proxy threads run `SCHED_BATCH` (default true); see `http::sched`.
     pub batch_scheduling: Option<bool>,
+    /// Bodyless HTTP/1.1 requests are served by the proxy's own loop (default true); see
+    /// `http::front`.
+    pub own_loop: Option<bool>,
     /// `[http.admin]` belongs to the admin API, which validates it; passed over here.
     pub admin: Option<toml::Table>,
 }
@@ -79,6 +82,9 @@ pub struct HttpSettings {
     pub worker_threads: Option<NonZeroUsize>,
     /// Proxy threads ask for `SCHED_BATCH` (see `crate::http::sched`).
     pub batch_scheduling: bool,
+    /// Bodyless HTTP/1.1 requests skip hyper's server (see `crate::http::front`); `false`
+    /// sends every request through hyper.
+    pub own_loop: bool,
 }
 
 /// The upstream origin: scheme `http`, a host and a port (the proxy keeps the request's path).
@@ -252,6 +258,7 @@ impl HttpSettings {
                 })
                 .transpose()?,
             batch_scheduling: raw.batch_scheduling.unwrap_or(true),
+            own_loop: raw.own_loop.unwrap_or(true),
             shutdown_grace: duration(
                 "http.shutdown_grace",
                 raw.shutdown_grace,

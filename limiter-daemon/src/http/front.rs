@@ -63,6 +63,8 @@ pub(super) struct Front {
     /// Serves connections handed over (see the module docs).
     pub(super) hyper: hyper::server::conn::http1::Builder,
     pub(super) header_read_timeout: Duration,
+    /// `[http] own_loop`.
+    pub(super) own_loop: bool,
     /// Cancelled at shutdown: idle connections close, busy ones after their current request.
     pub(super) stop: CancellationToken,
 }
@@ -70,7 +72,7 @@ pub(super) struct Front {
 impl Front {
     /// Whether this module's loop may serve requests (else every connection goes to hyper).
     fn loop_enabled(&self) -> bool {
-        self.state.limits.max_count < MAX_FIELDS
+        self.own_loop && self.state.limits.max_count < MAX_FIELDS
     }
 }
 

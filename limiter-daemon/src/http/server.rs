@@ -359,6 +359,7 @@ async fn proxy_loop(
         state,
         hyper,
         header_read_timeout: settings.header_read_timeout,
+        own_loop: settings.own_loop,
         stop: CancellationToken::new(),
     });
     let connections = TaskTracker::new();
