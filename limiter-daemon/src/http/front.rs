@@ -56,6 +56,9 @@ const READ_SIZE: usize = 8 * 1024;
 const REQUEST_LINE_ROOM: usize = 8 * 1024;
 /// Output gathered before it is written even though more body is at hand.
 const FLUSH_AT: usize = 64 * 1024;
+/// Output buffer kept between requests; a larger one (after a big body) is given back, so
+/// thousands of idle keep-alive connections do not each hold a flush's worth.
+const OUT_KEPT: usize = 8 * 1024;
 
 /// What every connection of one proxy thread shares.
 pub(super) struct Front {
@@ -189,6 +192,9 @@ async fn serve_loop(
             None => true,
         };
         buf.advance(plan.len);
+        if out.capacity() > OUT_KEPT {
+            out = Vec::with_capacity(OUT_KEPT / 2);
+        }
         if !kept || plan.close || front.stop.is_cancelled() {
             return After::Close;
         }
