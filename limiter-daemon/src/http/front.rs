@@ -761,4 +761,107 @@ mod tests {
         let big = "v".repeat(300);
         assert_eq!(status(&format!("GET / HTTP/1.1\r\nx: {big}\r\n\r\n")), 431);
     }
+
+    fn allowed() -> Decision {
+        use crate::engine::decision::{Action, WindowKind, WindowState};
+        Decision {
+            action: Action::Allow,
+            tier: crate::engine::decision::Tier::Anon,
+            reason: None,
+            retry_after_secs: None,
+            delay: Duration::ZERO,
+            delay_kind: None,
+            windows: vec![WindowState {
+                kind: WindowKind::Hourly,
+                limit: 600,
+                remaining: 599,
+                window_secs: 3600,
+                reset_secs: 100,
+            }],
+            warn_remaining: Some(3),
+            identity: "ip:x".into(),
+            upgrade: None,
+            key_status: None,
+            lockout_level: None,
+            cost: 1,
+        }
+    }
+
+    /// Byte strings near a request head: valid heads with bytes flipped, cut or inserted.
+    fn near_request() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let base = b"GET /a?b=1 HTTP/1.1\r\nHost: h\r\nCookie: s=1\r\nX-Forwarded-For: 1.2.3.4\r\n\
+                     Connection: keep-alive, close\r\n\r\n"
+            .to_vec();
+        (
+            proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4),
+            proptest::option::of(any::<usize>()),
+        )
+            .prop_map(move |(edits, cut)| {
+                let mut b = base.clone();
+                for (at, byte) in edits {
+                    let i = at % b.len();
+                    b[i] = byte;
+                }
+                if let Some(cut) = cut {
+                    b.truncate(cut % (b.len() + 1));
+                }
+                b
+            })
+    }
+
+    proptest::proptest! {
+        /// Whatever the bytes, inspection answers (never panics), and a head it serves goes
+        /// upstream as a complete, parseable request whose last field is this client's hop.
+        #[test]
+        fn inspection_never_panics_and_serves_only_well_formed_heads(
+            wire in proptest::prop_oneof![
+                near_request(),
+                proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            ]
+        ) {
+            let host = HeaderValue::from_static("up");
+            let cx = Scope {
+                limits: HeaderLimits { max_count: 64, max_bytes: 4096 },
+                decider: &CookieOnly,
+                peer: "198.51.100.7".parse().unwrap(),
+                host: Some(&host),
+            };
+            let mut up = Vec::new();
+            if let Inspected::Serve(plan) = inspect(&wire, &cx, &mut up) {
+                proptest::prop_assert!(plan.len <= wire.len());
+                let mut fields = [httparse::EMPTY_HEADER; 80];
+                let mut req = httparse::Request::new(&mut fields);
+                let parsed = req.parse(&up);
+                proptest::prop_assert_eq!(parsed, Ok(httparse::Status::Complete(up.len())));
+                let last = req.headers.last().unwrap();
+                proptest::prop_assert!(last.name.eq_ignore_ascii_case("x-forwarded-for"));
+                proptest::prop_assert!(last.value.ends_with(b"198.51.100.7"));
+            }
+        }
+
+        /// Whatever the upstream sends, the response head is an error, a wait, or a complete
+        /// client head; never a panic.
+        #[test]
+        fn response_heads_never_panic(
+            wire in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+            prefix in proptest::prop_oneof![
+                proptest::strategy::Just(&b""[..]),
+                proptest::strategy::Just(&b"HTTP/1.1 200 OK\r\n"[..]),
+                proptest::strategy::Just(&b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No\r\n"[..]),
+            ],
+            head_only in proptest::prelude::any::<bool>(),
+        ) {
+            let mut ubuf = BytesMut::from(prefix);
+            ubuf.extend_from_slice(&wire);
+            let mut out = Vec::new();
+            let d = allowed();
+            if let Ok(Some(_)) = response_head(&mut ubuf, head_only, &d, false, &mut out) {
+                proptest::prop_assert!(out.ends_with(b"\r\n\r\n"));
+                let mut fields = [httparse::EMPTY_HEADER; 160];
+                let mut resp = httparse::Response::new(&mut fields);
+                proptest::prop_assert_eq!(resp.parse(&out), Ok(httparse::Status::Complete(out.len())));
+            }
+        }
+    }
 }
