@@ -16,7 +16,6 @@ use limiter_daemon::clock::ManualClock;
 use limiter_daemon::config::Config;
 use limiter_daemon::engine::sink::{EnforcementSink, NoKernel};
 use limiter_daemon::engine::{Engine, EngineOptions, KeyRefresh};
-use limiter_daemon::kernel::dataplane::Dataplane;
 use limiter_daemon::store::records::{ListEntry, ListKind};
 use limiter_daemon::store::EmbeddedStore;
 
@@ -76,16 +75,7 @@ fn stored_lockouts_and_lists_reach_the_kernel_at_start() {
             .unwrap();
     }
     // The kernel starts empty: every client gets through.
-    let (rt, dp) = pair.server.run(|| {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let dp = rt
-            .block_on(async { Dataplane::start_required(&cfg.kernel) })
-            .expect("dataplane attaches to the veth");
-        (rt, dp)
-    });
+    let (rt, dp) = kernel_support::attach(&pair, &cfg.kernel);
     let maps = Arc::clone(dp.maps());
     assert!(maps.lockouts().unwrap().is_empty());
     assert!(pair.connect_from(locked, port, Duration::from_secs(3)));

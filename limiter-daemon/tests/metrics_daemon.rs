@@ -96,15 +96,7 @@ fn run_serves_metrics_health_and_readiness_on_its_own_listener() {
     let (status, body) = http(metrics, "GET", "/readyz", "").unwrap();
     assert_eq!(status, 200, "{body}");
     for _ in 0..2 {
-        let (status, _) = limiter_tests::poll(Duration::from_secs(20), "/v1/decide", || {
-            http(
-                api,
-                "POST",
-                "/v1/decide",
-                r#"{"ip":"203.0.113.50","path":"/"}"#,
-            )
-        });
-        assert_eq!(status, 200);
+        decide_once(api, "203.0.113.50");
     }
     let (status, text) = http(metrics, "GET", "/metrics", "").unwrap();
     assert_eq!(status, 200);
@@ -132,16 +124,18 @@ fn empty_listen_turns_the_metrics_listener_off() {
     let api = free_addr();
     let d = start(dir.path(), api, "");
     // Serving decisions proves the daemon is up (the metrics listener would be bound before).
-    let (status, _) = limiter_tests::poll(Duration::from_secs(20), "/v1/decide", || {
-        http(
-            api,
-            "POST",
-            "/v1/decide",
-            r#"{"ip":"203.0.113.51","path":"/"}"#,
-        )
-    });
-    assert_eq!(status, 200);
+    decide_once(api, "203.0.113.51");
     let (status, _) = http(api, "GET", "/healthz", "").unwrap();
     assert_eq!(status, 404, "health lives on the metrics listener only");
     assert_eq!(listening_sockets(d.0.id()), 1, "only the API listener");
+}
+
+/// One allowed `/v1/decide` for `ip`, retried until the daemon answers (it may still be
+/// starting).
+fn decide_once(api: SocketAddr, ip: &str) {
+    let body = format!(r#"{{"ip":"{ip}","path":"/"}}"#);
+    let (status, _) = limiter_tests::poll(Duration::from_secs(20), "/v1/decide", || {
+        http(api, "POST", "/v1/decide", &body)
+    });
+    assert_eq!(status, 200);
 }

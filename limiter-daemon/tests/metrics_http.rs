@@ -224,26 +224,17 @@ async fn decisions_hits_histogram_strikes_and_lockouts_are_scraped() {
     // Histogram: 10 requests, 8 not delayed, the soft (5 s) and the hard (60 s) one.
     assert_eq!(must(&t, "limiter_request_delay_seconds_count"), 10.0);
     assert_eq!(must(&t, "limiter_request_delay_seconds_sum"), 65.0);
-    assert_eq!(
-        must(&t, r#"limiter_request_delay_seconds_bucket{le="0.001"}"#),
-        8.0
-    );
-    assert_eq!(
-        must(&t, r#"limiter_request_delay_seconds_bucket{le="2.5"}"#),
-        8.0
-    );
-    assert_eq!(
-        must(&t, r#"limiter_request_delay_seconds_bucket{le="5.0"}"#),
-        9.0
-    );
-    assert_eq!(
-        must(&t, r#"limiter_request_delay_seconds_bucket{le="30.0"}"#),
-        9.0
-    );
-    assert_eq!(
-        must(&t, r#"limiter_request_delay_seconds_bucket{le="60.0"}"#),
-        10.0
-    );
+    // (bucket bound, requests held at most that long: cumulative)
+    for (le, count) in [
+        ("0.001", 8.0),
+        ("2.5", 8.0),
+        ("5.0", 9.0),
+        ("30.0", 9.0),
+        ("60.0", 10.0),
+    ] {
+        let series = format!(r#"limiter_request_delay_seconds_bucket{{le="{le}"}}"#);
+        assert_eq!(must(&t, &series), count, "{series}");
+    }
     assert_eq!(must(&t, "limiter_decision_duration_seconds_count"), 10.0);
     assert_eq!(must(&t, "limiter_strikes_total"), 1.0);
     assert_eq!(must(&t, r#"limiter_lockouts_total{level="1"}"#), 1.0);

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use limiter_daemon::config::kernel::KernelMode;
 use limiter_daemon::config::{Config, EnvMap};
-use limiter_daemon::kernel::dataplane::Dataplane;
 use limiter_daemon::metrics::sources::AttachedKernel;
 use limiter_daemon::metrics::{KernelSource, Metrics};
 
@@ -39,18 +38,7 @@ fn kernel_verdicts_map_fill_and_attached_are_scraped() {
         pins.0.display()
     );
     let cfg = Config::from_toml_str(&text, Path::new("test.toml"), &EnvMap::new()).unwrap();
-    // Attach from inside the server namespace (where the interface is); the runtime that runs
-    // the dataplane's background tasks is kept alive with it.
-    let (rt, dp) = pair.server.run(|| {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let dp = rt
-            .block_on(async { Dataplane::start_required(&cfg.kernel) })
-            .expect("dataplane attaches to the veth");
-        (rt, dp)
-    });
+    let (rt, dp) = kernel_support::attach(&pair, &cfg.kernel);
 
     let metrics = Metrics::new("limiter");
     metrics.attach_kernel(KernelSource {

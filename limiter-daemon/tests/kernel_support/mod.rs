@@ -58,3 +58,27 @@ pub fn dataplane(tag: &str, clients: u8, pin_prefix: &str) -> Option<Dataplane> 
         pins: Pins::new(pin_prefix),
     })
 }
+
+/// Attaches the dataplane from inside `pair`'s server namespace (where its interface is);
+/// the runtime that runs the dataplane's background tasks comes back with it and must be kept
+/// alive as long as the dataplane.
+pub fn attach(
+    pair: &VethPair,
+    kernel: &limiter_daemon::config::kernel::KernelSettings,
+) -> (
+    tokio::runtime::Runtime,
+    limiter_daemon::kernel::dataplane::Dataplane,
+) {
+    pair.server.run(|| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let dp = rt
+            .block_on(async {
+                limiter_daemon::kernel::dataplane::Dataplane::start_required(kernel)
+            })
+            .expect("dataplane attaches to the veth");
+        (rt, dp)
+    })
+}
