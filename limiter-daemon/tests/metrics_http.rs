@@ -356,3 +356,35 @@ async fn readyz_is_503_naming_the_store_while_it_is_degraded() {
     let (parts, _) = get(&format!("http://{}/healthz", w.metrics_addr), &[]).await;
     assert_eq!(parts.status, StatusCode::OK);
 }
+
+/// A client's malformed chunked body is the client's mistake: 400, counted apart, and never an
+/// upstream failure (else any client could fake upstream alerts).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_bad_chunked_body_is_a_400_and_not_an_upstream_failure() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let w = world("limiter", "").await;
+    let mut s = tokio::net::TcpStream::connect(w.d.proxy.unwrap())
+        .await
+        .unwrap();
+    s.write_all(
+        b"POST /upload HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n\
+          5\r\nhello\r\nZZ\r\nnot a chunk\r\n0\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let mut got = Vec::new();
+    tokio::time::timeout(std::time::Duration::from_secs(10), s.read_to_end(&mut got))
+        .await
+        .expect("the proxy answers and closes")
+        .unwrap();
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 400 "), "{text}");
+    assert!(text.contains("application/problem+json"), "{text}");
+    assert!(text.contains("request body"), "{text}");
+    let t = w.scrape().await;
+    assert_eq!(must(&t, "limiter_client_body_errors_total"), 1.0);
+    assert_eq!(
+        must(&t, r#"limiter_upstream_errors_total{kind="failed"}"#),
+        0.0
+    );
+}

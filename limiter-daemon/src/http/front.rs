@@ -42,6 +42,7 @@ use super::hop::{ip_text, is_hop_by_hop_name};
 use super::limits::{too_large, HeaderLimitError, HeaderLimits};
 use super::problem;
 use super::proxy::{admit, handle, hold, upstream_failure, Admission, ProxyState};
+use super::request_rules;
 use super::response::{is_rate_limit_field, write_header_lines};
 use super::upstream_direct::{body_framing, lists_token, with_final_head, DirectBody, Framing};
 use crate::engine::decision::Decision;
@@ -108,7 +109,6 @@ async fn serve_loop(
     let mut timer = pin!(tokio::time::sleep(timeout));
     let mut stopped = pin!(front.stop.cancelled());
     let head_cap = front.state.limits.max_bytes + REQUEST_LINE_ROOM;
-    let host = front.state.upstream.host_header().cloned();
     // Reused across the connection's requests.
     let mut up = Vec::with_capacity(512);
     let mut out = Vec::with_capacity(4096);
@@ -122,7 +122,6 @@ async fn serve_loop(
                         limits: front.state.limits,
                         decider: &*front.state.decider,
                         peer,
-                        host: host.as_ref(),
                     },
                     &mut up,
                 );
@@ -131,10 +130,15 @@ async fn serve_loop(
                     Inspected::HandOver => return After::HandOver,
                     Inspected::Refuse(resp) => return refuse(stream, &resp, &mut out).await,
                     Inspected::Partial if buf.len() > head_cap => {
-                        let resp = too_large(HeaderLimitError::Bytes {
-                            bytes: buf.len(),
-                            max: front.state.limits.max_bytes,
-                        });
+                        let resp = if buf.contains(&b'\n') {
+                            too_large(HeaderLimitError::Bytes {
+                                bytes: buf.len(),
+                                max: front.state.limits.max_bytes,
+                            })
+                        } else {
+                            // Not even the request line has ended: its target is too long.
+                            request_rules::target_too_long(buf.len())
+                        };
                         return refuse(stream, &resp, &mut out).await;
                     }
                     Inspected::Partial => {}
@@ -225,8 +229,6 @@ struct Scope<'a> {
     limits: HeaderLimits,
     decider: &'a dyn Decider,
     peer: IpAddr,
-    /// `Host` for the upstream when the client sent none.
-    host: Option<&'a HeaderValue>,
 }
 
 /// What the bytes at the front of the buffer are.
@@ -294,6 +296,9 @@ fn inspect(buf: &[u8], cx: &Scope<'_>, up: &mut Vec<u8>) -> Inspected {
     if req.version != Some(1) {
         return Inspected::HandOver;
     }
+    if target.len() > request_rules::MAX_TARGET_BYTES {
+        return Inspected::Refuse(request_rules::target_too_long(target.len()));
+    }
     let bytes = req
         .headers
         .iter()
@@ -310,7 +315,6 @@ fn inspect(buf: &[u8], cx: &Scope<'_>, up: &mut Vec<u8>) -> Inspected {
     up.extend_from_slice(target.as_bytes());
     up.extend_from_slice(b" HTTP/1.1\r\n");
     let mut close = false;
-    let mut has_host = false;
     let mut forwarded_for = 0;
     let mut fields = HeaderMap::new();
     for h in req.headers.iter() {
@@ -319,6 +323,20 @@ fn inspect(buf: &[u8], cx: &Scope<'_>, up: &mut Vec<u8>) -> Inspected {
             .any(|n| is(h, n))
         {
             return Inspected::HandOver;
+        }
+        // Before any field is skipped on its way upstream: the decision sees every field it
+        // reads, exactly as hyper's path hands it the whole map (a trusted proxy's
+        // `X-Forwarded-For` above all).
+        if cx.decider.reads_header(h.name.as_bytes()) {
+            match (
+                HeaderName::from_bytes(h.name.as_bytes()),
+                HeaderValue::from_bytes(h.value),
+            ) {
+                (Ok(n), Ok(v)) => {
+                    fields.append(n, v);
+                }
+                _ => return Inspected::HandOver,
+            }
         }
         if is(h, "connection") {
             for token in h.value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
@@ -338,24 +356,15 @@ fn inspect(buf: &[u8], cx: &Scope<'_>, up: &mut Vec<u8>) -> Inspected {
             forwarded_for += 1;
             continue;
         }
-        has_host |= is(h, "host");
-        if cx.decider.reads_header(h.name.as_bytes()) {
-            match (
-                HeaderName::from_bytes(h.name.as_bytes()),
-                HeaderValue::from_bytes(h.value),
-            ) {
-                (Ok(n), Ok(v)) => {
-                    fields.append(n, v);
-                }
-                _ => return Inspected::HandOver,
-            }
-        }
         push_field(up, h.name.as_bytes(), h.value);
     }
-    if !has_host {
-        if let Some(host) = cx.host {
-            push_field(up, b"host", host.as_bytes());
-        }
+    let hosts = req
+        .headers
+        .iter()
+        .filter(|h| is(h, "host"))
+        .map(|h| h.value);
+    if let Some(resp) = request_rules::host_problem(true, hosts) {
+        return Inspected::Refuse(resp);
     }
     // Earlier hops first, folded into one field, then this client.
     up.extend_from_slice(b"x-forwarded-for: ");
@@ -679,7 +688,6 @@ mod tests {
     }
 
     fn run(wire: &str) -> (Inspected, String) {
-        let host = HeaderValue::from_static("up:8080");
         let cx = Scope {
             limits: HeaderLimits {
                 max_count: 8,
@@ -687,7 +695,6 @@ mod tests {
             },
             decider: &CookieOnly,
             peer: "198.51.100.7".parse().unwrap(),
-            host: Some(&host),
         };
         let mut up = Vec::new();
         let got = inspect(wire.as_bytes(), &cx, &mut up);
@@ -715,11 +722,11 @@ mod tests {
             "GET /a/b?q=1 HTTP/1.1\r\nHost: site\r\nCookie: s=1\r\nAccept: */*\r\n\
              x-forwarded-for: 203.0.113.1, 10.0.0.1, 198.51.100.7\r\n\r\n"
         );
-        let (got, up) = run("HEAD / HTTP/1.1\r\nconnection: close\r\n\r\n");
+        let (got, up) = run("HEAD / HTTP/1.1\r\nhost: h\r\nconnection: close\r\n\r\n");
         assert!(matches!(got, Inspected::Serve(Plan { close: true, .. })));
         assert_eq!(
-            up, "HEAD / HTTP/1.1\r\nhost: up:8080\r\nx-forwarded-for: 198.51.100.7\r\n\r\n",
-            "Host added when the client sent none"
+            up,
+            "HEAD / HTTP/1.1\r\nhost: h\r\nx-forwarded-for: 198.51.100.7\r\n\r\n"
         );
     }
 
@@ -760,6 +767,14 @@ mod tests {
         assert_eq!(status(&format!("GET / HTTP/1.1\r\n{flood}\r\n")), 431);
         let big = "v".repeat(300);
         assert_eq!(status(&format!("GET / HTTP/1.1\r\nx: {big}\r\n\r\n")), 431);
+        // RFC 9112 §3.2: exactly one Host on HTTP/1.1.
+        assert_eq!(status("GET / HTTP/1.1\r\naccept: */*\r\n\r\n"), 400);
+        assert_eq!(status("GET / HTTP/1.1\r\nhost: a\r\nHost: b\r\n\r\n"), 400);
+        let long = "a".repeat(request_rules::MAX_TARGET_BYTES);
+        assert_eq!(
+            status(&format!("GET /{long} HTTP/1.1\r\nhost: a\r\n\r\n")),
+            414
+        );
     }
 
     fn allowed() -> Decision {
@@ -820,13 +835,11 @@ mod tests {
                 proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
             ]
         ) {
-            let host = HeaderValue::from_static("up");
             let cx = Scope {
                 limits: HeaderLimits { max_count: 64, max_bytes: 4096 },
                 decider: &CookieOnly,
                 peer: "198.51.100.7".parse().unwrap(),
-                host: Some(&host),
-            };
+                };
             let mut up = Vec::new();
             if let Inspected::Serve(plan) = inspect(&wire, &cx, &mut up) {
                 proptest::prop_assert!(plan.len <= wire.len());

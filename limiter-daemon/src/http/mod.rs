@@ -26,6 +26,8 @@ pub mod hop;
 pub mod limits;
 pub mod problem;
 pub mod proxy;
+pub mod request_body;
+pub mod request_rules;
 pub mod response;
 pub mod sched;
 pub mod server;

@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use http::header::{CONNECTION, HOST};
 use http::{Request, Response, Version};
 use hyper::body::Incoming;
 
@@ -17,6 +18,7 @@ use super::hold::{HoldGate, HoldPermit};
 use super::hop::{append_forwarded_for, strip_hop_by_hop};
 use super::limits::{too_large, HeaderLimits};
 use super::problem;
+use super::request_rules;
 use super::response::{hold_overflow, rejection, write_headers, Hints};
 use super::upstream::{Upstream, UpstreamError};
 use crate::engine::decision::{Action, Decision};
@@ -71,6 +73,9 @@ pub async fn handle(
     peer: IpAddr,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
+    if let Some(resp) = broken_rule(&req) {
+        return resp.map(full);
+    }
     if let Err(err) = state.limits.check(req.headers()) {
         tracing::debug!(%peer, %err, "request head over limits");
         return too_large(err).map(full);
@@ -110,11 +115,36 @@ pub async fn handle(
     }
 }
 
+/// The answer for a request that breaks one of [`request_rules`], with `Connection: close`
+/// (the own loop closes after such a request too: what follows it cannot be trusted).
+fn broken_rule(req: &Request<Incoming>) -> Option<Response<Bytes>> {
+    let hosts = req.headers().get_all(HOST).iter().map(|v| v.as_bytes());
+    let target = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len())
+        + req.uri().authority().map_or(0, |a| a.as_str().len());
+    let mut resp = request_rules::refused_method(req.method())
+        .or_else(|| request_rules::host_problem(req.version() == Version::HTTP_11, hosts))
+        .or_else(|| {
+            (target > request_rules::MAX_TARGET_BYTES)
+                .then(|| request_rules::target_too_long(target))
+        })?;
+    resp.headers_mut()
+        .insert(CONNECTION, http::HeaderValue::from_static("close"));
+    Some(resp)
+}
+
 /// The 502 or 504 for a failed exchange, carrying `d`'s rate-limit headers: the request was
 /// metered all the same, so the caller sees what it has left.
 pub fn upstream_failure(err: UpstreamError, d: &Decision) -> Response<Bytes> {
-    tracing::warn!(error = %err, source = ?std::error::Error::source(&err), "forwarding failed");
+    if let UpstreamError::ClientBody { .. } = err {
+        tracing::debug!(error = %err, source = ?std::error::Error::source(&err), "request body broke");
+    } else {
+        tracing::warn!(error = %err, source = ?std::error::Error::source(&err), "forwarding failed");
+    }
     let mut resp = match err {
+        UpstreamError::ClientBody { .. } => problem::bad_request(
+            "The request body is malformed or was cut short (check its chunked framing or \
+             Content-Length); it was not passed on.",
+        ),
         UpstreamError::Timeout { timeout, .. } => problem::gateway_timeout(format!(
             "The upstream application did not answer within {} s. Retry later.",
             timeout.as_secs_f64()

@@ -27,6 +27,7 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 
+use super::request_body::RequestBody;
 use super::upstream_direct::{eligible, DirectBody, DirectConn};
 use crate::config::http::HttpSettings;
 
@@ -45,6 +46,13 @@ pub enum UpstreamError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// Not the upstream's fault: the client's request body was malformed or cut short, and
+    /// the exchange was aborted.
+    #[error("the client's request body broke off")]
+    ClientBody {
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("upstream {authority} sent no response within {timeout:?}")]
     Timeout {
         authority: Authority,
@@ -60,10 +68,13 @@ pub struct UpstreamCounters {
     pub timeouts: AtomicU64,
     /// New TCP connections opened to the upstream.
     pub connects: AtomicU64,
+    /// Exchanges aborted because the client's request body broke (answered 400; not an
+    /// upstream failure).
+    pub client_body_errors: AtomicU64,
 }
 
 struct Idle {
-    sender: SendRequest<Incoming>,
+    sender: SendRequest<RequestBody>,
     since: Instant,
 }
 
@@ -215,7 +226,7 @@ impl Upstream {
     }
 
     /// A fresh connection for hyper's client: TCP, then the HTTP/1.1 handshake.
-    async fn connect(&self) -> Result<SendRequest<Incoming>, UpstreamError> {
+    async fn connect(&self) -> Result<SendRequest<RequestBody>, UpstreamError> {
         let stream = self.connect_stream().await?;
         let addr = stream.peer_addr().ok();
         let (sender, conn) = hyper::client::conn::http1::Builder::new()
@@ -231,7 +242,7 @@ impl Upstream {
     }
 
     /// An idle connection ready for a request, or a new one.
-    async fn checkout(&self) -> Result<SendRequest<Incoming>, UpstreamError> {
+    async fn checkout(&self) -> Result<SendRequest<RequestBody>, UpstreamError> {
         loop {
             let idle = self.idle.lock().pop();
             match idle {
@@ -248,7 +259,7 @@ impl Upstream {
     }
 
     /// Gives a connection back once its exchange is complete.
-    fn put_back(self: &Arc<Self>, mut sender: SendRequest<Incoming>) {
+    fn put_back(self: &Arc<Self>, mut sender: SendRequest<RequestBody>) {
         if sender.is_ready() {
             let mut idle = self.idle.lock();
             if idle.len() < self.max_idle {
@@ -288,8 +299,11 @@ impl Upstream {
     /// The path for requests with a body: hyper's client.
     async fn send_with_body(
         self: &Arc<Self>,
-        mut req: Request<Incoming>,
+        req: Request<Incoming>,
     ) -> Result<Response<HyperBody>, UpstreamError> {
+        let (parts, body) = req.into_parts();
+        let (body, watch) = RequestBody::new(body);
+        let mut req = Request::from_parts(parts, body);
         let pq = req
             .uri()
             .path_and_query()
@@ -302,8 +316,15 @@ impl Upstream {
             }
         }
         let exchange = async {
-            let failed = |err: hyper::client::conn::TrySendError<Request<Incoming>>| {
-                self.failed(Box::new(err.into_error()))
+            let failed = |err: hyper::client::conn::TrySendError<Request<RequestBody>>| {
+                let source = Box::new(err.into_error());
+                if watch.client_body_broke() {
+                    self.counters
+                        .client_body_errors
+                        .fetch_add(1, Ordering::Relaxed);
+                    return UpstreamError::ClientBody { source };
+                }
+                self.failed(source)
             };
             let mut sender = self.checkout().await?;
             match sender.try_send_request(req).await {
@@ -376,7 +397,7 @@ impl Body for UpstreamBody {
 /// A body read by hyper's client; returns its connection to the pool when read to the end.
 pub struct HyperBody {
     inner: Incoming,
-    lease: Option<(SendRequest<Incoming>, Arc<Upstream>)>,
+    lease: Option<(SendRequest<RequestBody>, Arc<Upstream>)>,
 }
 
 impl HyperBody {

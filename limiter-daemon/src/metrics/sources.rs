@@ -146,6 +146,12 @@ impl Collector for SourceCollector {
             }
             counter(
                 &mut enc,
+                "client_body_errors",
+                "Proxied requests whose body the client broke (malformed chunked framing, cut short): answered 400, the upstream exchange aborted",
+                load(&u.client_body_errors),
+            )?;
+            counter(
+                &mut enc,
                 "upstream_connects",
                 "TCP connections opened to the upstream",
                 load(&u.connects),
