@@ -19,4 +19,5 @@ pub mod http;
 pub mod identity;
 pub mod kernel;
 pub mod metrics;
+pub mod model;
 pub mod store;

@@ -11,7 +11,7 @@ use limiter_daemon::clock::{Clock, ManualClock};
 use limiter_daemon::engine::keys::IssueKey;
 use limiter_daemon::engine::sink::NoKernel;
 use limiter_daemon::engine::{Action, Engine, Reason, RequestInfo, Tier, WindowKind};
-use limiter_daemon::store::records::{ListEntry, ListKind};
+use limiter_daemon::model::{ListEntry, ListKind};
 use limiter_daemon::store::EmbeddedStore;
 
 #[test]

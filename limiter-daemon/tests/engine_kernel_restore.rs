@@ -16,7 +16,7 @@ use limiter_daemon::clock::ManualClock;
 use limiter_daemon::config::Config;
 use limiter_daemon::engine::sink::{EnforcementSink, NoKernel};
 use limiter_daemon::engine::{Engine, EngineOptions, KeyRefresh};
-use limiter_daemon::store::records::{ListEntry, ListKind};
+use limiter_daemon::model::{ListEntry, ListKind};
 use limiter_daemon::store::EmbeddedStore;
 
 fn engine(cfg: &Arc<Config>, clock: &ManualClock, sink: Arc<dyn EnforcementSink>) -> Engine {

@@ -9,7 +9,7 @@ use engine_support::*;
 use limiter_daemon::clock::Clock;
 use limiter_daemon::engine::keys::IssueKey;
 use limiter_daemon::engine::{Action, Reason, Tier};
-use limiter_daemon::store::records::{ListEntry, ListKind};
+use limiter_daemon::model::{ListEntry, ListKind};
 use limiter_daemon::store::{EmbeddedStore, Store};
 
 #[test]

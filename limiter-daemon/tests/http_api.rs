@@ -12,7 +12,7 @@ use axum::extract::connect_info::MockConnectInfo;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use http_support::*;
-use limiter_daemon::engine::decision::{Reason, Tier};
+use limiter_daemon::model::{Reason, Tier};
 use limiter_daemon::http::api::{router, ApiState};
 use limiter_daemon::http::hold::HoldGate;
 use limiter_daemon::http::response::Hints;

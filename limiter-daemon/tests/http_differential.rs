@@ -22,7 +22,7 @@ use std::time::Duration;
 use http_support::*;
 use limiter_daemon::clock::ManualClock;
 use limiter_daemon::config::{Config, EnvMap};
-use limiter_daemon::engine::decision::Decision;
+use limiter_daemon::model::Decision;
 use limiter_daemon::engine::keys::IssueKey;
 use limiter_daemon::engine::Engine;
 use limiter_daemon::http::{Decider, RequestView};

@@ -291,7 +291,7 @@ async fn the_decision_sees_only_the_fields_it_reads_on_the_own_loop() {
         fn decide(
             &self,
             req: &limiter_daemon::http::RequestView<'_>,
-        ) -> limiter_daemon::engine::decision::Decision {
+        ) -> limiter_daemon::model::Decision {
             self.0.decide(req)
         }
         fn reads_header(&self, name: &[u8]) -> bool {

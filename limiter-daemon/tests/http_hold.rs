@@ -10,7 +10,7 @@ use axum::body::Body;
 use axum::extract::connect_info::MockConnectInfo;
 use http::{Request, StatusCode};
 use http_support::*;
-use limiter_daemon::engine::decision::{DelayKind, Tier};
+use limiter_daemon::model::{DelayKind, Tier};
 use limiter_daemon::http::api::{router, ApiState};
 use limiter_daemon::http::hold::HoldGate;
 use limiter_daemon::http::response::Hints;

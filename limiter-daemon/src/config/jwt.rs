@@ -8,7 +8,7 @@ use jsonwebtoken::{Algorithm, DecodingKey};
 use serde::Deserialize;
 
 use super::ConfigError;
-use crate::engine::decision::Tier;
+use crate::model::Tier;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 pub enum JwtAlgorithm {

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use super::env::{self, EnvMap};
 use super::tiers::positive;
 use super::ConfigError;
-use crate::engine::decision::Tier;
+use crate::model::Tier;
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::Config;
-use crate::engine::decision::Tier;
+use crate::model::Tier;
 
 /// Renders the effective limits (after environment overrides) for humans.
 pub fn effective_limits(cfg: &Config) -> String {

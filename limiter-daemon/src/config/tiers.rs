@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::env::{self, EnvMap};
 use super::ConfigError;
-use crate::engine::decision::Tier;
+use crate::model::Tier;
 
 /// The largest burst a tier may have: the embedded store counts burst slots in `u16`.
 pub const MAX_BURST: u32 = u16::MAX as u32;

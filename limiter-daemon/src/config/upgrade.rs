@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::ConfigError;
-use crate::engine::decision::Tier;
+use crate::model::Tier;
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

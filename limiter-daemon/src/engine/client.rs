@@ -4,11 +4,11 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use super::decision::Tier;
+use crate::model::Tier;
 use super::{Engine, EngineError};
 use crate::identity::client_ip;
 use crate::store::count::Usage;
-use crate::store::records::Lockout;
+use crate::model::Lockout;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClientReport {

@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 
 use super::decide::{base_decision, ceil_secs, locked, window};
-use super::decision::{Action, Decision, Reason, Tier, WindowKind};
+use crate::model::{Action, Decision, Reason, Tier, WindowKind};
 use super::Engine;
 use crate::identity::client_ip;
 use crate::identity::hash::Namespace;

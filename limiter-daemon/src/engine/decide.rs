@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use super::decision::{Action, Decision, DelayKind, Reason, Tier, WindowKind, WindowState};
+use crate::model::{Action, Decision, DelayKind, Reason, Tier, WindowKind, WindowState};
 use super::request::RequestInfo;
 use super::Engine;
 use crate::config::{Config, OverQuota};

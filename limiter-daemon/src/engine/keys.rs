@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 
-use super::decision::Tier;
+use crate::model::Tier;
 use super::{Engine, EngineError};
 use crate::identity::key_cache::KeyCache;
-use crate::store::records::KeyRecord;
+use crate::model::KeyRecord;
 
 /// What to issue.
 #[derive(Clone, Debug, Default)]

@@ -10,7 +10,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 
 use super::{Engine, EngineError};
-use crate::store::records::{ListEntry, ListKind};
+use crate::model::{ListEntry, ListKind};
 
 #[derive(Clone, Debug, Default)]
 pub struct ListSnapshot {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::strikes::decayed_strikes;
 use super::{Engine, EngineError};
 use crate::identity::client_ip;
-use crate::store::records::{LockCause, Lockout};
+use crate::model::{LockCause, Lockout};
 
 pub struct LockoutManager<'a> {
     engine: &'a Engine,

@@ -36,7 +36,6 @@
 pub mod client;
 pub mod compat;
 pub mod decide;
-pub mod decision;
 pub mod error;
 pub mod keys;
 pub mod lists;
@@ -54,7 +53,7 @@ use parking_lot::{Mutex, RwLock};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-pub use decision::{Action, Decision, DelayKind, KeyStatus, Reason, Tier, WindowKind, WindowState};
+pub use crate::model::{Action, Decision, DelayKind, KeyStatus, Reason, Tier, WindowKind, WindowState};
 pub use error::EngineError;
 pub use request::RequestInfo;
 

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 
-use super::decision::Tier;
-use crate::store::records::ListKind;
+use crate::model::Tier;
+use crate::model::ListKind;
 
 pub trait EnforcementSink: Send + Sync + 'static {
     /// Lock `ip` out for `duration` at escalation `level` (1 = first lockout).

@@ -13,10 +13,10 @@ use std::time::Duration;
 use rand::Rng;
 
 use super::decide::ceil_secs;
-use super::decision::Decision;
+use crate::model::Decision;
 use super::Engine;
 use crate::config::{Config, LockoutSettings};
-use crate::store::records::{LockCause, Lockout, StrikeRecord};
+use crate::model::{LockCause, Lockout, StrikeRecord};
 
 /// Strikes left at `now_ms` after decay.
 pub fn decayed_strikes(rec: &StrikeRecord, now_ms: u64, decay: Duration) -> u32 {

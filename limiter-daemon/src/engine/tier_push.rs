@@ -8,7 +8,7 @@ use std::net::IpAddr;
 
 use parking_lot::Mutex;
 
-use super::decision::Tier;
+use crate::model::Tier;
 use super::sink::EnforcementSink;
 
 const SHARDS: usize = 16;

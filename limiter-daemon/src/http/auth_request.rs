@@ -23,7 +23,7 @@ use super::api::{drop_forwarding, ApiState};
 use super::decider::RequestView;
 use super::problem;
 use super::response::{hold_overflow, problem as rejection_problem, rejection, write_headers};
-use crate::engine::decision::Action;
+use crate::model::Action;
 
 pub const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 pub const X_ORIGINAL_URI: HeaderName = HeaderName::from_static("x-original-uri");

@@ -19,7 +19,7 @@ use super::api::{drop_forwarding, ApiState};
 use super::decider::RequestView;
 use super::problem;
 use super::response::{problem as rejection_problem, retry_after, write_headers};
-use crate::engine::decision::Action;
+use crate::model::Action;
 
 /// A described request, checked.
 #[derive(Debug)]

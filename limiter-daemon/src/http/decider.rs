@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use http::{HeaderMap, Method};
 
-use crate::engine::decision::Decision;
+use crate::model::Decision;
 use crate::engine::{Engine, RequestInfo};
 
 /// What a surface knows about a request when it asks for a decision.

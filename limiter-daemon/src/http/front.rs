@@ -45,7 +45,7 @@ use super::proxy::{admit, handle, hold, upstream_failure, Admission, ProxyState}
 use super::request_rules;
 use super::response::{is_rate_limit_field, write_header_lines};
 use super::upstream_direct::{body_framing, lists_token, with_final_head, DirectBody, Framing};
-use crate::engine::decision::Decision;
+use crate::model::Decision;
 
 /// Request fields parsed per head; a head with more gets `431` (the configured limit must be
 /// below this for the loop to run at all).
@@ -672,7 +672,7 @@ impl AsyncWrite for Rewind {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::decision::Decision;
+    use crate::model::Decision;
 
     /// Reads only `cookie`, like the engine with no key header or trusted proxy.
     struct CookieOnly;
@@ -778,10 +778,10 @@ mod tests {
     }
 
     fn allowed() -> Decision {
-        use crate::engine::decision::{Action, WindowKind, WindowState};
+        use crate::model::{Action, WindowKind, WindowState};
         Decision {
             action: Action::Allow,
-            tier: crate::engine::decision::Tier::Anon,
+            tier: crate::model::Tier::Anon,
             reason: None,
             retry_after_secs: None,
             delay: Duration::ZERO,

@@ -7,7 +7,7 @@
 //!   [`limits`] on request heads.
 //! - [`decide_api`]: `POST /v1/decide` for apps and gateways that enforce themselves.
 //! - [`auth_request`]: `GET /v1/auth` for nginx `auth_request`.
-//! - [`response`]: how a [`crate::engine::decision::Decision`] becomes headers and a 429
+//! - [`response`]: how a [`crate::model::Decision`] becomes headers and a 429
 //!   problem document; [`problem`] renders every error body as `application/problem+json`.
 //! - [`hold`]: bounds on requests held for a scan delay.
 //! - [`sched`]: the proxy threads' scheduling policy (`SCHED_BATCH` by default).

@@ -21,7 +21,7 @@ use super::problem;
 use super::request_rules;
 use super::response::{hold_overflow, rejection, write_headers, Hints};
 use super::upstream::{Upstream, UpstreamError};
-use crate::engine::decision::{Action, Decision};
+use crate::model::{Action, Decision};
 
 /// Everything the proxy needs per request, shared by all connections.
 pub struct ProxyState {

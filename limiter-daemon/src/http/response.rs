@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use super::problem::Problem;
 use crate::config::http::HttpSettings;
-use crate::engine::decision::{Action, Decision, Reason, WindowKind, WindowState};
+use crate::model::{Action, Decision, Reason, WindowKind, WindowState};
 
 pub const X_RATELIMIT_TIER: HeaderName = HeaderName::from_static("x-ratelimit-tier");
 pub const X_RATELIMIT_LIMIT_HOUR: HeaderName = HeaderName::from_static("x-ratelimit-limit-hour");
@@ -395,7 +395,7 @@ pub fn hold_overflow(d: &Decision) -> Response<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::decision::Tier;
+    use crate::model::Tier;
     use std::time::Duration;
 
     fn win(

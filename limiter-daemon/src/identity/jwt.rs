@@ -8,7 +8,7 @@ use jsonwebtoken::{decode, Validation};
 use serde::Deserialize;
 
 use crate::config::JwtSettings;
-use crate::engine::decision::Tier;
+use crate::model::Tier;
 
 #[derive(Deserialize)]
 struct Claims {

@@ -19,7 +19,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use subtle::ConstantTimeEq;
 
 use super::hash::IdentityHasher;
-use crate::store::records::KeyRecord;
+use crate::model::KeyRecord;
 use crate::store::StoreError;
 
 /// Where verified keys come from (the store).

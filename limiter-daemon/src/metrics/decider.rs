@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::Metrics;
-use crate::engine::decision::Decision;
+use crate::model::Decision;
 use crate::http::{Decider, RequestView};
 
 pub struct MeteredDecider {

@@ -13,7 +13,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::histogram::DurationHistogram;
-use crate::engine::decision::{Action, Decision, DelayKind, KeyStatus, Reason, Tier};
+use crate::model::{Action, Decision, DelayKind, KeyStatus, Reason, Tier};
 
 /// Upper bounds (seconds) of the delay histogram: 0 (never held) lands in the first bucket;
 /// the default soft (5 s) and hard (60 s) delays each have a bucket edge.

@@ -11,7 +11,7 @@
 //!
 //! Names and labels are listed in `docs/metrics.md`.
 //!
-//! [`Decision`]: crate::engine::decision::Decision
+//! [`Decision`]: crate::model::Decision
 
 pub mod decider;
 pub mod decisions;

@@ -16,7 +16,7 @@ use parking_lot::RwLock;
 
 use super::count::{CountOutcome, CountRequest, Usage};
 use super::embedded::counters::Counters;
-use super::records::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
+use crate::model::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
 use super::{CorruptFile, Gate, Store, StoreError};
 use crate::identity::hash::{IdKey, IdentityHasher};
 use crate::identity::key_cache::KeyLookup;

@@ -4,7 +4,7 @@
 //! shares the IP identity's hash tag, before it counts anything).
 
 use super::count::CountOutcome;
-use super::records::Lockout;
+use crate::model::Lockout;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Gate {

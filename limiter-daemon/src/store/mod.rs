@@ -11,7 +11,6 @@ pub mod embedded;
 pub mod fallback;
 pub mod gate;
 pub mod open;
-pub mod records;
 pub mod state_file;
 pub mod valkey;
 pub mod windows;
@@ -25,7 +24,7 @@ pub use count::{CountOutcome, CountRequest, DailyRule, Usage, WindowUse};
 pub use embedded::EmbeddedStore;
 pub use gate::Gate;
 pub use open::open;
-pub use records::{KeyRecord, ListEntry, ListKind, LockCause, Lockout, StrikeRecord};
+pub use crate::model::{KeyRecord, ListEntry, ListKind, LockCause, Lockout, StrikeRecord};
 
 use crate::identity::hash::{IdKey, IdentityHasher};
 use crate::identity::key_cache::KeyLookup;

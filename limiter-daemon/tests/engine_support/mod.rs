@@ -20,7 +20,7 @@ use limiter_daemon::engine::sink::EnforcementSink;
 use limiter_daemon::engine::{
     Action, Decision, Engine, EngineOptions, KeyRefresh, Reason, RequestInfo, Tier, WindowKind,
 };
-use limiter_daemon::store::records::ListKind;
+use limiter_daemon::model::ListKind;
 use limiter_daemon::store::EmbeddedStore;
 use parking_lot::Mutex;
 

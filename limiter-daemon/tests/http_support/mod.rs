@@ -23,7 +23,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use limiter_daemon::config::http::HttpSettings;
-use limiter_daemon::engine::decision::{
+use limiter_daemon::model::{
     Action, Decision, DelayKind, Reason, Tier, WindowKind, WindowState,
 };
 use limiter_daemon::http::hold::HoldGate;

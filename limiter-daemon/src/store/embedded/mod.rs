@@ -14,7 +14,7 @@ use ipnet::IpNet;
 use self::counters::Counters;
 use self::persisted::Persisted;
 use super::count::{CountOutcome, CountRequest, Usage};
-use super::records::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
+use crate::model::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
 use super::state_file;
 use super::{CorruptFile, Store, StoreError};
 use crate::config::{HashMode, StoreSettings};

@@ -11,7 +11,7 @@ use ipnet::IpNet;
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
-use crate::store::records::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
+use crate::model::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
 use crate::store::state_file::{self, Loaded};
 use crate::store::{CorruptFile, StoreError};
 

@@ -23,7 +23,7 @@ use redis::{ConnectionLike, RedisError, Value};
 
 use self::pool::{err, Pool, Topology};
 use super::count::{CountOutcome, CountRequest, Refusals, Usage, WindowUse};
-use super::records::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
+use crate::model::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
 use super::windows::{self, DAY_MS, HOUR_MS};
 use super::{Gate, Store, StoreError};
 use crate::identity::hash::{IdKey, IdentityHasher, Namespace};

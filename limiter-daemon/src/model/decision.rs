@@ -5,41 +5,8 @@
 
 use std::time::Duration;
 
-/// A rung of the tier ladder.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Tier {
-    Anon,
-    Session,
-    Sponsor,
-}
-
-impl Tier {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Tier::Anon => "anon",
-            Tier::Session => "session",
-            Tier::Sponsor => "sponsor",
-        }
-    }
-    /// The rung above, named in a 429's upgrade hint; `None` at the top.
-    pub fn next(self) -> Option<Tier> {
-        match self {
-            Tier::Anon => Some(Tier::Session),
-            Tier::Session => Some(Tier::Sponsor),
-            Tier::Sponsor => None,
-        }
-    }
-    /// One rung down (how an unverified API key is metered).
-    pub fn below(self) -> Tier {
-        match self {
-            Tier::Sponsor => Tier::Session,
-            Tier::Session | Tier::Anon => Tier::Anon,
-        }
-    }
-}
+use super::tier::Tier;
+use super::window::{WindowKind, WindowState};
 
 /// Why a request was rejected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -90,41 +57,6 @@ impl Action {
             Action::Reject => "reject",
         }
     }
-}
-
-/// Names of the windows, as used in `RateLimit-Policy`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WindowKind {
-    Burst,
-    Hourly,
-    Daily,
-    KeyHourly,
-}
-
-impl WindowKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WindowKind::Burst => "burst",
-            WindowKind::Hourly => "hourly",
-            WindowKind::Daily => "daily",
-            WindowKind::KeyHourly => "key_hourly",
-        }
-    }
-}
-
-/// Use of one window after this request was counted (or refused).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct WindowState {
-    pub kind: WindowKind,
-    /// Units allowed in the window.
-    pub limit: u64,
-    /// Units left (0 when exhausted).
-    pub remaining: u64,
-    /// Window length in seconds (60, 3600, 86400).
-    pub window_secs: u64,
-    /// Seconds until the window frees capacity (fixed windows: until rollover).
-    pub reset_secs: u64,
 }
 
 /// What became of an API key the request presented.

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::decision::Tier;
+use super::tier::Tier;
 
 /// An issued API key. The secret is never stored, only its hash.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

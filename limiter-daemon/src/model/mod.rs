@@ -1,0 +1,14 @@
+//! The shared vocabulary at the bottom of the crate: what every layer above names and none of
+//! them owns. [`tier`] (the ladder's rungs), [`window`] (the counting windows), [`decision`]
+//! (what a decision says, rendered by every HTTP surface) and [`records`] (what a store keeps:
+//! keys, strikes, lockouts, list entries). It imports nothing else of the crate.
+
+pub mod decision;
+pub mod records;
+pub mod tier;
+pub mod window;
+
+pub use decision::{Action, Decision, DelayKind, KeyStatus, Reason};
+pub use records::{KeyRecord, ListEntry, ListKind, LockCause, Lockout, StrikeRecord};
+pub use tier::Tier;
+pub use window::{WindowKind, WindowState};
