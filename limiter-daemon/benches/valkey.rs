@@ -18,7 +18,7 @@ use limiter_daemon::engine::{Action, Engine, RequestInfo};
 use limiter_daemon::identity::hash::Namespace;
 use limiter_daemon::store::count::CountRequest;
 use limiter_daemon::store::valkey::ValkeyStore;
-use limiter_daemon::store::{EmbeddedStore, Store};
+use limiter_daemon::store::{CountStore, EmbeddedStore, RecordStore};
 
 mod common;
 

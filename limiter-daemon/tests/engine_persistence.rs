@@ -10,7 +10,7 @@ use limiter_daemon::clock::Clock;
 use limiter_daemon::engine::keys::IssueKey;
 use limiter_daemon::engine::{Action, Reason, Tier};
 use limiter_daemon::model::{ListEntry, ListKind};
-use limiter_daemon::store::{EmbeddedStore, Store};
+use limiter_daemon::store::{EmbeddedStore, RecordStore};
 
 #[test]
 fn restart_keeps_keys_and_lockouts() {

@@ -17,7 +17,7 @@ use limiter_daemon::identity::hash::{IdKey, IdentityHasher, Namespace};
 use limiter_daemon::store::count::{apply, CountRequest, DailyRule, Entry};
 use limiter_daemon::store::valkey::pool::Topology;
 use limiter_daemon::store::valkey::ValkeyStore;
-use limiter_daemon::store::{Gate, LockCause, Lockout, Store};
+use limiter_daemon::store::{CountStore, Gate, LockCause, Lockout, RecordStore};
 use limiter_tests::valkey::{free_port, start, start_on, start_with, Server};
 use rand::{Rng, SeedableRng};
 

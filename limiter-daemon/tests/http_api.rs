@@ -12,11 +12,11 @@ use axum::extract::connect_info::MockConnectInfo;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use http_support::*;
-use limiter_daemon::model::{Reason, Tier};
 use limiter_daemon::http::api::{router, ApiState};
 use limiter_daemon::http::hold::HoldGate;
 use limiter_daemon::http::response::Hints;
 use limiter_daemon::http::RequestView;
+use limiter_daemon::model::{Reason, Tier};
 use tower::ServiceExt;
 
 async fn post_json(url: &str, text: &str) -> (http::response::Parts, bytes::Bytes) {

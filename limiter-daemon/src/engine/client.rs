@@ -4,11 +4,11 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::model::Tier;
 use super::{Engine, EngineError};
 use crate::identity::client_ip;
-use crate::store::count::Usage;
 use crate::model::Lockout;
+use crate::model::Tier;
+use crate::store::count::Usage;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClientReport {

@@ -5,10 +5,10 @@
 use std::net::IpAddr;
 
 use super::decide::{base_decision, ceil_secs, locked, window};
-use crate::model::{Action, Decision, Reason, Tier, WindowKind};
 use super::Engine;
 use crate::identity::client_ip;
 use crate::identity::hash::Namespace;
+use crate::model::{Action, Decision, Reason, Tier, WindowKind};
 use crate::store::count::CountRequest;
 use crate::store::windows::BURST_SPAN_MS;
 use crate::store::Gate;

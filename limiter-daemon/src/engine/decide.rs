@@ -8,11 +8,11 @@
 
 use std::time::Duration;
 
-use crate::model::{Action, Decision, DelayKind, Reason, Tier, WindowKind, WindowState};
 use super::request::RequestInfo;
 use super::Engine;
 use crate::config::{Config, OverQuota};
 use crate::identity::{Caller, Subject};
+use crate::model::{Action, Decision, DelayKind, Reason, Tier, WindowKind, WindowState};
 use crate::store::count::{CountOutcome, CountRequest, DailyRule, WindowUse};
 use crate::store::windows::{BURST_SPAN_MS, DAY_MS, HOUR_MS};
 use crate::store::Gate;

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 
-use crate::model::Tier;
 use super::{Engine, EngineError};
 use crate::identity::key_cache::KeyCache;
 use crate::model::KeyRecord;
+use crate::model::Tier;
 
 /// What to issue.
 #[derive(Clone, Debug, Default)]

@@ -53,7 +53,9 @@ use parking_lot::{Mutex, RwLock};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-pub use crate::model::{Action, Decision, DelayKind, KeyStatus, Reason, Tier, WindowKind, WindowState};
+pub use crate::model::{
+    Action, Decision, DelayKind, KeyStatus, Reason, Tier, WindowKind, WindowState,
+};
 pub use error::EngineError;
 pub use request::RequestInfo;
 
@@ -274,7 +276,9 @@ impl crate::identity::key_cache::KeyLookup for StoreLookup {
     fn lookup_key(
         &self,
         id: &str,
-    ) -> Result<Option<crate::store::KeyRecord>, crate::store::StoreError> {
-        self.0.lookup_key(id)
+    ) -> Result<Option<crate::model::KeyRecord>, crate::identity::key_cache::LookupFailed> {
+        self.0
+            .key(id)
+            .map_err(|e| crate::identity::key_cache::LookupFailed(Box::new(e)))
     }
 }

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 
-use crate::model::Tier;
 use crate::model::ListKind;
+use crate::model::Tier;
 
 pub trait EnforcementSink: Send + Sync + 'static {
     /// Lock `ip` out for `duration` at escalation `level` (1 = first lockout).

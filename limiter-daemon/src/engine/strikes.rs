@@ -13,9 +13,9 @@ use std::time::Duration;
 use rand::Rng;
 
 use super::decide::ceil_secs;
-use crate::model::Decision;
 use super::Engine;
 use crate::config::{Config, LockoutSettings};
+use crate::model::Decision;
 use crate::model::{LockCause, Lockout, StrikeRecord};
 
 /// Strikes left at `now_ms` after decay.

@@ -8,8 +8,8 @@ use std::net::IpAddr;
 
 use parking_lot::Mutex;
 
-use crate::model::Tier;
 use super::sink::EnforcementSink;
+use crate::model::Tier;
 
 const SHARDS: usize = 16;
 /// Upper bound on remembered pushes per shard; past it the shard is cleared (pushes repeat).

@@ -7,8 +7,8 @@ use std::net::IpAddr;
 
 use http::{HeaderMap, Method};
 
-use crate::model::Decision;
 use crate::engine::{Engine, RequestInfo};
+use crate::model::Decision;
 
 /// What a surface knows about a request when it asks for a decision.
 #[derive(Clone, Copy, Debug)]

@@ -20,12 +20,17 @@ use subtle::ConstantTimeEq;
 
 use super::hash::IdentityHasher;
 use crate::model::KeyRecord;
-use crate::store::StoreError;
 
-/// Where verified keys come from (the store).
+/// Where verified keys come from (the store, adapted by the engine: identity sits below the
+/// store and never names it).
 pub trait KeyLookup: Send + Sync + 'static {
-    fn lookup_key(&self, id: &str) -> Result<Option<KeyRecord>, StoreError>;
+    fn lookup_key(&self, id: &str) -> Result<Option<KeyRecord>, LookupFailed>;
 }
+
+/// A lookup the backend could not answer; the cache keeps its old answer and retries later.
+#[derive(Debug, thiserror::Error)]
+#[error("API key lookup failed")]
+pub struct LookupFailed(#[source] pub Box<dyn std::error::Error + Send + Sync>);
 
 /// The cache's answer for a presented key.
 #[derive(Clone, Debug, PartialEq, Eq)]

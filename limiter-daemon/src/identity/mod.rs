@@ -19,8 +19,8 @@ use self::hash::{IdKey, IdentityHasher, Namespace};
 use self::jwt::JwtVerifier;
 use self::key_cache::{KeyCache, KeyCheck};
 use crate::config::Config;
-use crate::model::{KeyStatus, Tier};
 use crate::model::KeyRecord;
+use crate::model::{KeyStatus, Tier};
 
 /// What the caller is counted as.
 #[derive(Clone, Debug, PartialEq, Eq)]

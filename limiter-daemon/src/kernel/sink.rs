@@ -10,9 +10,9 @@ use ipnet::IpNet;
 use limiter_common::config::{TIER_ANON, TIER_SESSION, TIER_SPONSOR};
 
 use super::Dataplane;
-use crate::model::Tier;
 use crate::engine::sink::EnforcementSink;
 use crate::model::ListKind;
+use crate::model::Tier;
 
 /// The kernel's tier index for an engine tier.
 pub fn tier_index(tier: Tier) -> u32 {

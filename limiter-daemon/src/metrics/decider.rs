@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::Metrics;
-use crate::model::Decision;
 use crate::http::{Decider, RequestView};
+use crate::model::Decision;
 
 pub struct MeteredDecider {
     inner: Arc<dyn Decider>,

@@ -16,10 +16,11 @@ use parking_lot::RwLock;
 
 use super::count::{CountOutcome, CountRequest, Usage};
 use super::embedded::counters::Counters;
-use crate::model::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
-use super::{CorruptFile, Gate, Store, StoreError};
+use super::error::{CorruptFile, StoreError};
+use super::gate::Gate;
+use super::traits::{CountStore, RecordStore, Store};
 use crate::identity::hash::{IdKey, IdentityHasher};
-use crate::identity::key_cache::KeyLookup;
+use crate::model::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
 
 /// How long a failed remote store is left alone before it is tried again.
 pub const RETRY_MS: u64 = 5_000;
@@ -91,13 +92,7 @@ impl FallbackStore {
     }
 }
 
-impl KeyLookup for FallbackStore {
-    fn lookup_key(&self, id: &str) -> Result<Option<KeyRecord>, StoreError> {
-        self.remote.lookup_key(id)
-    }
-}
-
-impl Store for FallbackStore {
+impl CountStore for FallbackStore {
     fn hasher(&self) -> IdentityHasher {
         self.remote.hasher()
     }
@@ -131,19 +126,25 @@ impl Store for FallbackStore {
     fn identity_count(&self) -> usize {
         self.remote.identity_count() + self.local.len()
     }
+}
 
+impl RecordStore for FallbackStore {
     fn put_key(&self, record: KeyRecord) -> Result<(), StoreError> {
         self.remote.put_key(record)
     }
+
     fn key(&self, id: &str) -> Result<Option<KeyRecord>, StoreError> {
         self.remote.key(id)
     }
+
     fn keys(&self) -> Result<Vec<KeyRecord>, StoreError> {
         self.remote.keys()
     }
+
     fn strikes(&self, ip: IpAddr) -> Result<Option<StrikeRecord>, StoreError> {
         self.remote.strikes(ip)
     }
+
     fn put_lockout(
         &self,
         lockout: Lockout,
@@ -159,6 +160,7 @@ impl Store for FallbackStore {
         }
         Ok(())
     }
+
     fn lockout(&self, ip: IpAddr) -> Result<Option<Lockout>, StoreError> {
         if let Some(l) = self.local_lockout(ip) {
             return Ok(Some(l));
@@ -169,21 +171,27 @@ impl Store for FallbackStore {
         }
         self.remote.lockout(ip)
     }
+
     fn remove_lockout(&self, ip: IpAddr) -> Result<Option<Lockout>, StoreError> {
         self.remote.remove_lockout(ip)
     }
+
     fn lockouts(&self, now_ms: u64) -> Result<Vec<Lockout>, StoreError> {
         self.remote.lockouts(now_ms)
     }
+
     fn list(&self, kind: ListKind) -> Result<Vec<ListEntry>, StoreError> {
         self.remote.list(kind)
     }
+
     fn put_list_entry(&self, kind: ListKind, entry: ListEntry) -> Result<(), StoreError> {
         self.remote.put_list_entry(kind, entry)
     }
+
     fn remove_list_entry(&self, kind: ListKind, net: &IpNet) -> Result<bool, StoreError> {
         self.remote.remove_list_entry(kind, net)
     }
+
     fn corrupt_files(&self) -> Vec<CorruptFile> {
         self.remote.corrupt_files()
     }

@@ -1,5 +1,5 @@
 //! One counted decision's store work: the caller's lockout, if one is active, else one atomic
-//! check-and-count. [`Store::gate_and_count`](super::Store::gate_and_count) returns a [`Gate`];
+//! check-and-count. `CountStore::gate_and_count` returns a [`Gate`];
 //! a remote store answers both in one round trip (the Valkey script reads the lockout key, which
 //! shares the IP identity's hash tag, before it counts anything).
 

@@ -5,9 +5,11 @@
 
 use std::sync::Arc;
 
+use super::embedded::EmbeddedStore;
+use super::error::StoreError;
 use super::fallback::FallbackStore;
+use super::traits::Store;
 use super::valkey::ValkeyStore;
-use super::{EmbeddedStore, Store, StoreError};
 use crate::config::store::{StoreBackend, StoreSettings};
 
 /// The configured store, opened at `now_ms` (the embedded store sweeps what expired by then).

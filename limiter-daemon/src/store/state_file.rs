@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::{CorruptFile, StoreError};
+use super::error::{CorruptFile, StoreError};
 
 /// Writes `value` as JSON to `path` atomically.
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {

@@ -23,13 +23,11 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use limiter_daemon::config::http::HttpSettings;
-use limiter_daemon::model::{
-    Action, Decision, DelayKind, Reason, Tier, WindowKind, WindowState,
-};
 use limiter_daemon::http::hold::HoldGate;
 use limiter_daemon::http::response::Hints;
 use limiter_daemon::http::server::HttpServer;
 use limiter_daemon::http::{Decider, RequestView};
+use limiter_daemon::model::{Action, Decision, DelayKind, Reason, Tier, WindowKind, WindowState};
 use tokio::sync::{oneshot, Notify};
 
 pub type ClientBody = BoxBody<Bytes, std::io::Error>;

@@ -14,12 +14,13 @@ use ipnet::IpNet;
 use self::counters::Counters;
 use self::persisted::Persisted;
 use super::count::{CountOutcome, CountRequest, Usage};
-use crate::model::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
+use super::error::{CorruptFile, StoreError};
+use super::gate::Gate;
 use super::state_file;
-use super::{CorruptFile, Store, StoreError};
+use super::traits::{lockout_then_count, CountStore, RecordStore};
 use crate::config::{HashMode, StoreSettings};
 use crate::identity::hash::{IdKey, IdentityHasher};
-use crate::identity::key_cache::KeyLookup;
+use crate::model::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
 
 pub const SECRET_FILE: &str = "hash-secret";
 
@@ -91,13 +92,7 @@ fn load_or_create_secret(
     Ok(secret.to_vec())
 }
 
-impl KeyLookup for EmbeddedStore {
-    fn lookup_key(&self, id: &str) -> Result<Option<KeyRecord>, StoreError> {
-        self.key(id)
-    }
-}
-
-impl Store for EmbeddedStore {
+impl CountStore for EmbeddedStore {
     fn hasher(&self) -> IdentityHasher {
         self.hasher.clone()
     }
@@ -114,6 +109,12 @@ impl Store for EmbeddedStore {
         self.counters.len()
     }
 
+    fn gate_and_count(&self, ip: IpAddr, req: &CountRequest) -> Result<Gate, StoreError> {
+        lockout_then_count(self, ip, req)
+    }
+}
+
+impl RecordStore for EmbeddedStore {
     fn put_key(&self, record: KeyRecord) -> Result<(), StoreError> {
         self.persisted.update_keys(|keys| {
             keys.insert(record.id.clone(), record);

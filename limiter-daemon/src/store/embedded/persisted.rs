@@ -12,8 +12,8 @@ use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
+use crate::store::error::{CorruptFile, StoreError};
 use crate::store::state_file::{self, Loaded};
-use crate::store::{CorruptFile, StoreError};
 
 pub const KEYS_FILE: &str = "keys.json";
 pub const ENFORCEMENT_FILE: &str = "enforcement.json";

@@ -23,11 +23,12 @@ use redis::{ConnectionLike, RedisError, Value};
 
 use self::pool::{err, Pool, Topology};
 use super::count::{CountOutcome, CountRequest, Refusals, Usage, WindowUse};
-use crate::model::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
+use super::error::StoreError;
+use super::gate::Gate;
+use super::traits::{CountStore, RecordStore};
 use super::windows::{self, DAY_MS, HOUR_MS};
-use super::{Gate, Store, StoreError};
 use crate::identity::hash::{IdKey, IdentityHasher, Namespace};
-use crate::identity::key_cache::KeyLookup;
+use crate::model::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
 
 const SCRIPT: &str = include_str!("check_and_count.lua");
 const STRIKE_TTL_MS: u64 = 7 * 86_400_000;
@@ -264,13 +265,7 @@ fn clamp(v: u64) -> u32 {
     u32::try_from(v).unwrap_or(u32::MAX)
 }
 
-impl KeyLookup for ValkeyStore {
-    fn lookup_key(&self, id: &str) -> Result<Option<KeyRecord>, StoreError> {
-        Store::key(self, id)
-    }
-}
-
-impl Store for ValkeyStore {
+impl CountStore for ValkeyStore {
     fn hasher(&self) -> IdentityHasher {
         self.hasher.clone()
     }
@@ -342,7 +337,9 @@ impl Store for ValkeyStore {
         // Counting would need a keyspace scan; the server's own INFO keyspace says it better.
         0
     }
+}
 
+impl RecordStore for ValkeyStore {
     fn put_key(&self, record: KeyRecord) -> Result<(), StoreError> {
         self.set_json(
             "put_key",

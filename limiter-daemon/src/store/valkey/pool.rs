@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike, IntoConnectionInfo, RedisError};
 
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 
 /// Connections kept open; requests spread over them by identity, so one slow caller holds one.
 pub const POOL: usize = 8;

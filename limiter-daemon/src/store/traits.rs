@@ -1,0 +1,85 @@
+//! What the engine asks of a store, in two traits: [`CountStore`], the hot path (one call per
+//! decision, plus the read-only views of counters), and [`RecordStore`], persistence of keys,
+//! strikes, lockouts and allow/deny lists. [`Store`] is both; every backend implements both.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use super::count::{CountOutcome, CountRequest, Usage};
+use super::error::{CorruptFile, StoreError};
+use super::gate::Gate;
+use crate::identity::hash::{IdKey, IdentityHasher};
+use crate::model::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
+
+/// The counting side: what a decision costs the store.
+pub trait CountStore: Send + Sync + 'static {
+    /// How identities are hashed for this store (its secret lives with the store).
+    fn hasher(&self) -> IdentityHasher;
+    /// Checks every window of one identity and counts the request if none refuses, atomically.
+    fn check_and_count(&self, req: &CountRequest) -> Result<CountOutcome, StoreError>;
+    /// What one counted decision asks: `ip`'s lockout if active at `req.now_ms` (nothing
+    /// counted), else [`CountStore::check_and_count`]. Remote stores answer in one round trip;
+    /// an in-process store asks the two questions in turn ([`lockout_then_count`]).
+    fn gate_and_count(&self, ip: IpAddr, req: &CountRequest) -> Result<Gate, StoreError>;
+    /// Current use of an identity without counting.
+    fn usage(&self, id: &IdKey, now_ms: u64) -> Result<Option<Usage>, StoreError>;
+    /// Identities currently tracked.
+    fn identity_count(&self) -> usize;
+
+    /// True while counting has fallen back to local memory because the store is down.
+    fn degraded(&self) -> bool {
+        false
+    }
+
+    /// Failed calls to a remote store since start (metrics); 0 for stores that cannot fail so.
+    fn remote_errors(&self) -> u64 {
+        0
+    }
+}
+
+/// The records side: what operators and lockouts keep.
+pub trait RecordStore: Send + Sync + 'static {
+    fn put_key(&self, record: KeyRecord) -> Result<(), StoreError>;
+    fn key(&self, id: &str) -> Result<Option<KeyRecord>, StoreError>;
+    fn keys(&self) -> Result<Vec<KeyRecord>, StoreError>;
+
+    fn strikes(&self, ip: IpAddr) -> Result<Option<StrikeRecord>, StoreError>;
+    /// Records a strike and the lockout it earned together.
+    fn put_lockout(
+        &self,
+        lockout: Lockout,
+        strikes: Option<StrikeRecord>,
+    ) -> Result<(), StoreError>;
+    fn lockout(&self, ip: IpAddr) -> Result<Option<Lockout>, StoreError>;
+    fn remove_lockout(&self, ip: IpAddr) -> Result<Option<Lockout>, StoreError>;
+    /// Lockouts still active at `now_ms`.
+    fn lockouts(&self, now_ms: u64) -> Result<Vec<Lockout>, StoreError>;
+
+    fn list(&self, kind: ListKind) -> Result<Vec<ListEntry>, StoreError>;
+    fn put_list_entry(&self, kind: ListKind, entry: ListEntry) -> Result<(), StoreError>;
+    fn remove_list_entry(&self, kind: ListKind, net: &IpNet) -> Result<bool, StoreError>;
+
+    /// State files found corrupt when the store opened.
+    fn corrupt_files(&self) -> Vec<CorruptFile> {
+        Vec::new()
+    }
+}
+
+/// The store behind the engine: both sides.
+pub trait Store: CountStore + RecordStore {}
+
+impl<T: CountStore + RecordStore> Store for T {}
+
+/// [`CountStore::gate_and_count`] for a store that answers both questions cheaply in turn: the
+/// lockout first, then the count (what the embedded store does).
+pub fn lockout_then_count<S: CountStore + RecordStore + ?Sized>(
+    store: &S,
+    ip: IpAddr,
+    req: &CountRequest,
+) -> Result<Gate, StoreError> {
+    if let Some(l) = store.lockout(ip)?.filter(|l| l.is_active(req.now_ms)) {
+        return Ok(Gate::Locked(l));
+    }
+    store.check_and_count(req).map(Gate::Counted)
+}
