@@ -32,7 +32,7 @@ use limiter_common::{IpKey, Lockout, LockoutSlot};
 use parking_lot::Mutex;
 
 use super::error::is_not_found;
-use super::maps::open;
+use super::maps::open::open;
 use super::pins::PinLayout;
 use super::KernelError;
 
