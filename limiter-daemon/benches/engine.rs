@@ -133,7 +133,7 @@ fn main() {
     };
     let full = |c: &Caller| {
         let d = decide(&engine, c, "/api/feeds");
-        debug_assert_ne!(d.action, Action::Reject);
+        debug_assert_ne!(d.action(), Action::Reject);
         std::hint::black_box(d);
     };
 

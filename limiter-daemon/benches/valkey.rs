@@ -99,7 +99,7 @@ fn main() {
             path: "/",
             headers: &headers,
         });
-        assert_eq!(d.action, Action::Allow);
+        assert_eq!(d.action(), Action::Allow);
     };
 
     println!("| store work per decision | threads | decisions/s | vs two round trips |");

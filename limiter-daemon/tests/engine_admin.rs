@@ -26,14 +26,14 @@ fn explain_counts_nothing() {
     };
     for _ in 0..5 {
         let d = r.engine.explain(&req);
-        assert_eq!(d.action, Action::Allow);
+        assert_eq!(d.action(), Action::Allow);
         assert_eq!(d.window(WindowKind::Hourly).unwrap().remaining, 1);
     }
     r.engine.decide(&req);
     r.engine.decide(&req);
     let d = r.engine.explain(&req);
     assert_eq!(
-        d.reason,
+        d.reason(),
         Some(Reason::Hourly),
         "explain sees the real counts"
     );
@@ -63,7 +63,7 @@ fn allow_list_skips_metering_and_deny_list_rejects() {
         .unwrap();
     for _ in 0..10 {
         let d = r.get("192.0.2.5", "/");
-        assert_eq!(d.action, Action::Allow);
+        assert_eq!(d.action(), Action::Allow);
         assert!(d.windows.is_empty(), "not metered");
     }
     let until = r.clock_now() + 30_000;
@@ -73,12 +73,12 @@ fn allow_list_skips_metering_and_deny_list_rejects() {
         .unwrap();
     let d = r.get("198.51.100.9", "/");
     assert_eq!(
-        (d.reason, d.retry_after_secs),
+        (d.reason(), d.retry_after_secs()),
         (Some(Reason::Locked), Some(30))
     );
     r.advance_secs(30);
     assert_eq!(
-        r.get("198.51.100.9", "/").action,
+        r.get("198.51.100.9", "/").action(),
         Action::Allow,
         "deny entry expired"
     );
@@ -89,7 +89,7 @@ fn allow_list_skips_metering_and_deny_list_rejects() {
         .unwrap());
     r.get("192.0.2.5", "/");
     assert_eq!(
-        r.get("192.0.2.5", "/").reason,
+        r.get("192.0.2.5", "/").reason(),
         Some(Reason::Burst),
         "metered again"
     );
@@ -111,7 +111,7 @@ fn manual_lockout_reaches_store_and_kernel() {
     }));
     let d = r.get("2001:db8::ffff", "/");
     assert_eq!(
-        (d.reason, d.retry_after_secs),
+        (d.reason(), d.retry_after_secs()),
         (Some(Reason::Locked), Some(90))
     );
     assert!(r
@@ -131,7 +131,7 @@ fn jitter_lengthens_within_bounds_and_is_reproducible_with_a_seed() {
         for n in 0..20 {
             let peer = format!("192.0.2.{n}");
             r.get(&peer, "/");
-            out.push(r.get(&peer, "/").retry_after_secs.unwrap());
+            out.push(r.get(&peer, "/").retry_after_secs().unwrap());
         }
         out
     };
@@ -170,11 +170,11 @@ fn reload_swaps_limits_and_keeps_counts() {
     for _ in 0..5 {
         r.get("192.0.2.1", "/");
     }
-    assert_eq!(r.get("192.0.2.1", "/").reason, Some(Reason::Hourly));
+    assert_eq!(r.get("192.0.2.1", "/").reason(), Some(Reason::Hourly));
     let bigger = config("[tiers.anon]\nhourly = 8\n", r.dir.path());
     r.engine.reload(Arc::new(bigger));
     let d = r.get("192.0.2.1", "/");
-    assert_eq!(d.action, Action::Allow);
+    assert_eq!(d.action(), Action::Allow);
     assert_eq!(d.window(WindowKind::Hourly).unwrap().remaining, 2);
 }
 

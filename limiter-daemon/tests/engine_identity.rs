@@ -118,7 +118,7 @@ fn bad_tokens_leave_the_caller_anonymous() {
     ] {
         let d = r.request("198.51.100.20", "GET", "/", &bearer(t));
         assert_eq!(d.tier, Tier::Anon, "{t:?}");
-        assert_eq!(d.action, Action::Allow);
+        assert_eq!(d.action(), Action::Allow);
     }
     for raw in [
         &b"Bearer \xff\xfe"[..],

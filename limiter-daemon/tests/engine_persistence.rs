@@ -70,7 +70,7 @@ fn restart_keeps_keys_and_lockouts() {
     }));
     let d = r.get("192.0.2.50", "/");
     assert_eq!(
-        (d.reason, d.retry_after_secs),
+        (d.reason(), d.retry_after_secs()),
         (Some(Reason::Locked), Some(55))
     );
     assert_eq!(d.identity, anon_identity, "the hashing secret survived too");
@@ -100,7 +100,7 @@ fn restart_keeps_keys_and_lockouts() {
         .unwrap()
         .is_revoked());
     assert_eq!(
-        r.get("203.0.113.9", "/").reason,
+        r.get("203.0.113.9", "/").reason(),
         Some(Reason::Locked),
         "deny list kept"
     );
@@ -144,7 +144,7 @@ fn corrupt_state_files_are_set_aside_and_the_daemon_starts() {
     drop(store);
     // The engine runs on the fresh state, and new state is written cleanly.
     let r = rig_in("", dir, T0);
-    assert_eq!(r.get("192.0.2.1", "/").action, Action::Allow);
+    assert_eq!(r.get("192.0.2.1", "/").action(), Action::Allow);
     r.engine.keys().issue(IssueKey::default()).unwrap();
     let text = std::fs::read_to_string(r.dir.path().join("keys.json")).unwrap();
     assert!(serde_json::from_str::<serde_json::Value>(&text).is_ok());
@@ -193,7 +193,7 @@ fn restart_pushes_live_lockouts_and_lists_into_the_kernel() {
     let burst = |who: &str| {
         (0..100)
             .map(|_| r.get(who, "/"))
-            .find(|d| d.reason == Some(Reason::Burst))
+            .find(|d| d.reason() == Some(Reason::Burst))
             .expect("the burst refuses")
     };
     // 192.0.2.60 escalates to level 2: a second burst after the first lockout (65 s) ended.

@@ -57,7 +57,7 @@ proptest! {
         let mut admitted: Vec<u64> = Vec::new();
         for g in gaps {
             r.clock.advance_ms(g);
-            if r.get("192.0.2.1", "/").action == Action::Allow {
+            if r.get("192.0.2.1", "/").action() == Action::Allow {
                 admitted.push(r.clock_now());
             }
         }
@@ -120,15 +120,15 @@ fn engine_retry_after_is_the_seconds_to_the_hour_rollover() {
     let r = rig("[tiers.anon]\nhourly = 3\n");
     r.clock.set_ms(NEW_YEAR_MS + 59 * 60_000 + 15_000); // 00:59:15 UTC
     for _ in 0..3 {
-        assert_eq!(r.get("192.0.2.9", "/").action, Action::Allow);
+        assert_eq!(r.get("192.0.2.9", "/").action(), Action::Allow);
     }
     let d = r.get("192.0.2.9", "/");
     assert_eq!(
-        (d.reason, d.retry_after_secs),
+        (d.reason(), d.retry_after_secs()),
         (Some(Reason::Hourly), Some(45))
     );
     r.clock.set_ms(NEW_YEAR_MS + HOUR_MS - 1);
-    assert_eq!(r.get("192.0.2.9", "/").reason, Some(Reason::Hourly));
+    assert_eq!(r.get("192.0.2.9", "/").reason(), Some(Reason::Hourly));
     r.clock.set_ms(NEW_YEAR_MS + HOUR_MS);
-    assert_eq!(r.get("192.0.2.9", "/").action, Action::Allow);
+    assert_eq!(r.get("192.0.2.9", "/").action(), Action::Allow);
 }

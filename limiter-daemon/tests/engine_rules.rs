@@ -19,19 +19,23 @@ fn exhausted_hourly_budget_earns_no_strike() {
     for batch in 0..5 {
         for i in 0..120 {
             let d = r.get("198.51.100.1", "/");
-            assert_eq!(d.action, Action::Allow, "batch {batch} request {i}: {d:?}");
+            assert_eq!(
+                d.action(),
+                Action::Allow,
+                "batch {batch} request {i}: {d:?}"
+            );
         }
         r.advance_secs(66);
     }
     let d = r.get("198.51.100.1", "/");
-    assert_eq!(d.action, Action::Reject);
-    assert_eq!(d.reason, Some(Reason::Hourly));
-    assert_eq!(d.retry_after_secs, Some(secs_to_hour_end(r.clock_now())));
+    assert_eq!(d.action(), Action::Reject);
+    assert_eq!(d.reason(), Some(Reason::Hourly));
+    assert_eq!(d.retry_after_secs(), Some(secs_to_hour_end(r.clock_now())));
     assert_eq!(d.window(WindowKind::Hourly).unwrap().remaining, 0);
     // Hammering the closed door is still "hourly": no strike, no lockout, nothing to the kernel.
     for _ in 0..500 {
         let d = r.get("198.51.100.1", "/");
-        assert_eq!(d.reason, Some(Reason::Hourly));
+        assert_eq!(d.reason(), Some(Reason::Hourly));
         assert_eq!(d.lockout_level, None);
     }
     assert_eq!(r.engine.lockouts().strikes(ip("198.51.100.1")).unwrap(), 0);
@@ -44,17 +48,17 @@ fn exhausted_hourly_budget_earns_no_strike() {
     assert!(r.sink.locks().is_empty());
     // The rollover opens the budget again.
     r.clock.advance_ms(secs_to_hour_end(r.clock_now()) * 1000);
-    assert_eq!(r.get("198.51.100.1", "/").action, Action::Allow);
+    assert_eq!(r.get("198.51.100.1", "/").action(), Action::Allow);
 }
 
 /// Sends requests until one is refused for burst; returns that decision.
 fn burst_until_struck(r: &Rig, peer: &str) -> limiter_daemon::engine::Decision {
     for _ in 0..10_000 {
         let d = r.get(peer, "/");
-        if d.reason == Some(Reason::Burst) {
+        if d.reason() == Some(Reason::Burst) {
             return d;
         }
-        assert_eq!(d.action, Action::Allow, "{d:?}");
+        assert_eq!(d.action(), Action::Allow, "{d:?}");
     }
     panic!("burst never exceeded");
 }
@@ -72,13 +76,13 @@ fn burst_strikes_escalate_60_120_240_and_stop_at_the_cap() {
         let want = (60u64 << (level - 1)).min(24 * 3600).max(frees);
         expected.push(want);
         assert_eq!(d.lockout_level, Some(level));
-        assert_eq!(d.retry_after_secs, Some(want));
+        assert_eq!(d.retry_after_secs(), Some(want));
         // While locked: reason "locked", retry-after = what is left.
         r.advance_secs(want / 2);
         let locked = r.get("192.0.2.10", "/");
-        assert_eq!(locked.reason, Some(Reason::Locked));
-        assert_eq!(locked.retry_after_secs, Some(want - want / 2));
-        seen.push(d.retry_after_secs.unwrap());
+        assert_eq!(locked.reason(), Some(Reason::Locked));
+        assert_eq!(locked.retry_after_secs(), Some(want - want / 2));
+        seen.push(d.retry_after_secs().unwrap());
         r.advance_secs(want - want / 2);
     }
     // T0 is slot-aligned: the first rung (60 s) waits for the burst's slot to leave (65 s).
@@ -102,18 +106,18 @@ fn strikes_decay_after_a_quiet_period() {
     let r = rig("[default_route]\nlimits = [\"burst\"]\n");
     let peer = "192.0.2.20";
     // First rung: 60 s, lengthened to 65 s until the slot-aligned burst leaves the window.
-    assert_eq!(burst_until_struck(&r, peer).retry_after_secs, Some(65));
+    assert_eq!(burst_until_struck(&r, peer).retry_after_secs(), Some(65));
     r.advance_secs(65);
-    assert_eq!(burst_until_struck(&r, peer).retry_after_secs, Some(120));
+    assert_eq!(burst_until_struck(&r, peer).retry_after_secs(), Some(120));
     assert_eq!(r.engine.lockouts().strikes(ip(peer)).unwrap(), 2);
     // One hour of quiet after the lockout ends forgives one strike.
     r.advance_secs(120 + 3600);
     assert_eq!(r.engine.lockouts().strikes(ip(peer)).unwrap(), 1);
-    assert_eq!(burst_until_struck(&r, peer).retry_after_secs, Some(120));
+    assert_eq!(burst_until_struck(&r, peer).retry_after_secs(), Some(120));
     // Two quiet hours forgive both: back to the first rung.
     r.advance_secs(120 + 2 * 3600);
     assert_eq!(r.engine.lockouts().strikes(ip(peer)).unwrap(), 0);
-    assert_eq!(burst_until_struck(&r, peer).retry_after_secs, Some(65));
+    assert_eq!(burst_until_struck(&r, peer).retry_after_secs(), Some(65));
 }
 
 #[test]
@@ -122,11 +126,14 @@ fn a_locked_caller_is_rejected_with_the_remaining_lockout() {
     burst_until_struck(&r, "192.0.2.30");
     r.advance_secs(20);
     let d = r.get("192.0.2.30", "/");
-    assert_eq!((d.action, d.reason), (Action::Reject, Some(Reason::Locked)));
+    assert_eq!(
+        (d.action(), d.reason()),
+        (Action::Reject, Some(Reason::Locked))
+    );
     // 65 s (the burst's slot-aligned window) less the 20 s gone.
-    assert_eq!(d.retry_after_secs, Some(45));
+    assert_eq!(d.retry_after_secs(), Some(45));
     // A different client is unaffected.
-    assert_eq!(r.get("192.0.2.31", "/").action, Action::Allow);
+    assert_eq!(r.get("192.0.2.31", "/").action(), Action::Allow);
     // Lifting clears store and kernel.
     assert!(r
         .engine
@@ -137,7 +144,7 @@ fn a_locked_caller_is_rejected_with_the_remaining_lockout() {
     assert!(r.sink.events().contains(&SinkEvent::Unlock {
         ip: ip("192.0.2.30")
     }));
-    assert_ne!(r.get("192.0.2.30", "/").reason, Some(Reason::Locked));
+    assert_ne!(r.get("192.0.2.30", "/").reason(), Some(Reason::Locked));
 }
 
 #[test]
@@ -147,10 +154,10 @@ fn forged_cookie_buys_only_the_session_allowance() {
     for i in 0..300 {
         let d = r.request("198.51.100.40", "GET", "/", &forged);
         assert_eq!(d.tier, Tier::Session);
-        assert_eq!(d.action, Action::Allow, "request {i}");
+        assert_eq!(d.action(), Action::Allow, "request {i}");
     }
     let d = r.request("198.51.100.40", "GET", "/", &forged);
-    assert_eq!(d.reason, Some(Reason::Burst), "301st in a minute");
+    assert_eq!(d.reason(), Some(Reason::Burst), "301st in a minute");
     assert_eq!(d.window(WindowKind::Burst).unwrap().limit, 300);
     assert_eq!(d.window(WindowKind::Hourly).unwrap().limit, 6_000);
     // A cookie is not a verified credential: nothing is written into the kernel's tier map.
@@ -291,7 +298,7 @@ fn sponsor_tier_is_actually_reachable_with_a_verified_key() {
     for i in 0..1_000 {
         let d = r.request("198.51.100.80", "GET", "/", &h);
         assert_eq!(
-            (d.action, d.tier),
+            (d.action(), d.tier),
             (Action::Allow, Tier::Sponsor),
             "request {i}"
         );
@@ -317,12 +324,12 @@ fn key_limit_vs_tier_budget_tighter_wins() {
     r.land_lookups();
     for _ in 0..5 {
         assert_eq!(
-            r.request("198.51.100.90", "GET", "/api/feeds", &h).action,
+            r.request("198.51.100.90", "GET", "/api/feeds", &h).action(),
             Action::Allow
         );
     }
     let d = r.request("198.51.100.90", "GET", "/api/feeds", &h);
-    assert_eq!(d.reason, Some(Reason::KeyHourly));
+    assert_eq!(d.reason(), Some(Reason::KeyHourly));
     assert_eq!(d.hourly_limit(), Some(5));
     assert_eq!(d.lockout_level, None, "no strike for a spent budget");
 
@@ -340,13 +347,13 @@ fn key_limit_vs_tier_budget_tighter_wins() {
     r.land_lookups();
     // The request on "/" was pending (counted by address), so the key's budget is untouched.
     let mut admitted = 0;
-    while r.request("198.51.100.91", "GET", "/api/feeds", &h).action == Action::Allow {
+    while r.request("198.51.100.91", "GET", "/api/feeds", &h).action() == Action::Allow {
         admitted += 1;
         assert!(admitted <= 8);
     }
     assert_eq!(admitted, 8);
     let d = r.request("198.51.100.91", "GET", "/api/feeds", &h);
-    assert_eq!(d.reason, Some(Reason::Hourly));
+    assert_eq!(d.reason(), Some(Reason::Hourly));
     assert_eq!(d.hourly_limit(), Some(8));
 }
 
@@ -359,7 +366,7 @@ fn daily_delay_at_l_l_plus_1_l_plus_30_l_plus_31() {
     for n in 1..=100u32 {
         let d = r.request("198.51.100.100", "POST", "/scan", &headers(&[]));
         assert_ne!(
-            d.action,
+            d.action(),
             Action::Reject,
             "delay mode never answers 429 (n = {n})"
         );
@@ -367,26 +374,30 @@ fn daily_delay_at_l_l_plus_1_l_plus_30_l_plus_31() {
         by_n.push((n, d));
     }
     let at = |n: u32| &by_n[(n - 1) as usize].1;
-    assert_eq!(at(50).action, Action::Allow, "n = L: no delay");
-    assert_eq!(at(50).delay.as_millis(), 0);
+    assert_eq!(at(50).action(), Action::Allow, "n = L: no delay");
+    assert_eq!(at(50).delay().as_millis(), 0);
     assert_eq!(
-        (at(51).action, at(51).delay_kind),
+        (at(51).action(), at(51).delay_kind()),
         (Action::Delay, Some(DelayKind::Soft))
     );
-    assert_eq!(at(51).delay.as_millis(), 5_000);
+    assert_eq!(at(51).delay().as_millis(), 5_000);
     assert_eq!(
-        at(80).delay_kind,
+        at(80).delay_kind(),
         Some(DelayKind::Soft),
         "n = L + 30: still soft"
     );
-    assert_eq!(at(80).delay.as_millis(), 5_000);
-    assert_eq!(at(81).delay_kind, Some(DelayKind::Hard), "n = L + 31: hard");
-    assert_eq!(at(81).delay.as_millis(), 60_000);
-    assert_eq!(at(100).delay.as_millis(), 60_000);
+    assert_eq!(at(80).delay().as_millis(), 5_000);
+    assert_eq!(
+        at(81).delay_kind(),
+        Some(DelayKind::Hard),
+        "n = L + 31: hard"
+    );
+    assert_eq!(at(81).delay().as_millis(), 60_000);
+    assert_eq!(at(100).delay().as_millis(), 60_000);
     // 00:00 UTC resets the count.
     r.clock.set_ms(NEW_YEAR_MS + 86_400_000);
     let d = r.request("198.51.100.100", "POST", "/scan", &headers(&[]));
-    assert_eq!(d.action, Action::Allow);
+    assert_eq!(d.action(), Action::Allow);
     assert_eq!(d.window(WindowKind::Daily).unwrap().remaining, 49);
 }
 
@@ -410,18 +421,21 @@ fn attempt_keeps_the_old_behaviour() {
     let now = r.clock_now();
     for _ in 0..120 {
         let d = r.engine.attempt("user-42", now);
-        assert_eq!(d.action, Action::Allow);
+        assert_eq!(d.action(), Action::Allow);
         assert_eq!(d.windows.len(), 1, "burst only");
         assert_eq!(d.window(WindowKind::Burst).unwrap().limit, 120);
         assert!(d.window(WindowKind::Hourly).is_none(), "no hourly budget");
     }
-    assert_eq!(r.engine.attempt("user-42", now).reason, Some(Reason::Burst));
+    assert_eq!(
+        r.engine.attempt("user-42", now).reason(),
+        Some(Reason::Burst)
+    );
     // No hourly budget: 1,200 attempts in 11 minutes, all within the burst, all allowed.
     let mut t = now;
     for _ in 0..10 {
         t += 66_000;
         for _ in 0..120 {
-            assert_eq!(r.engine.attempt("user-42", t).action, Action::Allow);
+            assert_eq!(r.engine.attempt("user-42", t).action(), Action::Allow);
         }
     }
     // An address identity escalates into a lockout as before.
@@ -429,9 +443,12 @@ fn attempt_keeps_the_old_behaviour() {
         r.engine.attempt("192.0.2.77", t);
     }
     let d = r.engine.attempt("192.0.2.77", t);
-    assert_eq!((d.reason, d.lockout_level), (Some(Reason::Burst), Some(1)));
     assert_eq!(
-        r.engine.attempt("192.0.2.77", t + 1_000).reason,
+        (d.reason(), d.lockout_level),
+        (Some(Reason::Burst), Some(1))
+    );
+    assert_eq!(
+        r.engine.attempt("192.0.2.77", t + 1_000).reason(),
         Some(Reason::Locked)
     );
 }
@@ -493,18 +510,18 @@ fn route_cost_weighting() {
     );
     for _ in 1..60 {
         assert_eq!(
-            r.get("198.51.100.120", "/reader/page").action,
+            r.get("198.51.100.120", "/reader/page").action(),
             Action::Allow
         );
     }
     let d = r.get("198.51.100.120", "/reader/page");
     assert_eq!(
-        d.reason,
+        d.reason(),
         Some(Reason::Hourly),
         "60 × 10 units spend the 600-unit budget"
     );
     // A one-unit route still has nothing left either: budgets are shared units.
-    assert_eq!(r.get("198.51.100.120", "/").reason, Some(Reason::Hourly));
+    assert_eq!(r.get("198.51.100.120", "/").reason(), Some(Reason::Hourly));
 }
 
 #[test]
@@ -539,9 +556,9 @@ fn burst_retry_after_admits_exactly_then() {
     let now = r.clock_now();
     let d = (0..1_000)
         .map(|_| r.engine.attempt("198.51.100.77", now))
-        .find(|d| d.action == Action::Reject)
+        .find(|d| d.action() == Action::Reject)
         .expect("the burst refuses");
     let reset = d.window(WindowKind::Burst).unwrap().reset_secs;
     assert!(reset > 60, "{reset}");
-    assert_eq!(d.retry_after_secs, Some(reset));
+    assert_eq!(d.retry_after_secs(), Some(reset));
 }

@@ -97,11 +97,11 @@ fn engine_rules_hold_over_valkey_and_hosts_share_state() {
     // Burst: 120 admitted, the 121st is a strike and a lockout of 60 s, lengthened to 65 s:
     // until the burst's slot (taken at the slot-aligned T0) leaves the window.
     for _ in 0..120 {
-        assert_eq!(a.decide(&req("192.0.2.1")).action, Action::Allow);
+        assert_eq!(a.decide(&req("192.0.2.1")).action(), Action::Allow);
     }
     let d = a.decide(&req("192.0.2.1"));
     assert_eq!(
-        (d.reason, d.lockout_level, d.retry_after_secs),
+        (d.reason(), d.lockout_level, d.retry_after_secs()),
         (Some(Reason::Burst), Some(1), Some(65))
     );
 
@@ -115,7 +115,7 @@ fn engine_rules_hold_over_valkey_and_hosts_share_state() {
         }),
         "restored into the second host's kernel"
     );
-    assert_eq!(b.decide(&req("192.0.2.1")).reason, Some(Reason::Locked));
+    assert_eq!(b.decide(&req("192.0.2.1")).reason(), Some(Reason::Locked));
     let first = a.decide(&req("192.0.2.2"));
     let second = b.decide(&req("192.0.2.2"));
     assert_eq!(
@@ -152,13 +152,13 @@ fn engine_rules_hold_over_valkey_and_hosts_share_state() {
             clock.advance_ms(66_000);
         }
         assert_eq!(
-            a.decide(&req("192.0.2.3")).action,
+            a.decide(&req("192.0.2.3")).action(),
             Action::Allow,
             "request {n}"
         );
     }
     let d = b.decide(&req("192.0.2.3"));
-    assert_eq!((d.reason, d.lockout_level), (Some(Reason::Hourly), None));
+    assert_eq!((d.reason(), d.lockout_level), (Some(Reason::Hourly), None));
     assert_eq!(a.lockouts().strikes(ip("192.0.2.3")).unwrap(), 0);
 }
 
@@ -180,7 +180,7 @@ fn engine_open_uses_the_configured_backend() {
         path: "/",
         headers: &http::HeaderMap::new(),
     });
-    assert_eq!(d.action, Action::Allow);
+    assert_eq!(d.action(), Action::Allow);
     // The counters are in the server, under the configured prefix and the identity's hash tag.
     let store = ValkeyStore::open(&server.addr, "open:", HashMode::Hmac, None).unwrap();
     let id = store.hasher().id(Namespace::Ip, b"192.0.2.9");
@@ -208,7 +208,7 @@ fn store_down_falls_back_to_local_counting_and_resumes() {
         headers: &h,
     };
     for _ in 0..10 {
-        assert_eq!(engine.decide(&req).action, Action::Allow);
+        assert_eq!(engine.decide(&req).action(), Action::Allow);
     }
     assert!(!engine.store().degraded());
     drop(server); // the store goes down
@@ -217,8 +217,11 @@ fn store_down_falls_back_to_local_counting_and_resumes() {
     let mut admitted = 0;
     loop {
         let d = engine.decide(&req);
-        if d.action != Action::Allow {
-            assert_eq!((d.reason, d.lockout_level), (Some(Reason::Burst), Some(1)));
+        if d.action() != Action::Allow {
+            assert_eq!(
+                (d.reason(), d.lockout_level),
+                (Some(Reason::Burst), Some(1))
+            );
             break;
         }
         admitted += 1;
@@ -227,7 +230,7 @@ fn store_down_falls_back_to_local_counting_and_resumes() {
     assert_eq!(admitted, 120, "the local burst window starts empty");
     assert!(engine.store().degraded());
     assert_eq!(
-        engine.decide(&req).reason,
+        engine.decide(&req).reason(),
         Some(Reason::Locked),
         "lockout kept in memory"
     );
@@ -240,7 +243,7 @@ fn store_down_falls_back_to_local_counting_and_resumes() {
         peer: ip("192.0.2.45"),
         ..req
     };
-    assert_eq!(engine.decide(&other).action, Action::Allow);
+    assert_eq!(engine.decide(&other).action(), Action::Allow);
     assert!(!engine.store().degraded(), "resumed");
 }
 
@@ -302,17 +305,17 @@ fn one_round_trip_per_decision_allowed_or_locked() {
         engine.decide(&req("192.0.2.20"));
     }
     assert_eq!(
-        engine.decide(&req("192.0.2.20")).reason,
+        engine.decide(&req("192.0.2.20")).reason(),
         Some(Reason::Locked)
     );
     // Opens the pooled connection 192.0.2.22 uses (a handshake is not a decision's cost).
-    assert_eq!(engine.decide(&req("192.0.2.22")).action, Action::Allow);
+    assert_eq!(engine.decide(&req("192.0.2.22")).action(), Action::Allow);
 
     let mut seen = Vec::new();
     let lines = client_commands_during(&[&server.addr], || {
         for _ in 0..25 {
-            seen.push(engine.decide(&req("192.0.2.22")).reason);
-            seen.push(engine.decide(&req("192.0.2.20")).reason);
+            seen.push(engine.decide(&req("192.0.2.22")).reason());
+            seen.push(engine.decide(&req("192.0.2.20")).reason());
         }
     });
     assert_eq!(lines.len(), 50, "one command per decision: {lines:#?}");
@@ -492,10 +495,13 @@ fn engine_over_a_cluster_locks_out_and_a_second_host_restores_it() {
         headers: &h,
     };
     for n in 0..120 {
-        assert_eq!(a.decide(&req("192.0.2.90")).action, Action::Allow, "{n}");
+        assert_eq!(a.decide(&req("192.0.2.90")).action(), Action::Allow, "{n}");
     }
     let d = a.decide(&req("192.0.2.90"));
-    assert_eq!((d.reason, d.lockout_level), (Some(Reason::Burst), Some(1)));
+    assert_eq!(
+        (d.reason(), d.lockout_level),
+        (Some(Reason::Burst), Some(1))
+    );
     assert!(!a.store().degraded(), "the cluster answered every call");
     let sink_b = Arc::new(RecordingSink::default());
     let b = Engine::open(cfg, sink_b.clone(), Arc::new(clock.clone())).unwrap();
@@ -503,21 +509,21 @@ fn engine_over_a_cluster_locks_out_and_a_second_host_restores_it() {
         sink_b.locks().contains(&(65, 1)),
         "restored from the cluster"
     );
-    assert_eq!(b.decide(&req("192.0.2.90")).reason, Some(Reason::Locked));
+    assert_eq!(b.decide(&req("192.0.2.90")).reason(), Some(Reason::Locked));
 
     // One round trip per decision on the cluster too, for callers counted by address: warm
     // every pooled connection first (a cluster connection's handshake is not a decision's cost).
     let peers: Vec<String> = (1..=40).map(|n| format!("198.51.100.{n}")).collect();
     for p in &peers {
-        assert_eq!(b.decide(&req(p)).action, Action::Allow);
+        assert_eq!(b.decide(&req(p)).action(), Action::Allow);
     }
     let addrs: Vec<&str> = nodes.iter().map(|n| n.addr.as_str()).collect();
     let mut seen = Vec::new();
     let lines = client_commands_during(&addrs, || {
         for p in &peers {
-            seen.push(b.decide(&req(p)).action);
+            seen.push(b.decide(&req(p)).action());
         }
-        seen.push(b.decide(&req("192.0.2.90")).action);
+        seen.push(b.decide(&req("192.0.2.90")).action());
     });
     assert_eq!(lines.len(), 41, "one command per decision: {lines:#?}");
     assert!(
@@ -577,13 +583,13 @@ fn a_frozen_server_costs_one_timeout_then_counting_goes_local() {
         path: "/",
         headers: &h,
     };
-    assert_eq!(engine.decide(&req).action, Action::Allow);
+    assert_eq!(engine.decide(&req).action(), Action::Allow);
     assert!(!engine.store().degraded());
 
     // The server accepts nothing and answers nothing: the open connection's read times out.
     let frozen = Frozen::freeze(&server);
     let started = std::time::Instant::now();
-    assert_eq!(engine.decide(&req).action, Action::Allow);
+    assert_eq!(engine.decide(&req).action(), Action::Allow);
     let waited = started.elapsed();
     assert!(engine.store().degraded(), "counting went local");
     assert!(
@@ -593,7 +599,7 @@ fn a_frozen_server_costs_one_timeout_then_counting_goes_local() {
     // Until the retry interval passes, decisions do not wait on the server at all.
     let started = std::time::Instant::now();
     for _ in 0..50 {
-        assert_eq!(engine.decide(&req).action, Action::Allow);
+        assert_eq!(engine.decide(&req).action(), Action::Allow);
     }
     assert!(
         started.elapsed() < Duration::from_secs(1),

@@ -8,7 +8,7 @@ use super::decide::{base_decision, ceil_secs, locked, window};
 use super::Engine;
 use crate::identity::client_ip;
 use crate::identity::hash::Namespace;
-use crate::model::{Action, Decision, Reason, Tier, WindowKind};
+use crate::model::{Decision, Reason, Tier, WindowKind};
 use crate::store::count::CountRequest;
 use crate::store::windows::BURST_SPAN_MS;
 use crate::store::Gate;
@@ -49,9 +49,7 @@ impl Engine {
         if let Some(w) = o.burst {
             d.windows.push(window(WindowKind::Burst, &w, BURST_SPAN_MS));
             if o.refused.burst {
-                d.action = Action::Reject;
-                d.reason = Some(Reason::Burst);
-                d.retry_after_secs = Some(ceil_secs(w.reset_ms).max(1));
+                d.reject(Reason::Burst, ceil_secs(w.reset_ms).max(1));
                 if let Some(ip) = ip {
                     self.burst_strike(&cfg, &mut d, ip, now_ms, w.reset_ms);
                 }

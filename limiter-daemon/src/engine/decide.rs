@@ -6,13 +6,11 @@
 //! otherwise admissible request is misbehaviour and earns a strike, so a caller politely
 //! sitting at an exhausted budget is never escalated into a lockout.
 
-use std::time::Duration;
-
 use super::request::RequestInfo;
 use super::Engine;
 use crate::config::{Config, OverQuota};
 use crate::identity::{Caller, Subject};
-use crate::model::{Action, Decision, DelayKind, Reason, Tier, WindowKind, WindowState};
+use crate::model::{Decision, DelayKind, Reason, Tier, WindowKind, WindowState};
 use crate::store::count::{CountOutcome, CountRequest, DailyRule, WindowUse};
 use crate::store::windows::{BURST_SPAN_MS, DAY_MS, HOUR_MS};
 use crate::store::Gate;
@@ -50,27 +48,11 @@ fn windows_of(o: &CountOutcome) -> Vec<WindowState> {
 
 /// A decision skeleton: allow, no windows.
 pub(crate) fn base_decision(cfg: &Config, tier: Tier, identity: String) -> Decision {
-    Decision {
-        action: Action::Allow,
-        tier,
-        reason: None,
-        retry_after_secs: None,
-        delay: Duration::ZERO,
-        delay_kind: None,
-        windows: Vec::new(),
-        warn_remaining: None,
-        identity,
-        upgrade: cfg.upgrade.hint(tier),
-        key_status: None,
-        lockout_level: None,
-        cost: 0,
-    }
+    Decision::new(tier, identity, cfg.upgrade.hint(tier))
 }
 
 pub(crate) fn locked(mut d: Decision, remaining_ms: u64) -> Decision {
-    d.action = Action::Reject;
-    d.reason = Some(Reason::Locked);
-    d.retry_after_secs = Some(ceil_secs(remaining_ms).max(1));
+    d.reject(Reason::Locked, ceil_secs(remaining_ms).max(1));
     d
 }
 
@@ -199,8 +181,6 @@ impl Engine {
             } else {
                 (Reason::Burst, o.burst)
             };
-            d.action = Action::Reject;
-            d.reason = Some(reason);
             // The caller cannot succeed before every refusing window has room again.
             let worst = [
                 (r.hourly, o.hourly),
@@ -213,7 +193,7 @@ impl Engine {
             .max()
             .or(w.map(|w| w.reset_ms))
             .unwrap_or(1000);
-            d.retry_after_secs = Some(ceil_secs(worst).max(1));
+            d.reject(reason, ceil_secs(worst).max(1));
             if reason == Reason::Burst && count {
                 let frees_ms = o.burst.map_or(0, |w| w.reset_ms);
                 self.burst_strike(cfg, &mut d, caller.group, now, frees_ms);
@@ -235,17 +215,11 @@ impl Engine {
             let n = daily.used;
             if n > l {
                 let soft = n - l <= cfg.quota.soft_window;
-                d.action = Action::Delay;
-                d.delay_kind = Some(if soft {
-                    DelayKind::Soft
+                if soft {
+                    d.hold(cfg.quota.soft_delay, DelayKind::Soft);
                 } else {
-                    DelayKind::Hard
-                });
-                d.delay = if soft {
-                    cfg.quota.soft_delay
-                } else {
-                    cfg.quota.hard_delay
-                };
+                    d.hold(cfg.quota.hard_delay, DelayKind::Hard);
+                }
             }
         }
         d

@@ -18,7 +18,7 @@
 //! let d = engine.decide(&RequestInfo {
 //!     peer: "203.0.113.7".parse()?, method: "GET", path: "/api/feeds", headers: &headers,
 //! });
-//! // d.action: Allow | Delay (hold d.delay, then forward) | Reject (429, d.reason, d.retry_after_secs)
+//! // d.verdict(): Allow | Delay { delay, .. } (hold, then forward) | Reject { reason, retry_after_secs } (429)
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!

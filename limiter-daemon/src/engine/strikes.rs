@@ -49,7 +49,9 @@ impl Engine {
     ) {
         let lock = self.strike(cfg, ip, now_ms, frees_ms);
         d.lockout_level = Some(lock.level);
-        d.retry_after_secs = Some(ceil_secs(lock.remaining_ms(now_ms)).max(1));
+        if let Some(reason) = d.reason() {
+            d.reject(reason, ceil_secs(lock.remaining_ms(now_ms)).max(1));
+        }
     }
 
     /// Records a strike against `ip` (grouped) and locks it for the escalation's duration, but

@@ -85,7 +85,7 @@ pub async fn auth(
         path: &path,
         headers: &headers,
     });
-    match d.action {
+    match d.action() {
         Action::Reject => {
             let mut resp = rejection(&d, &state.hints);
             let compact = rejection_problem(&d, &state.hints).to_bytes();
@@ -98,7 +98,7 @@ pub async fn auth(
             let Some(permit) = state.gate.try_hold(&d.identity) else {
                 return hold_overflow(&d).map(Body::from);
             };
-            tokio::time::sleep(d.delay).await;
+            tokio::time::sleep(d.delay()).await;
             drop(permit);
         }
         Action::Allow => {}

@@ -172,12 +172,12 @@ pub async fn decide(State(state): State<ApiState>, body: Bytes) -> Response {
             )
         })
         .collect();
-    let rejected = d.action == Action::Reject;
+    let rejected = d.action() == Action::Reject;
     let mut out = json!({
-        "action": d.action.as_str(),
+        "action": d.action().as_str(),
         "tier": d.tier.as_str(),
-        "reason": d.reason.map(|r| r.as_str()),
-        "delayMs": u64::try_from(d.delay.as_millis()).unwrap_or(u64::MAX),
+        "reason": d.reason().map(|r| r.as_str()),
+        "delayMs": u64::try_from(d.delay().as_millis()).unwrap_or(u64::MAX),
         "retryAfter": if rejected { Some(retry_after(&d)) } else { None },
         "headers": headers,
     });

@@ -778,28 +778,18 @@ mod tests {
     }
 
     fn allowed() -> Decision {
-        use crate::model::{Action, WindowKind, WindowState};
-        Decision {
-            action: Action::Allow,
-            tier: crate::model::Tier::Anon,
-            reason: None,
-            retry_after_secs: None,
-            delay: Duration::ZERO,
-            delay_kind: None,
-            windows: vec![WindowState {
+        use crate::model::{WindowKind, WindowState};
+        Decision::builder(crate::model::Tier::Anon, "ip:x")
+            .window(WindowState {
                 kind: WindowKind::Hourly,
                 limit: 600,
                 remaining: 599,
                 window_secs: 3600,
                 reset_secs: 100,
-            }],
-            warn_remaining: Some(3),
-            identity: "ip:x".into(),
-            upgrade: None,
-            key_status: None,
-            lockout_level: None,
-            cost: 1,
-        }
+            })
+            .warn_remaining(3)
+            .cost(1)
+            .build()
     }
 
     /// Byte strings near a request head: valid heads with bytes flipped, cut or inserted.

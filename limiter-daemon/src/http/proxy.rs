@@ -46,7 +46,7 @@ pub enum Admission {
 /// Decides on `view`: reject, hold (within the bounds) or forward.
 pub fn admit(state: &ProxyState, view: &RequestView<'_>) -> Admission {
     let decision = state.decider.decide(view);
-    match decision.action {
+    match decision.action() {
         Action::Reject => Admission::Answer(rejection(&decision, &state.hints)),
         Action::Delay => match state.gate.try_hold(&decision.identity) {
             Some(permit) => Admission::Hold(decision, permit),
@@ -63,7 +63,7 @@ pub fn admit(state: &ProxyState, view: &RequestView<'_>) -> Admission {
 /// Boxed: a held request is the rare case, and an inline `Sleep` would be copied with every
 /// request's future.
 pub async fn hold(decision: &Decision, permit: HoldPermit) {
-    Box::pin(tokio::time::sleep(decision.delay)).await;
+    Box::pin(tokio::time::sleep(decision.delay())).await;
     drop(permit);
 }
 

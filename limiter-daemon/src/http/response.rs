@@ -58,10 +58,10 @@ fn kind_of(reason: Reason) -> Option<WindowKind> {
 
 /// The window the `x-ratelimit-limit/-remaining/-reset` trio describes.
 pub fn binding_window(d: &Decision) -> Option<&WindowState> {
-    if let Some(w) = d.reason.and_then(kind_of).and_then(|k| d.window(k)) {
+    if let Some(w) = d.reason().and_then(kind_of).and_then(|k| d.window(k)) {
         return Some(w);
     }
-    if d.reason == Some(Reason::Locked) {
+    if d.reason() == Some(Reason::Locked) {
         // A locked caller was stopped by its burst record; name that window when it applied.
         if let Some(w) = d.window(WindowKind::Burst) {
             return Some(w);
@@ -74,7 +74,7 @@ pub fn binding_window(d: &Decision) -> Option<&WindowState> {
 /// Seconds a rejected caller should wait: the engine's figure, else the binding window's reset;
 /// never 0 (a 429 saying "retry now" invites a tight loop).
 pub fn retry_after(d: &Decision) -> u64 {
-    d.retry_after_secs
+    d.retry_after_secs()
         .or_else(|| binding_window(d).map(|w| w.reset_secs))
         .unwrap_or(1)
         .max(1)
@@ -128,8 +128,8 @@ impl Values {
     /// `"burst";r=0;t=12, "hourly";r=480;t=1800, …`. On a reject the window that refused says
     /// `r=0` and `t` = `Retry-After` (so the fields agree); on a lockout every window does.
     fn ratelimit(&mut self, d: &Decision) -> &mut Self {
-        let rejected = d.action == Action::Reject;
-        let locked = d.reason == Some(Reason::Locked);
+        let rejected = d.action() == Action::Reject;
+        let locked = d.reason() == Some(Reason::Locked);
         let binding = if rejected {
             binding_window(d).map(|w| w.kind)
         } else {
@@ -270,7 +270,7 @@ fn render(d: &Decision, h: &mut impl FieldSink) {
         v.num(limit);
         h.rendered(X_RATELIMIT_LIMIT_HOUR, &mut v);
     }
-    let rejected = d.action == Action::Reject;
+    let rejected = d.action() == Action::Reject;
     if let Some(w) = binding_window(d) {
         v.num(w.limit);
         h.rendered(X_RATELIMIT_LIMIT, &mut v);
@@ -313,7 +313,7 @@ pub fn detail(d: &Decision) -> String {
     let wait = retry_after(d);
     let w = binding_window(d);
     let limit = w.map(|w| w.limit);
-    match (d.reason, limit) {
+    match (d.reason(), limit) {
         (Some(Reason::Burst), Some(n)) => format!(
             "More than {n} units in 60 seconds from this caller (tier {tier}); repeated bursts \
              lead to a lockout. Retry in {wait} s."
@@ -344,7 +344,7 @@ pub fn detail(d: &Decision) -> String {
 
 /// The 429 problem document's members (also returned by `/v1/decide` for rejects).
 pub fn problem(d: &Decision, hints: &Hints) -> Problem {
-    let reason = d.reason.map(Reason::as_str).unwrap_or("burst");
+    let reason = d.reason().map(Reason::as_str).unwrap_or("burst");
     let type_uri = hints
         .problem_type_base
         .as_ref()
@@ -373,7 +373,7 @@ pub fn rejection(d: &Decision, hints: &Hints) -> Response<Bytes> {
 /// `503` for a delayed request that cannot be held (too many held already), counted by the
 /// caller. `Retry-After` is the delay it would have waited.
 pub fn hold_overflow(d: &Decision) -> Response<Bytes> {
-    let wait = d.delay.as_secs_f64().ceil().max(1.0) as u64;
+    let wait = d.delay().as_secs_f64().ceil().max(1.0) as u64;
     let mut resp = Problem::new(
         StatusCode::SERVICE_UNAVAILABLE,
         None,
@@ -415,25 +415,18 @@ mod tests {
     }
 
     fn decision(action: Action, reason: Option<Reason>) -> Decision {
-        Decision {
-            action,
-            tier: Tier::Anon,
-            reason,
-            retry_after_secs: reason.map(|_| 12),
-            delay: Duration::ZERO,
-            delay_kind: None,
-            windows: vec![
-                win(WindowKind::Burst, 120, 0, 60, 12),
-                win(WindowKind::Hourly, 600, 480, 3600, 1800),
-                win(WindowKind::Daily, 1000, 880, 86400, 40000),
-            ],
-            warn_remaining: None,
-            identity: "ip:abc".into(),
-            upgrade: None,
-            key_status: None,
-            lockout_level: None,
-            cost: 1,
+        let mut d = Decision::builder(Tier::Anon, "ip:abc")
+            .window(win(WindowKind::Burst, 120, 0, 60, 12))
+            .window(win(WindowKind::Hourly, 600, 480, 3600, 1800))
+            .window(win(WindowKind::Daily, 1000, 880, 86400, 40000))
+            .cost(1)
+            .build();
+        match (action, reason) {
+            (Action::Reject, Some(reason)) => d.reject(reason, 12),
+            (Action::Delay, _) => d.hold(Duration::ZERO, crate::model::DelayKind::Soft),
+            _ => {}
         }
+        d
     }
 
     #[test]
@@ -471,8 +464,7 @@ mod tests {
     fn binding_window_follows_reason_then_fewest_remaining() {
         let mut d = decision(Action::Reject, Some(Reason::Hourly));
         assert_eq!(binding_window(&d).unwrap().kind, WindowKind::Hourly);
-        d.action = Action::Allow;
-        d.reason = None;
+        d.allow();
         assert_eq!(binding_window(&d).unwrap().kind, WindowKind::Burst);
         d.windows[0].remaining = 900;
         assert_eq!(binding_window(&d).unwrap().kind, WindowKind::Hourly);
@@ -481,14 +473,14 @@ mod tests {
     #[test]
     fn retry_after_is_never_zero() {
         let mut d = decision(Action::Reject, Some(Reason::Burst));
-        d.retry_after_secs = Some(0);
+        d.reject(Reason::Burst, 0);
         assert_eq!(retry_after(&d), 1);
     }
 
     #[test]
     fn overflow_retry_after_rounds_delay_up() {
         let mut d = decision(Action::Delay, None);
-        d.delay = Duration::from_millis(5_001);
+        d.hold(Duration::from_millis(5_001), crate::model::DelayKind::Soft);
         let resp = hold_overflow(&d);
         assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(resp.headers()[RETRY_AFTER], "6");

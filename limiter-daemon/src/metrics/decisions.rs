@@ -207,15 +207,15 @@ impl DecisionMetrics {
 
     /// Records one decision.
     pub fn observe(&self, d: &Decision) {
-        self.decisions[tier_index(d.tier)][outcome_index(d.action, d.reason)].inc();
-        if d.action == Action::Delay {
-            match d.delay_kind {
+        self.decisions[tier_index(d.tier)][outcome_index(d.action(), d.reason())].inc();
+        if d.action() == Action::Delay {
+            match d.delay_kind() {
                 Some(DelayKind::Soft) => self.soft_hits.inc(),
                 Some(DelayKind::Hard) => self.hard_hits.inc(),
                 None => 0,
             };
         }
-        self.delay.observe(d.delay);
+        self.delay.observe(d.delay());
         if let Some(k) = d.key_status {
             self.keys[key_index(k)].inc();
         }

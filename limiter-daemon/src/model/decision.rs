@@ -39,13 +39,14 @@ pub enum DelayKind {
     Hard,
 }
 
+/// What a verdict does, without its particulars (metrics labels, the decision API's `action`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
     /// Forward at once.
     Allow,
-    /// Hold for `Decision::delay`, then forward (never a 429).
+    /// Hold for the verdict's delay, then forward (never a 429).
     Delay,
-    /// Answer 429 (`Decision::reason` says why).
+    /// Answer 429 (the verdict's reason says why).
     Reject,
 }
 
@@ -84,18 +85,39 @@ impl KeyStatus {
     }
 }
 
-/// A decision: everything a response needs, whatever surface renders it.
+/// What becomes of the request: each case carries exactly what it needs, so a reject always
+/// has a reason and a retry time, a delay always has its length, and an allow has neither.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Forward at once.
+    Allow,
+    /// Hold for `delay`, then forward (never a 429).
+    Delay { delay: Duration, kind: DelayKind },
+    /// Answer 429; the caller should wait `retry_after_secs` (for a lockout, what is left of it).
+    Reject {
+        reason: Reason,
+        retry_after_secs: u64,
+    },
+}
+
+impl Verdict {
+    pub fn action(&self) -> Action {
+        match self {
+            Verdict::Allow => Action::Allow,
+            Verdict::Delay { .. } => Action::Delay,
+            Verdict::Reject { .. } => Action::Reject,
+        }
+    }
+}
+
+/// A decision: everything a response needs, whatever surface renders it. Built by
+/// [`Decision::new`] (an allow with no windows) and moved to its verdict by
+/// [`Decision::reject`] or [`Decision::hold`]; the verdict is private, so no surface can
+/// assemble a contradictory one.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
-    pub action: Action,
+    verdict: Verdict,
     pub tier: Tier,
-    /// Set when `action == Reject`.
-    pub reason: Option<Reason>,
-    /// Seconds the caller should wait before retrying (rejects; also the lockout remainder).
-    pub retry_after_secs: Option<u64>,
-    /// How long to hold the request (`Duration::ZERO` unless `action == Delay`).
-    pub delay: Duration,
-    pub delay_kind: Option<DelayKind>,
     /// Windows that applied to this request, in the order burst, hourly, daily, key_hourly.
     pub windows: Vec<WindowState>,
     /// Daily units left when at or below the warn threshold: the response carries a reminder.
@@ -114,6 +136,81 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// An allow for `tier`'s caller `identity`, no windows yet.
+    pub fn new(tier: Tier, identity: String, upgrade: Option<std::sync::Arc<str>>) -> Decision {
+        Decision {
+            verdict: Verdict::Allow,
+            tier,
+            windows: Vec::new(),
+            warn_remaining: None,
+            identity,
+            upgrade,
+            key_status: None,
+            lockout_level: None,
+            cost: 0,
+        }
+    }
+
+    /// Turns this into a 429 for `reason`, retry after `retry_after_secs`.
+    pub fn reject(&mut self, reason: Reason, retry_after_secs: u64) {
+        self.verdict = Verdict::Reject {
+            reason,
+            retry_after_secs,
+        };
+    }
+
+    /// Turns this into a hold of `delay` (a scan delay of `kind`).
+    pub fn hold(&mut self, delay: Duration, kind: DelayKind) {
+        self.verdict = Verdict::Delay { delay, kind };
+    }
+
+    /// Turns this back into an allow.
+    pub fn allow(&mut self) {
+        self.verdict = Verdict::Allow;
+    }
+
+    pub fn verdict(&self) -> Verdict {
+        self.verdict
+    }
+
+    pub fn action(&self) -> Action {
+        self.verdict.action()
+    }
+
+    /// Why it was rejected (rejects only).
+    pub fn reason(&self) -> Option<Reason> {
+        match self.verdict {
+            Verdict::Reject { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// Seconds the caller should wait before retrying (rejects only).
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self.verdict {
+            Verdict::Reject {
+                retry_after_secs, ..
+            } => Some(retry_after_secs),
+            _ => None,
+        }
+    }
+
+    /// How long to hold the request (`Duration::ZERO` unless delayed).
+    pub fn delay(&self) -> Duration {
+        match self.verdict {
+            Verdict::Delay { delay, .. } => delay,
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// Which scan delay applies (delays only).
+    pub fn delay_kind(&self) -> Option<DelayKind> {
+        match self.verdict {
+            Verdict::Delay { kind, .. } => Some(kind),
+            _ => None,
+        }
+    }
+
     /// The window named `kind`, if it applied.
     pub fn window(&self, kind: WindowKind) -> Option<&WindowState> {
         self.windows.iter().find(|w| w.kind == kind)
@@ -126,5 +223,47 @@ impl Decision {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+}
+
+/// Assembles a decision step by step, for tests and scripted deciders: the one way to a
+/// decision besides the engine's own.
+#[derive(Clone, Debug)]
+pub struct DecisionBuilder(Decision);
+
+impl Decision {
+    /// A builder starting from an allow for `tier`'s caller `identity`.
+    pub fn builder(tier: Tier, identity: &str) -> DecisionBuilder {
+        DecisionBuilder(Decision::new(tier, identity.to_string(), None))
+    }
+}
+
+impl DecisionBuilder {
+    pub fn upgrade(mut self, upgrade: Option<std::sync::Arc<str>>) -> Self {
+        self.0.upgrade = upgrade;
+        self
+    }
+    pub fn window(mut self, w: WindowState) -> Self {
+        self.0.windows.push(w);
+        self
+    }
+    pub fn warn_remaining(mut self, left: u64) -> Self {
+        self.0.warn_remaining = Some(left);
+        self
+    }
+    pub fn cost(mut self, cost: u32) -> Self {
+        self.0.cost = cost;
+        self
+    }
+    pub fn reject(mut self, reason: Reason, retry_after_secs: u64) -> Self {
+        self.0.reject(reason, retry_after_secs);
+        self
+    }
+    pub fn hold(mut self, delay: Duration, kind: DelayKind) -> Self {
+        self.0.hold(delay, kind);
+        self
+    }
+    pub fn build(self) -> Decision {
+        self.0
     }
 }

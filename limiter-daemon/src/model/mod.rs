@@ -8,7 +8,7 @@ pub mod records;
 pub mod tier;
 pub mod window;
 
-pub use decision::{Action, Decision, DelayKind, KeyStatus, Reason};
+pub use decision::{Action, Decision, DecisionBuilder, DelayKind, KeyStatus, Reason, Verdict};
 pub use records::{KeyRecord, ListEntry, ListKind, LockCause, Lockout, StrikeRecord};
 pub use tier::Tier;
 pub use window::{WindowKind, WindowState};

@@ -115,9 +115,9 @@ pub fn burst_retry_after_is_the_truth(engine: &Engine, clock: &ManualClock, peer
     };
     let rejected = (0..10_000)
         .map(|_| decide())
-        .find(|d| d.action == Action::Reject)
+        .find(|d| d.action() == Action::Reject)
         .expect("the burst refuses within 10 000 requests");
-    assert_eq!(rejected.reason, Some(Reason::Burst), "{rejected:?}");
+    assert_eq!(rejected.reason(), Some(Reason::Burst), "{rejected:?}");
     assert_eq!(rejected.lockout_level, Some(1));
     let burst = rejected
         .windows
@@ -125,7 +125,7 @@ pub fn burst_retry_after_is_the_truth(engine: &Engine, clock: &ManualClock, peer
         .find(|w| w.kind == WindowKind::Burst)
         .expect("the burst window is reported");
     let retry = rejected
-        .retry_after_secs
+        .retry_after_secs()
         .expect("a reject says when to retry");
     assert!(retry > 60, "the slots free capacity after 60 s: {retry}");
     assert_eq!(
@@ -136,13 +136,18 @@ pub fn burst_retry_after_is_the_truth(engine: &Engine, clock: &ManualClock, peer
     clock.advance_ms((retry - 1) * 1000);
     let d = decide();
     assert_eq!(
-        (d.action, d.reason, d.retry_after_secs, d.lockout_level),
+        (
+            d.action(),
+            d.reason(),
+            d.retry_after_secs(),
+            d.lockout_level
+        ),
         (Action::Reject, Some(Reason::Locked), Some(1), None),
         "one second early: still locked, no second strike"
     );
     clock.advance_ms(1000);
     let d = decide();
-    assert_eq!(d.action, Action::Allow, "at Retry-After: admitted {d:?}");
+    assert_eq!(d.action(), Action::Allow, "at Retry-After: admitted {d:?}");
 }
 
 pub struct Rig {

@@ -27,7 +27,7 @@ use limiter_daemon::http::hold::HoldGate;
 use limiter_daemon::http::response::Hints;
 use limiter_daemon::http::server::HttpServer;
 use limiter_daemon::http::{Decider, RequestView};
-use limiter_daemon::model::{Action, Decision, DelayKind, Reason, Tier, WindowKind, WindowState};
+use limiter_daemon::model::{Decision, DelayKind, Reason, Tier, WindowKind, WindowState};
 use tokio::sync::{oneshot, Notify};
 
 pub type ClientBody = BoxBody<Bytes, std::io::Error>;
@@ -309,40 +309,24 @@ pub fn window(kind: WindowKind, limit: u64, remaining: u64) -> WindowState {
 }
 
 pub fn allow(tier: Tier, identity: &str) -> Decision {
-    Decision {
-        action: Action::Allow,
-        tier,
-        reason: None,
-        retry_after_secs: None,
-        delay: Duration::ZERO,
-        delay_kind: None,
-        windows: vec![
-            window(WindowKind::Burst, 120, 100),
-            window(WindowKind::Hourly, 600, 500),
-            window(WindowKind::Daily, 1000, 900),
-        ],
-        warn_remaining: None,
-        identity: identity.to_string(),
-        upgrade: limiter_daemon::config::Config::default().upgrade.hint(tier),
-        key_status: None,
-        lockout_level: None,
-        cost: 1,
-    }
+    Decision::builder(tier, identity)
+        .window(window(WindowKind::Burst, 120, 100))
+        .window(window(WindowKind::Hourly, 600, 500))
+        .window(window(WindowKind::Daily, 1000, 900))
+        .upgrade(limiter_daemon::config::Config::default().upgrade.hint(tier))
+        .cost(1)
+        .build()
 }
 
 pub fn reject(tier: Tier, reason: Reason, retry: u64, identity: &str) -> Decision {
     let mut d = allow(tier, identity);
-    d.action = Action::Reject;
-    d.reason = Some(reason);
-    d.retry_after_secs = Some(retry);
+    d.reject(reason, retry);
     d
 }
 
 pub fn delay(tier: Tier, ms: u64, kind: DelayKind, identity: &str) -> Decision {
     let mut d = allow(tier, identity);
-    d.action = Action::Delay;
-    d.delay = Duration::from_millis(ms);
-    d.delay_kind = Some(kind);
+    d.hold(Duration::from_millis(ms), kind);
     d.windows[2].remaining = 0;
     d.warn_remaining = Some(0);
     d
