@@ -147,16 +147,15 @@ fn sixteen_concurrent_maximal_bodies_leave_rss_growth_under_50_mb() {
         post(TcpStream::connect(api).ok()?, small)
     });
     assert_eq!(status, 200);
-    // One of each first, so what is allocated once (thread caches, the identity's counters)
-    // is in the baseline.
+    let (baseline, _) = memory(pid);
+    let peak_was_reset = reset_peak(pid);
+    // One of each alone first (the probe's single 1.5 MB body took 185 MB).
     for (what, body, want) in &shapes {
         let got = post(TcpStream::connect(api).unwrap(), body);
         if want.is_some() {
             assert_eq!(got, *want, "{what}");
         }
     }
-    let (baseline, _) = memory(pid);
-    let peak_was_reset = reset_peak(pid);
 
     for _ in 0..ROUNDS {
         for (what, body, want) in &shapes {
