@@ -5,7 +5,8 @@
 //!   forward through the pooled [`upstream`] client (bodyless requests on its
 //!   [`upstream_direct`] path, with [`chunked`] decoding), with [`hop`] header hygiene and
 //!   [`limits`] on request heads.
-//! - [`decide_api`]: `POST /v1/decide` for apps and gateways that enforce themselves.
+//! - [`decide_api`]: `POST /v1/decide` for apps and gateways that enforce themselves; its body
+//!   is read within bounds by [`decide_body`].
 //! - [`auth_request`]: `GET /v1/auth` for nginx `auth_request`.
 //! - [`response`]: how a [`crate::engine::decision::Decision`] becomes headers and a 429
 //!   problem document; [`problem`] renders every error body as `application/problem+json`.
@@ -19,6 +20,7 @@ pub mod auth_request;
 pub mod body;
 pub mod chunked;
 pub mod decide_api;
+pub mod decide_body;
 pub mod decider;
 pub mod front;
 pub mod hold;

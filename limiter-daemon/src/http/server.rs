@@ -26,7 +26,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::api::{router, ApiState};
+use super::api::{router, ApiLimits, ApiState};
 use super::decider::Decider;
 use super::front::{self, Front};
 use super::hold::HoldGate;
@@ -125,6 +125,7 @@ impl HttpServer {
             gate: Arc::clone(&gate),
             hints: Arc::new(hints.clone()),
             trusted_peers: Arc::new(settings.trusted_peers.clone()),
+            limits: ApiLimits::from_settings(settings),
         };
         Ok(HttpServer {
             proxy_listeners,

@@ -177,6 +177,12 @@ impl Collector for SourceCollector {
                 "Identities with counters in the store (this process's view)",
                 store.identity_count() as u64,
             )?;
+            gauge_u(
+                &mut enc,
+                "state_files_corrupt",
+                "State files that did not parse at start and were set aside (/readyz names them)",
+                store.corrupt_files().len() as u64,
+            )?;
             match engine.lockouts().list() {
                 Ok(list) => gauge_u(
                     &mut enc,
