@@ -9,7 +9,8 @@
 //! - [`auth_request`]: `GET /v1/auth` for nginx `auth_request`.
 //! - [`response`]: how a [`crate::engine::decision::Decision`] becomes headers and a 429
 //!   problem document; [`problem`] renders every error body as `application/problem+json`.
-//! - [`hold`]: bounds on requests held for a scan delay.
+//! - [`hold`]: bounds on requests held for a scan delay; [`held`]: a held request's wait on
+//!   the client's connection, keeping only what it needs.
 //! - [`sched`]: the proxy threads' scheduling policy (`SCHED_BATCH` by default).
 //! - [`server`]: binds the configured listeners and serves until a shutdown future resolves.
 //! - [`decider`]: the trait the surfaces call, implemented by the engine.
@@ -21,6 +22,7 @@ pub mod chunked;
 pub mod decide_api;
 pub mod decider;
 pub mod front;
+pub mod held;
 pub mod hold;
 pub mod hop;
 pub mod limits;
