@@ -3,7 +3,8 @@
 //! - [`front`]: each proxy connection starts here; bodyless HTTP/1.1 requests are served by
 //!   its own loop, anything else is handed to hyper's server and [`proxy`]'s handler. Both
 //!   forward through the pooled [`upstream`] client (bodyless requests on its
-//!   [`upstream_direct`] path, with [`chunked`] decoding), with [`hop`] header hygiene and
+//!   [`upstream_direct`] path, with [`chunked`] decoding; [`upstream_pool`] caps and keeps the
+//!   connections), with [`hop`] header hygiene and
 //!   [`limits`] on request heads.
 //! - [`decide_api`]: `POST /v1/decide` for apps and gateways that enforce themselves.
 //! - [`auth_request`]: `GET /v1/auth` for nginx `auth_request`.
@@ -33,5 +34,6 @@ pub mod sched;
 pub mod server;
 pub mod upstream;
 pub mod upstream_direct;
+pub mod upstream_pool;
 
 pub use decider::{Decider, RequestView};
