@@ -11,6 +11,9 @@
 //!    RSS again: the difference per held request is the table's KB figure;
 //! 3. the same p99 while they are held; the ratio to (1) is the table's last column.
 //!
+//! BENCH_ROUNDS (default 3) rounds alternate (1) and (3), closing the held connections in
+//! between; each p99 is the median over the rounds, RSS is from the first.
+//!
 //! Traffic is loopback only. RLIMIT_NOFILE is raised for the bench and the daemons it starts.
 //! `BENCH_DAEMON=<binary>` measures another daemon binary, everything else equal.
 
@@ -25,6 +28,19 @@ use limiter_tests::nginx::free_port;
 /// Sequential requests per p99 measurement.
 const LATENCY_SAMPLES: usize = 4000;
 
+fn rounds() -> usize {
+    std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3)
+        .max(1)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 fn held_count() -> usize {
     std::env::var("BENCH_HELD")
         .ok()
@@ -32,7 +48,8 @@ fn held_count() -> usize {
         .unwrap_or(10_000)
 }
 
-/// Raises RLIMIT_NOFILE to room for `need` descriptors (children inherit it).
+/// Raises RLIMIT_NOFILE to room for `need` descriptors (children inherit it); the hard limit
+/// only when it is lower.
 fn raise_nofile(need: u64) {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
@@ -41,8 +58,10 @@ fn raise_nofile(need: u64) {
     // SAFETY: plain syscalls with a valid pointer.
     unsafe {
         assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
-        lim.rlim_max = lim.rlim_max.max(need);
-        lim.rlim_cur = lim.rlim_max;
+        if lim.rlim_max < need {
+            lim.rlim_max = need;
+        }
+        lim.rlim_cur = need;
         assert_eq!(
             libc::setrlimit(libc::RLIMIT_NOFILE, &lim),
             0,
@@ -239,28 +258,41 @@ fn measure(
         String::from_utf8_lossy(&answer)
     );
     drop(first);
-    let p99_idle = p99_ms(d.proxy);
     let pid = d.child.id();
-    let rss_before_kb = rss_kb(pid);
-    let mut held = Vec::with_capacity(n);
-    for _ in 0..n {
-        let mut s = TcpStream::connect(d.proxy).expect("connect (RLIMIT_NOFILE?)");
-        s.write_all(request).unwrap();
-        held.push(s);
+    // Rounds alternate nothing held and N held, so load from elsewhere drifts over both
+    // alike; RSS is taken in the first round, before anything was ever held.
+    let (mut idle, mut busy) = (Vec::new(), Vec::new());
+    let (mut rss_before_kb, mut rss_held_kb) = (0, 0);
+    for round in 0..rounds() {
+        idle.push(p99_ms(d.proxy));
+        if round == 0 {
+            rss_before_kb = rss_kb(pid);
+        }
+        let mut held = Vec::with_capacity(n);
+        for _ in 0..n {
+            let mut s = TcpStream::connect(d.proxy).expect("connect (RLIMIT_NOFILE?)");
+            s.write_all(request).unwrap();
+            held.push(s);
+        }
+        limiter_tests::poll(Duration::from_secs(60), "every request held", || {
+            (held_now(d.metrics) == Some(n as u64)).then_some(())
+        });
+        if round == 0 {
+            rss_held_kb = rss_kb(pid);
+        }
+        busy.push(p99_ms(d.proxy));
+        drop(held);
+        limiter_tests::poll(Duration::from_secs(60), "held requests gone", || {
+            (held_now(d.metrics) == Some(0)).then_some(())
+        });
     }
-    limiter_tests::poll(Duration::from_secs(60), "every request held", || {
-        (held_now(d.metrics) == Some(n as u64)).then_some(())
-    });
-    let rss_held_kb = rss_kb(pid);
-    let p99_held = p99_ms(d.proxy);
-    drop(held);
     drop(d);
     Row {
         path,
         rss_before_kb,
         rss_held_kb,
-        p99_idle,
-        p99_held,
+        p99_idle: median(idle),
+        p99_held: median(busy),
     }
 }
 
@@ -272,7 +304,8 @@ fn main() {
         bin.display()
     );
     let n = held_count();
-    raise_nofile(2 * n as u64 + 4096);
+    // The bench holds the client ends and the daemon (its own process) the server ends.
+    raise_nofile(n as u64 + 1024);
     let scratch = tempfile::tempdir().expect("temp dir");
     let up = start_upstream();
     const GET: &[u8] = b"GET /scan/x HTTP/1.1\r\nhost: bench\r\n\r\n";
@@ -307,8 +340,9 @@ fn main() {
     println!();
     println!(
         "hold benchmark: {n} held requests per path, each on its own connection; p99 of {LATENCY_SAMPLES} \
-         sequential unmetered GETs on one keep-alive connection, nothing held vs {n} held; \
-         daemon {}",
+         sequential unmetered GETs on one keep-alive connection, nothing held vs {n} held, \
+         median of {} alternating rounds; daemon {}",
+        rounds(),
         bin.display()
     );
     println!();
