@@ -32,6 +32,9 @@ pub struct RawHttp {
     pub pool_idle_timeout: Option<String>,
     /// Idle keep-alive connections kept to the upstream (default 256).
     pub pool_max_idle: Option<usize>,
+    /// Connections open to the upstream at once, per proxy thread, both client paths
+    /// (default 256); past it requests wait in line, within `response_timeout`.
+    pub upstream_max_connections: Option<usize>,
     /// Requests held for a scan delay at once, over all callers (default 10000).
     pub max_held: Option<usize>,
     /// Requests held for a scan delay at once for one identity (default 8).
@@ -73,6 +76,7 @@ pub struct HttpSettings {
     pub response_timeout: Duration,
     pub pool_idle_timeout: Duration,
     pub pool_max_idle: usize,
+    pub upstream_max_connections: NonZeroUsize,
     pub max_held: NonZeroUsize,
     pub max_held_per_identity: NonZeroUsize,
     pub max_header_count: NonZeroUsize,
@@ -293,6 +297,11 @@ impl HttpSettings {
                 Duration::from_secs(90),
             )?,
             pool_max_idle: raw.pool_max_idle.unwrap_or(256),
+            upstream_max_connections: non_zero(
+                "http.upstream_max_connections",
+                raw.upstream_max_connections,
+                256,
+            )?,
             max_held,
             max_held_per_identity,
             max_header_count,
@@ -359,6 +368,7 @@ mod tests {
         assert!(s.proxy_listen.is_empty());
         assert!(s.api_listen.is_empty());
         assert_eq!(s.max_held_per_identity.get(), 8);
+        assert_eq!(s.upstream_max_connections.get(), 256);
     }
 
     #[test]
@@ -374,6 +384,7 @@ mod tests {
         assert!(err("connect_timeout = \"soon\"").contains("http.connect_timeout"));
         assert!(err("response_timeout = \"0s\"").contains("http.response_timeout"));
         assert!(err("max_held = 0").contains("http.max_held"));
+        assert!(err("upstream_max_connections = 0").contains("http.upstream_max_connections"));
         assert!(
             err("max_held = 2\nmax_held_per_identity = 3").contains("http.max_held_per_identity")
         );
