@@ -19,7 +19,7 @@ use crate::engine::sink::{EnforcementSink, NoKernel};
 use crate::engine::Engine;
 use crate::http::response::Hints;
 use crate::http::server::HttpServer;
-use crate::kernel::cli::wait_for_shutdown;
+use crate::kernel::cli::ShutdownSignals;
 use crate::kernel::dataplane::Dataplane;
 use crate::metrics::server::MetricsServer;
 use crate::metrics::sources::AttachedKernel;
@@ -53,6 +53,7 @@ pub fn run(path: &Path, ifaces: Vec<String>) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     rt.block_on(async move {
+        let signals = ShutdownSignals::install()?;
         // Inside the runtime: the dataplane spawns its log, event and expiry tasks.
         let metrics = Metrics::new(&config.metrics.namespace);
         let (sink, kernel): (Arc<dyn EnforcementSink>, _) = match Dataplane::start(&config.kernel)? {
@@ -100,11 +101,7 @@ pub fn run(path: &Path, ifaces: Vec<String>) -> anyhow::Result<()> {
                 None
             }
         };
-        let shutdown = async {
-            if let Err(err) = wait_for_shutdown().await {
-                tracing::error!(error = %format!("{err:#}"), "cannot wait for signals; stopping");
-            }
-        };
+        let shutdown = signals.recv();
         crate::http::server::serve_bound(server, &http, shutdown).await?;
         let _ = stop_tx.send(true);
         if let Some(task) = metrics_task {

@@ -90,3 +90,22 @@ fn a_bad_field_names_the_field_and_line() {
     assert!(!ok);
     assert!(err.contains("missing.toml"), "{err}");
 }
+
+#[test]
+fn an_empty_state_dir_is_an_error_naming_the_field_and_line() {
+    // "" resolved to the working directory: the hash secret was written wherever the daemon
+    // was started.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("empty-state-dir.toml");
+    std::fs::write(
+        &p,
+        "[kernel]\nmode = \"off\"\n\n[store]\nstate_dir = \"\"\n",
+    )
+    .unwrap();
+    let (ok, _, err) = check_config(&p, &[]);
+    assert!(!ok, "accepted an empty state_dir");
+    assert!(
+        err.contains("store.state_dir") && err.contains("line 5") && err.contains("empty"),
+        "{err}"
+    );
+}

@@ -1,5 +1,5 @@
-//! Who a request is counted as: bearer JWTs (HS256, RS256, EdDSA; `exp` against the injected
-//! clock), IPv6 grouping, and malformed input that must leave the caller anonymous.
+//! Who a request is counted as: bearer JWTs (HS256, RS256, EdDSA; `exp` and `nbf` against the
+//! injected clock), IPv6 grouping, and malformed input that must leave the caller anonymous.
 
 mod engine_support;
 
@@ -93,6 +93,46 @@ fn expiry_is_checked_against_the_injected_clock() {
     let old = hs_token(json!({"jti": "from-2001", "exp": 1_000_000_600u64}));
     assert_eq!(
         r2.request("198.51.100.11", "GET", "/", &bearer(&old)).tier,
+        Tier::Session
+    );
+}
+
+#[test]
+fn not_before_is_checked_against_the_injected_clock_with_the_leeway() {
+    let r = rig(&format!("{}leeway = \"30s\"\n", hs_config()));
+    let now = r.clock_now() / 1000;
+    let exp = now + 600;
+    // nbf beyond the leeway: not a token holder yet (metered by address).
+    let early = hs_token(json!({"jti": "early", "nbf": now + 31, "exp": exp}));
+    let d = r.request("198.51.100.12", "GET", "/", &bearer(&early));
+    assert_eq!(d.tier, Tier::Anon, "nbf 31 s ahead, leeway 30 s");
+    assert!(d.identity.starts_with("ip:"), "{}", d.identity);
+    // Within the leeway (issuer's clock a little ahead): accepted.
+    let skewed = hs_token(json!({"jti": "skewed", "nbf": now + 30, "exp": exp}));
+    let d = r.request("198.51.100.12", "GET", "/", &bearer(&skewed));
+    assert_eq!(d.tier, Tier::Session, "nbf 30 s ahead, leeway 30 s");
+    assert!(d.identity.starts_with("tid:"), "{}", d.identity);
+    // The early token comes into force once the clock reaches nbf − leeway.
+    r.advance_secs(1);
+    assert_eq!(
+        r.request("198.51.100.12", "GET", "/", &bearer(&early)).tier,
+        Tier::Session
+    );
+    // Without leeway, a future nbf is refused and a past one accepted.
+    let strict = rig(&hs_config());
+    let now = strict.clock_now() / 1000;
+    let future = hs_token(json!({"jti": "f", "nbf": now + 1, "exp": now + 600}));
+    let past = hs_token(json!({"jti": "p", "nbf": now - 1, "exp": now + 600}));
+    assert_eq!(
+        strict
+            .request("198.51.100.13", "GET", "/", &bearer(&future))
+            .tier,
+        Tier::Anon
+    );
+    assert_eq!(
+        strict
+            .request("198.51.100.13", "GET", "/", &bearer(&past))
+            .tier,
         Tier::Session
     );
 }

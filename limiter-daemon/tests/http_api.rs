@@ -1,6 +1,7 @@
 //! `POST /v1/decide` and `GET /v1/auth` mechanics on a real listener, with a scripted decider
 //! (engine-backed answers are in `http_engine.rs`): JSON shape, 400s naming the field, client
-//! resolution from `X-Real-IP` for trusted peers only.
+//! resolution from `X-Real-IP` for trusted peers only; header and body limits (431, 413) that
+//! no input can get past to a panic.
 
 mod http_support;
 
@@ -151,6 +152,112 @@ async fn decide_malformed_input_is_400_naming_the_field() {
     }
 }
 
+/// The probe's body: `n` distinct header names (25,000 once overflowed a `HeaderMap`, panicking
+/// the worker with no answer to the client).
+fn many_headers_body(n: usize) -> String {
+    let entries: Vec<String> = (0..n).map(|i| format!(r#""x-h{i}":"v{i}""#)).collect();
+    format!(
+        r#"{{"ip":"203.0.113.9","path":"/","headers":{{{}}}}}"#,
+        entries.join(",")
+    )
+}
+
+async fn decide_still_answers(d: &Running) {
+    let (parts, _) = post_json(
+        &d.api_url("/v1/decide"),
+        r#"{"ip":"203.0.113.9","path":"/"}"#,
+    )
+    .await;
+    assert_eq!(parts.status, StatusCode::OK, "the server keeps serving");
+}
+
+#[tokio::test]
+async fn decide_with_25000_header_entries_is_refused_and_the_server_keeps_serving() {
+    let body = many_headers_body(25_000);
+    assert!(body.len() > 256 * 1024, "{}", body.len());
+    // A limit large enough for the body to be read: the count refuses it.
+    let d = start(settings(None, "api_max_body = 1048576"), by_header()).await;
+    let (parts, bytes) = post_json(&d.api_url("/v1/decide"), &body).await;
+    assert_eq!(parts.status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+    assert_eq!(header(&parts, "content-type"), "application/problem+json");
+    let v = json(&bytes);
+    assert_eq!(v["field"], "headers");
+    assert!(v["detail"].as_str().unwrap().contains("64"), "{v}");
+    decide_still_answers(&d).await;
+
+    // Defaults: the body is over `api_max_body` and is not read whole.
+    let d = start(settings(None, ""), by_header()).await;
+    let (parts, bytes) = post_json(&d.api_url("/v1/decide"), &body).await;
+    assert_eq!(parts.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(header(&parts, "content-type"), "application/problem+json");
+    let v = json(&bytes);
+    assert_eq!(v["status"], 413);
+    assert!(v["detail"].as_str().unwrap().contains("65536"), "{v}");
+    decide_still_answers(&d).await;
+}
+
+#[tokio::test]
+async fn decide_counts_list_items_and_bytes_against_the_header_limits() {
+    let d = start(
+        settings(
+            None,
+            "max_header_count = 4
+max_header_bytes = 1024",
+        ),
+        by_header(),
+    )
+    .await;
+    let cases = [
+        (
+            r#"{"ip":"1.2.3.4","path":"/","headers":{"a":["1","2"],"b":["3","4"]}}"#,
+            StatusCode::OK,
+        ),
+        (
+            r#"{"ip":"1.2.3.4","path":"/","headers":{"a":["1","2"],"b":["3","4","5"]}}"#,
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        ),
+    ];
+    for (input, status) in cases {
+        let (parts, _) = post_json(&d.api_url("/v1/decide"), input).await;
+        assert_eq!(parts.status, status, "{input}");
+    }
+    let big = format!(
+        r#"{{"ip":"1.2.3.4","path":"/","headers":{{"a":"{}"}}}}"#,
+        "v".repeat(1100)
+    );
+    let (parts, bytes) = post_json(&d.api_url("/v1/decide"), &big).await;
+    assert_eq!(parts.status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+    assert!(json(&bytes)["detail"]
+        .as_str()
+        .unwrap()
+        .contains("1024 bytes"));
+}
+
+#[tokio::test]
+async fn auth_with_too_many_headers_is_431_and_the_server_keeps_serving() {
+    let d = start(settings(None, ""), by_header()).await;
+    let base = [("x-original-uri", "/page"), ("x-real-ip", "192.0.2.45")];
+    // Over max_header_count (64) but under hyper's parser ceiling: our problem document;
+    // far over it: hyper's own 431 while parsing.
+    for n in [80, 500] {
+        let names: Vec<String> = (0..n).map(|i| format!("x-h{i}")).collect();
+        let mut headers: Vec<(&str, &str)> = base.to_vec();
+        headers.extend(names.iter().map(|n| (n.as_str(), "v")));
+        let (parts, _) = get(&d.api_url("/v1/auth"), &headers).await;
+        assert_eq!(
+            parts.status,
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "{n}"
+        );
+    }
+    let (parts, _) = get(&d.api_url("/v1/auth"), &base).await;
+    assert_eq!(
+        parts.status,
+        StatusCode::NO_CONTENT,
+        "the server keeps serving"
+    );
+}
+
 #[tokio::test]
 async fn auth_allows_with_204_and_rejects_with_429() {
     let decider = by_header();
@@ -206,6 +313,7 @@ async fn auth_peer_seen(peer: SocketAddr, real_ip: &str) -> IpAddr {
             "10.0.0.0/8".parse().unwrap(),
             "::1/128".parse().unwrap(),
         ]),
+        limits: Default::default(),
     };
     let app = router(state).layer(MockConnectInfo(peer));
     let resp = app

@@ -167,6 +167,7 @@ async fn auth_request_holds_delays_on_a_timer() {
         gate: HoldGate::new(10, 2),
         hints: Arc::new(Hints::default()),
         trusted_peers: Arc::new(vec!["127.0.0.0/8".parse().unwrap()]),
+        limits: Default::default(),
     };
     let gate = Arc::clone(&state.gate);
     let app = router(state).layer(MockConnectInfo(SocketAddr::from(([127, 0, 0, 1], 40000))));
@@ -190,4 +191,124 @@ async fn auth_request_holds_delays_on_a_timer() {
     assert!(t0.elapsed() >= Duration::from_secs(60));
     assert_eq!(resp.headers()["x-quota-warning"], "0 units left today");
     assert_eq!(gate.held(), 0);
+}
+
+/// Sends `request` (held for an hour) on a raw socket, stops the daemon, and returns the
+/// status, fields and body the client read before the connection closed.
+async fn held_through_shutdown(
+    own_loop: bool,
+    request: &[u8],
+) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let up = start_upstream().await;
+    let d = start(
+        settings(
+            Some(up.addr),
+            &format!("shutdown_grace = \"200ms\"\nown_loop = {own_loop}\n"),
+        ),
+        by_header(),
+    )
+    .await;
+    let gate = Arc::clone(&d.gate);
+    let mut raw = tokio::net::TcpStream::connect(d.proxy.unwrap())
+        .await
+        .unwrap();
+    raw.write_all(request).await.unwrap();
+    wait_until("held", || gate.held() == 1).await;
+    let stopping = tokio::spawn(d.stop());
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), raw.read_to_end(&mut got))
+        .await
+        .expect("the connection closes within the deadline")
+        .expect("read");
+    stopping.await.unwrap();
+    assert_eq!(gate.held(), 0);
+    let mut fields = [httparse::EMPTY_HEADER; 32];
+    let mut resp = httparse::Response::new(&mut fields);
+    let len = match resp.parse(&got) {
+        Ok(httparse::Status::Complete(len)) => len,
+        other => panic!(
+            "no complete answer ({other:?}): {:?}",
+            String::from_utf8_lossy(&got)
+        ),
+    };
+    let headers = resp
+        .headers
+        .iter()
+        .map(|h| {
+            (
+                h.name.to_ascii_lowercase(),
+                String::from_utf8_lossy(h.value).into_owned(),
+            )
+        })
+        .collect();
+    (resp.code.unwrap(), headers, got[len..].to_vec())
+}
+
+const HELD_GET: &[u8] =
+    b"GET / HTTP/1.1\r\nhost: x\r\nx-test-who: scanner\r\nx-test-delay-ms: 3600000\r\n\r\n";
+const HELD_POST: &[u8] = b"POST /upload HTTP/1.1\r\nhost: x\r\nx-test-who: scanner\r\n\
+    x-test-delay-ms: 3600000\r\ncontent-length: 5\r\n\r\nhello";
+
+/// A request still held when the shutdown grace period ends gets a 503 saying when to come back,
+/// not an empty reply; on the own loop and through hyper, with and without a body.
+async fn held_request_is_answered_at_the_end_of_the_grace_period(own_loop: bool) {
+    for request in [HELD_GET, HELD_POST] {
+        let (status, headers, body) = held_through_shutdown(own_loop, request).await;
+        let what = String::from_utf8_lossy(&request[..4]);
+        let field = |name: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+                .unwrap_or_else(|| panic!("{what}: no {name} in {headers:?}"))
+        };
+        assert_eq!(status, 503, "{what}");
+        let retry: u64 = field("retry-after").parse().unwrap();
+        assert!(
+            (3590..=3600).contains(&retry),
+            "{what}: retry-after {retry}"
+        );
+        assert_eq!(field("content-type"), "application/problem+json");
+        assert_eq!(field("connection"), "close");
+        assert_eq!(field("x-ratelimit-tier"), "anon");
+        let v = json(&bytes::Bytes::from(body));
+        assert_eq!(v["status"], 503, "{what}");
+        assert_eq!(v["retryAfter"], retry, "{what}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_request_is_answered_at_the_end_of_the_grace_period_own_loop() {
+    held_request_is_answered_at_the_end_of_the_grace_period(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_request_is_answered_at_the_end_of_the_grace_period_hyper() {
+    held_request_is_answered_at_the_end_of_the_grace_period(false).await;
+}
+
+/// A held request with a body waits before hyper's connection exists, then goes through hyper
+/// with that decision: decided (and counted) once, its body forwarded whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_request_with_a_body_is_decided_once_and_forwarded() {
+    let up = start_upstream().await;
+    let decider = by_header();
+    let d = start(settings(Some(up.addr), ""), decider.clone()).await;
+    let t0 = Instant::now();
+    let (parts, body) = send(
+        Request::post(d.proxy_url("/upload"))
+            .header("x-test-who", "scanner")
+            .header("x-test-delay-ms", "100")
+            .body(http_support::body("hello"))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(parts.status, StatusCode::OK);
+    assert!(t0.elapsed() >= Duration::from_millis(100));
+    assert_eq!(json(&body)["len"], 5);
+    assert_eq!(header(&parts, "x-quota-warning"), "0 units left today");
+    assert_eq!(decider.seen.lock().len(), 1, "decided once");
+    assert_eq!(d.gate.admitted(), 1);
+    assert_eq!(d.gate.held(), 0);
 }

@@ -1,7 +1,7 @@
 //! `limiter-daemon run` (the real binary) serves the operator listener from `[metrics]`:
 //! `/healthz`, `/readyz`, and `/metrics` with the configured namespace, decisions made through
-//! its API listener, and `kernel_attached 0` when the dataplane is off. Also: `listen = ""`
-//! turns the listener off.
+//! its API listener, and `kernel_attached 0` when the dataplane is off; state files found
+//! corrupt at start counted and named in `/readyz`. Also: `listen = ""` turns the listener off.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -108,6 +108,8 @@ fn run_serves_metrics_health_and_readiness_on_its_own_listener() {
     );
     assert!(text.contains("\nstella_kernel_attached 0\n"), "{text}");
     assert!(text.contains("\nstella_store_degraded 0\n"), "{text}");
+    assert!(text.contains("\nstella_state_files_corrupt 0\n"), "{text}");
+    assert!(!body.contains("stateFilesSetAside"), "{body}");
     assert_eq!(
         listening_sockets(d.0.id()),
         2,
@@ -116,6 +118,62 @@ fn run_serves_metrics_health_and_readiness_on_its_own_listener() {
     // The API listener does not serve metrics.
     let (status, _) = http(api, "GET", "/metrics", "").unwrap();
     assert_eq!(status, 404);
+}
+
+#[test]
+fn corrupt_state_files_are_counted_and_named_in_readyz() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("enforcement.json"), "{\"lockouts\": [tru").unwrap();
+    std::fs::write(state.join("keys.json"), "not json at all").unwrap();
+    let (api, metrics) = (free_addr(), free_addr());
+    let _d = start(dir.path(), api, &metrics.to_string());
+    limiter_tests::poll(Duration::from_secs(20), "/healthz", || {
+        http(metrics, "GET", "/healthz", "")
+    });
+    let (status, text) = http(metrics, "GET", "/metrics", "").unwrap();
+    assert_eq!(status, 200);
+    assert!(text.contains("\nstella_state_files_corrupt 2\n"), "{text}");
+
+    // Still ready (it serves, without those files' contents), and the body says what moved.
+    let (status, body) = http(metrics, "GET", "/readyz", "").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["ready"], true, "{body}");
+    let set_aside = v["stateFilesSetAside"].as_array().expect(&body);
+    let mut files: Vec<&str> = set_aside
+        .iter()
+        .map(|f| f["file"].as_str().unwrap())
+        .collect();
+    files.sort_unstable();
+    let expected = [state.join("enforcement.json"), state.join("keys.json")];
+    assert_eq!(
+        files,
+        expected
+            .iter()
+            .map(|p| p.to_str().unwrap())
+            .collect::<Vec<_>>()
+    );
+    for f in set_aside {
+        let (file, moved_to) = (f["file"].as_str().unwrap(), f["movedTo"].as_str().unwrap());
+        assert!(moved_to.starts_with(&format!("{file}.corrupt-")), "{f}");
+        assert!(
+            Path::new(moved_to).is_file(),
+            "{moved_to} is where the file went"
+        );
+    }
+    let kept = std::fs::read_to_string(Path::new(
+        set_aside
+            .iter()
+            .find(|f| f["file"].as_str().unwrap().ends_with("keys.json"))
+            .unwrap()["movedTo"]
+            .as_str()
+            .unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(kept, "not json at all", "the evidence is kept as it was");
+    decide_once(api, "203.0.113.52");
 }
 
 #[test]

@@ -46,6 +46,8 @@ enum BenchKind {
     Kernel,
     Engine,
     Proxy,
+    /// Memory per held (scan-delayed) request, and an unmetered client's p99 meanwhile.
+    Hold,
 }
 
 fn main() {
@@ -132,6 +134,7 @@ fn run(task: Task) -> Result<()> {
                 BenchKind::Kernel => "kernel",
                 BenchKind::Engine => "engine",
                 BenchKind::Proxy => "proxy",
+                BenchKind::Hold => "hold",
             };
             sh(cargo().args([
                 "build",

@@ -32,6 +32,9 @@ pub struct RawHttp {
     pub pool_idle_timeout: Option<String>,
     /// Idle keep-alive connections kept to the upstream (default 256).
     pub pool_max_idle: Option<usize>,
+    /// Connections open to the upstream at once, per proxy thread, both client paths
+    /// (default 256); past it requests wait in line, within `response_timeout`.
+    pub upstream_max_connections: Option<usize>,
     /// Requests held for a scan delay at once, over all callers (default 10000).
     pub max_held: Option<usize>,
     /// Requests held for a scan delay at once for one identity (default 8).
@@ -40,6 +43,9 @@ pub struct RawHttp {
     pub max_header_count: Option<usize>,
     /// Most bytes of request header fields accepted, names + values (default 16384) → 431.
     pub max_header_bytes: Option<usize>,
+    /// Most bytes of a `/v1/decide` body (default 65536, or twice `max_header_bytes` when that
+    /// is larger) → 413.
+    pub api_max_body: Option<usize>,
     /// Time allowed for a client to send its request head (default 30s).
     pub header_read_timeout: Option<String>,
     /// Peers whose `X-Real-IP` is believed on `/v1/auth` (CIDRs; default loopback only).
@@ -70,10 +76,13 @@ pub struct HttpSettings {
     pub response_timeout: Duration,
     pub pool_idle_timeout: Duration,
     pub pool_max_idle: usize,
+    pub upstream_max_connections: NonZeroUsize,
     pub max_held: NonZeroUsize,
     pub max_held_per_identity: NonZeroUsize,
     pub max_header_count: NonZeroUsize,
     pub max_header_bytes: NonZeroUsize,
+    /// Ceiling on a `/v1/decide` body (see [`api_max_body`]).
+    pub api_max_body: NonZeroUsize,
     pub header_read_timeout: Duration,
     pub trusted_peers: Vec<IpNet>,
     pub problem_type_base: Option<String>,
@@ -145,6 +154,48 @@ fn addrs(
         .collect()
 }
 
+/// Ceiling on `http.max_header_count`. An `http::HeaderMap` holds at most 24,576 fields and
+/// panics past that, and hyper's parser is given twice the configured count; this keeps both
+/// far inside their bounds whatever the file says.
+pub const MAX_HEADER_COUNT: usize = 8192;
+
+/// Ceiling on `http.api_max_body`. A `/v1/decide` body in flight costs about twice its size
+/// (the buffer, then the header map built from it), so this bounds what one request can pin.
+pub const MAX_API_BODY: usize = 16 * 1024 * 1024;
+
+/// `http.api_max_body`: by default 64 KiB, four times the default `max_header_bytes` (16 KiB),
+/// so a request with every field the proxy accepts fits with room for JSON quoting, while 16
+/// concurrent maximal bodies pin a few MiB, not the hundreds a 2 MiB limit allowed. A larger `max_header_bytes` raises the default to
+/// twice its size, so the API can always describe a request the proxy would accept; an explicit
+/// value below `max_header_bytes` could not, and is refused.
+fn api_max_body(
+    value: Option<usize>,
+    max_header_bytes: NonZeroUsize,
+) -> Result<NonZeroUsize, ConfigError> {
+    const FIELD: &str = "http.api_max_body";
+    let Some(n) = value else {
+        let n = (64 * 1024).max(max_header_bytes.get().saturating_mul(2));
+        return NonZeroUsize::new(n.min(MAX_API_BODY))
+            .ok_or_else(|| ConfigError::invalid(FIELD, "must be at least 1"));
+    };
+    if n < max_header_bytes.get() {
+        return Err(ConfigError::invalid(
+            FIELD,
+            format!(
+                "{n} is less than http.max_header_bytes ({max_header_bytes}): a body could not \
+                 describe a request the proxy accepts"
+            ),
+        ));
+    }
+    if n > MAX_API_BODY {
+        return Err(ConfigError::invalid(
+            FIELD,
+            format!("{n} is more than the {MAX_API_BODY} supported"),
+        ));
+    }
+    NonZeroUsize::new(n).ok_or_else(|| ConfigError::invalid(FIELD, "must be at least 1"))
+}
+
 impl HttpSettings {
     pub fn validate(raw: RawHttp) -> Result<Self, ConfigError> {
         let upstream = match raw.upstream {
@@ -204,6 +255,14 @@ impl HttpSettings {
                 format!("{max_held_per_identity} is more than http.max_held ({max_held})"),
             ));
         }
+        let max_header_count = non_zero("http.max_header_count", raw.max_header_count, 64)?;
+        if max_header_count.get() > MAX_HEADER_COUNT {
+            return Err(ConfigError::invalid(
+                "http.max_header_count",
+                format!("{max_header_count} is more than the {MAX_HEADER_COUNT} supported"),
+            ));
+        }
+        let max_header_bytes = non_zero("http.max_header_bytes", raw.max_header_bytes, 16 * 1024)?;
         let problem_type_base = match raw.problem_type_base {
             None => None,
             Some(b)
@@ -238,10 +297,16 @@ impl HttpSettings {
                 Duration::from_secs(90),
             )?,
             pool_max_idle: raw.pool_max_idle.unwrap_or(256),
+            upstream_max_connections: non_zero(
+                "http.upstream_max_connections",
+                raw.upstream_max_connections,
+                256,
+            )?,
             max_held,
             max_held_per_identity,
-            max_header_count: non_zero("http.max_header_count", raw.max_header_count, 64)?,
-            max_header_bytes: non_zero("http.max_header_bytes", raw.max_header_bytes, 16 * 1024)?,
+            max_header_count,
+            max_header_bytes,
+            api_max_body: api_max_body(raw.api_max_body, max_header_bytes)?,
             header_read_timeout: duration(
                 "http.header_read_timeout",
                 raw.header_read_timeout,
@@ -303,6 +368,7 @@ mod tests {
         assert!(s.proxy_listen.is_empty());
         assert!(s.api_listen.is_empty());
         assert_eq!(s.max_held_per_identity.get(), 8);
+        assert_eq!(s.upstream_max_connections.get(), 256);
     }
 
     #[test]
@@ -318,11 +384,25 @@ mod tests {
         assert!(err("connect_timeout = \"soon\"").contains("http.connect_timeout"));
         assert!(err("response_timeout = \"0s\"").contains("http.response_timeout"));
         assert!(err("max_held = 0").contains("http.max_held"));
+        assert!(err("upstream_max_connections = 0").contains("http.upstream_max_connections"));
         assert!(
             err("max_held = 2\nmax_held_per_identity = 3").contains("http.max_held_per_identity")
         );
         assert!(err("trusted_peers = [\"10.0.0.0/33\"]").contains("http.trusted_peers"));
         assert!(err("problem_type_base = \"x\"").contains("http.problem_type_base"));
+        assert!(err("max_header_count = 100000").contains("http.max_header_count"));
+        assert!(err("api_max_body = 1024").contains("http.api_max_body"));
+        assert!(err("api_max_body = 0").contains("http.api_max_body"));
+        assert!(err("api_max_body = 100000000").contains("http.api_max_body"));
+    }
+
+    #[test]
+    fn api_body_limit_covers_the_header_limit() {
+        assert_eq!(HttpSettings::default().api_max_body.get(), 64 * 1024);
+        let big = HttpSettings::from_toml("max_header_bytes = 65536").unwrap();
+        assert_eq!(big.api_max_body.get(), 128 * 1024);
+        let set = HttpSettings::from_toml("api_max_body = 20000").unwrap();
+        assert_eq!(set.api_max_body.get(), 20_000);
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub struct RawJwt {
     pub public_key_file: Option<PathBuf>,
     /// Rung a token holder is metered at (default `session`).
     pub token_tier: Option<Tier>,
-    /// Grace past `exp` (default 0 s).
+    /// Grace past `exp`, and before `nbf` (default 0 s): clock skew between issuer and daemon.
     pub leeway: Option<String>,
     pub audience: Option<Vec<String>>,
     pub issuer: Option<Vec<String>>,

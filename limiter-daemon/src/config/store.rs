@@ -140,6 +140,17 @@ impl StoreSettings {
                 "must be longer than zero",
             ));
         }
+        let state_dir = raw
+            .state_dir
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR));
+        // An empty path resolves to the working directory: the hash secret and admin token
+        // would land wherever the daemon happened to be started.
+        if state_dir.as_os_str().is_empty() {
+            return Err(ConfigError::invalid(
+                "store.state_dir",
+                format!("must not be empty (e.g. \"{DEFAULT_STATE_DIR}\")"),
+            ));
+        }
         let backend = raw.backend.unwrap_or(StoreBackend::Embedded);
         match (backend, &raw.valkey_address) {
             (StoreBackend::Valkey, None) => {
@@ -166,9 +177,7 @@ impl StoreSettings {
             backend,
             valkey_address: raw.valkey_address,
             key_prefix: raw.key_prefix.unwrap_or_else(|| "limiter:".to_string()),
-            state_dir: raw
-                .state_dir
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
+            state_dir,
             hash,
             hash_secret,
             max_identities,

@@ -3,6 +3,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
 use http::{HeaderMap, HeaderName};
@@ -10,7 +11,36 @@ use ipnet::IpNet;
 
 use super::decider::Decider;
 use super::hold::HoldGate;
+use super::limits::HeaderLimits;
 use super::response::Hints;
+use crate::config::http::HttpSettings;
+
+/// Bounds on what an API request may make the daemon hold: the headers a `/v1/decide` body
+/// describes or `/v1/auth` carries (the same limits as the proxy's), and the body itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ApiLimits {
+    pub headers: HeaderLimits,
+    /// `[http] api_max_body`: a `/v1/decide` body past this is not read further (413).
+    pub max_body: usize,
+}
+
+impl ApiLimits {
+    pub fn from_settings(s: &HttpSettings) -> Self {
+        ApiLimits {
+            headers: HeaderLimits {
+                max_count: s.max_header_count.get(),
+                max_bytes: s.max_header_bytes.get(),
+            },
+            max_body: s.api_max_body.get(),
+        }
+    }
+}
+
+impl Default for ApiLimits {
+    fn default() -> Self {
+        ApiLimits::from_settings(&HttpSettings::default())
+    }
+}
 
 #[derive(Clone)]
 pub struct ApiState {
@@ -19,6 +49,7 @@ pub struct ApiState {
     pub hints: Arc<Hints>,
     /// Peers whose `X-Real-IP` is believed.
     pub trusted_peers: Arc<Vec<IpNet>>,
+    pub limits: ApiLimits,
 }
 
 impl ApiState {
@@ -32,8 +63,13 @@ impl ApiState {
 }
 
 pub fn router(state: ApiState) -> Router {
+    // axum's default (2 MiB) let 16 concurrent bodies take the daemon from 33 to 268 MB.
+    let body_limit = DefaultBodyLimit::max(state.limits.max_body);
     Router::new()
-        .route("/v1/decide", post(super::decide_api::decide))
+        .route(
+            "/v1/decide",
+            post(super::decide_api::decide).layer(body_limit),
+        )
         .route("/v1/auth", get(super::auth_request::auth))
         .with_state(state)
 }

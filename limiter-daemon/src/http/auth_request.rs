@@ -4,6 +4,8 @@
 //! - Request: path from `X-Original-URI` (required), method from `X-Original-Method` (GET when
 //!   absent); the original request's other headers (cookie, authorization, API key) identify
 //!   the caller.
+//! - Limits: the request's own header fields are held to `[http] max_header_count` /
+//!   `max_header_bytes` like the proxy's (431), below hyper's parser ceiling.
 //! - Answer: `204` allow and `429` reject, both with the rate-limit headers; a delay is held
 //!   here (bounded, `503` past the bound) and then answered `204`.
 //!
@@ -21,6 +23,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
 use super::api::{drop_forwarding, ApiState};
 use super::decider::RequestView;
+use super::limits::too_large;
 use super::problem;
 use super::response::{hold_overflow, problem as rejection_problem, rejection, write_headers};
 use crate::model::Action;
@@ -56,6 +59,9 @@ pub async fn auth(
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
     mut headers: HeaderMap,
 ) -> Response<Body> {
+    if let Err(err) = state.limits.headers.check(&headers) {
+        return too_large(err).map(Body::from);
+    }
     let client = client_ip(&state, addr.ip(), &headers);
     let Some(uri) = headers.get(&X_ORIGINAL_URI).and_then(|v| v.to_str().ok()) else {
         return problem::bad_request(

@@ -38,10 +38,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::decider::{Decider, RequestView};
+use super::held;
 use super::hop::{ip_text, is_hop_by_hop_name};
 use super::limits::{too_large, HeaderLimitError, HeaderLimits};
 use super::problem;
-use super::proxy::{admit, handle, hold, upstream_failure, Admission, ProxyState};
+use super::proxy::{admit, handle, upstream_failure, Admission, ProxyState};
 use super::request_rules;
 use super::response::{is_rate_limit_field, write_header_lines};
 use super::upstream_direct::{body_framing, lists_token, with_final_head, DirectBody, Framing};
@@ -83,13 +84,23 @@ impl Front {
 /// Serves one accepted connection until it closes.
 pub(super) async fn serve(front: Arc<Front>, mut stream: TcpStream, peer: SocketAddr) {
     let mut buf = BytesMut::new();
+    let mut decided = None;
     if front.loop_enabled() {
         match serve_loop(&front, &mut stream, &mut buf, peer.ip()).await {
             After::Close => return,
-            After::HandOver => {}
+            After::HandOver => {
+                match held::decide_before_hyper(&front.state, &mut stream, &mut buf, peer.ip())
+                    .await
+                {
+                    Some(d) => decided = d,
+                    None => return,
+                }
+            }
         }
     }
-    hand_over(&front, stream, buf.freeze(), peer.ip()).await;
+    // Boxed: hyper's connection is large, and inline it would size every connection's future,
+    // held ones included.
+    Box::pin(hand_over(&front, stream, buf.freeze(), peer.ip(), decided)).await;
 }
 
 /// How [`serve_loop`] ended.
@@ -174,7 +185,10 @@ async fn serve_loop(
             path: plan.path(buf),
             headers: &plan.fields,
         };
-        let decision = match admit(&front.state, &view) {
+        let admission = admit(&front.state, &view);
+        // Only `up` is needed from here on.
+        buf.advance(plan.len);
+        let decision = match admission {
             Admission::Answer(resp) => {
                 write_answer(&mut out, &resp, head_only, plan.close);
                 if stream.write_all(&out).await.is_err() {
@@ -183,10 +197,18 @@ async fn serve_loop(
                 None
             }
             Admission::Hold(decision, permit) => {
-                // A client that hangs up while held frees its slot at once.
-                tokio::select! {
-                    () = hold(&decision, permit) => Some(decision),
-                    () = hung_up(stream) => return After::Close,
+                // Held requests wait long and by the thousand: the wait keeps the upstream head
+                // and the bytes read past this request, nothing more.
+                *buf = if buf.is_empty() {
+                    BytesMut::new()
+                } else {
+                    BytesMut::from(&buf[..])
+                };
+                out = Vec::new();
+                up.shrink_to_fit();
+                match held::wait(&front.state, stream, decision, permit, head_only).await {
+                    held::Waited::Forward(d) => Some(d),
+                    held::Waited::Closed => return After::Close,
                 }
             }
             Admission::Forward(decision) => Some(decision),
@@ -195,22 +217,11 @@ async fn serve_loop(
             Some(d) => forward(front, stream, &up, &d, head_only, plan.close, &mut out).await,
             None => true,
         };
-        buf.advance(plan.len);
         if out.capacity() > OUT_KEPT {
             out = Vec::with_capacity(OUT_KEPT / 2);
         }
         if !kept || plan.close || front.stop.is_cancelled() {
             return After::Close;
-        }
-    }
-}
-
-/// Resolves when the client has closed its side; never, once it has sent more (a pipelined
-/// request is waiting, and its arrival says nothing about a close).
-async fn hung_up(stream: &TcpStream) {
-    if let Ok(n) = stream.peek(&mut [0; 1]).await {
-        if n > 0 {
-            std::future::pending::<()>().await;
         }
     }
 }
@@ -505,7 +516,12 @@ fn finish_head(out: &mut Vec<u8>, date: bool, close: bool) {
 }
 
 /// A whole answer written by the daemon (429, 503, 431, 400, 502, 504).
-fn write_answer(out: &mut Vec<u8>, resp: &Response<Bytes>, head_only: bool, close: bool) {
+pub(super) fn write_answer(
+    out: &mut Vec<u8>,
+    resp: &Response<Bytes>,
+    head_only: bool,
+    close: bool,
+) {
     let status = resp.status();
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(status.as_str().as_bytes());
@@ -594,11 +610,20 @@ async fn pump(
 }
 
 /// Serves the rest of the connection with hyper, `read` (what the loop had read) first.
-async fn hand_over(front: &Arc<Front>, stream: TcpStream, read: Bytes, peer: IpAddr) {
+/// `decided`: what [`held::decide_before_hyper`] made of the first request.
+async fn hand_over(
+    front: &Arc<Front>,
+    stream: TcpStream,
+    read: Bytes,
+    peer: IpAddr,
+    decided: Option<Admission>,
+) {
     let state = Arc::clone(&front.state);
+    let decided = parking_lot::Mutex::new(decided);
     let svc = service_fn(move |req| {
         let state = Arc::clone(&state);
-        async move { Ok::<_, Infallible>(handle(&state, peer, req).await) }
+        let decided = decided.lock().take();
+        async move { Ok::<_, Infallible>(handle(&state, peer, req, decided).await) }
     });
     let io = TokioIo::new(Rewind { read, stream });
     let mut conn = pin!(front.hyper.serve_connection(io, svc));
@@ -775,6 +800,44 @@ mod tests {
             status(&format!("GET /{long} HTTP/1.1\r\nhost: a\r\n\r\n")),
             414
         );
+    }
+
+    /// Every connection's task is as large as its future's largest state, so a held request
+    /// pays for the forwarding path's state too: the rare, large parts are boxed.
+    #[tokio::test]
+    async fn connection_futures_stay_small() {
+        use crate::config::http::HttpSettings;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let settings = HttpSettings::default();
+        let state = Arc::new(ProxyState {
+            decider: Arc::new(CookieOnly),
+            upstream: super::super::upstream::Upstream::new(
+                "127.0.0.1:9".parse().unwrap(),
+                &settings,
+                Arc::default(),
+            ),
+            gate: super::super::hold::HoldGate::new(1, 1),
+            hints: super::super::response::Hints::default(),
+            limits: HeaderLimits {
+                max_count: 64,
+                max_bytes: 4096,
+            },
+            grace_over: CancellationToken::new(),
+        });
+        let front = Arc::new(Front {
+            state,
+            hyper: hyper::server::conn::http1::Builder::new(),
+            header_read_timeout: Duration::from_secs(1),
+            own_loop: true,
+            stop: CancellationToken::new(),
+        });
+        let conn = serve(front, stream, "127.0.0.1:1".parse().unwrap());
+        let size = std::mem::size_of_val(&conn);
+        // 2,736 bytes when written; a held request's whole cost is to stay under 8 KiB.
+        assert!(size <= 3072, "a connection's future is {size} bytes");
     }
 
     fn allowed() -> Decision {

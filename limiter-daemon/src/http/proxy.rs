@@ -11,6 +11,8 @@ use bytes::Bytes;
 use http::header::{CONNECTION, HOST};
 use http::{Request, Response, Version};
 use hyper::body::Incoming;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::body::{full, streamed, ProxyBody};
 use super::decider::{Decider, RequestView};
@@ -19,7 +21,7 @@ use super::hop::{append_forwarded_for, strip_hop_by_hop};
 use super::limits::{too_large, HeaderLimits};
 use super::problem;
 use super::request_rules;
-use super::response::{hold_overflow, rejection, write_headers, Hints};
+use super::response::{hold_cut_short, hold_overflow, rejection, write_headers, Hints};
 use super::upstream::{Upstream, UpstreamError};
 use crate::model::{Action, Decision};
 
@@ -30,6 +32,8 @@ pub struct ProxyState {
     pub gate: Arc<HoldGate>,
     pub hints: Hints,
     pub limits: HeaderLimits,
+    /// Cancelled when the shutdown grace period ends: requests still held are answered 503.
+    pub grace_over: CancellationToken,
 }
 
 /// What the decision on a request lets happen next.
@@ -59,40 +63,63 @@ pub fn admit(state: &ProxyState, view: &RequestView<'_>) -> Admission {
     }
 }
 
-/// Waits out a held request's delay on an async timer: it costs a task, not a thread.
-/// Boxed: a held request is the rare case, and an inline `Sleep` would be copied with every
+/// Waits out a held request's delay on an async timer: it costs a task, not a thread. `Err` is
+/// the 503 for a request still held when the shutdown grace period ended.
+/// Boxed: a held request is the rare case, and an inline timer would be copied with every
 /// request's future.
-pub async fn hold(decision: &Decision, permit: HoldPermit) {
-    Box::pin(tokio::time::sleep(decision.delay())).await;
-    drop(permit);
+pub async fn hold(
+    state: &ProxyState,
+    decision: &Decision,
+    permit: HoldPermit,
+) -> Result<(), Response<Bytes>> {
+    Box::pin(async move {
+        let until = Instant::now() + decision.delay();
+        let held = tokio::select! {
+            () = tokio::time::sleep_until(until) => Ok(()),
+            () = state.grace_over.cancelled() => {
+                Err(hold_cut_short(decision, until.saturating_duration_since(Instant::now())))
+            }
+        };
+        drop(permit);
+        held
+    })
+    .await
 }
 
-/// Answers one request from `peer` (the TCP peer's address).
+/// Answers one request from `peer` (the TCP peer's address). `decided`: the request was
+/// already checked and decided (and any hold waited out) before the connection reached hyper.
 pub async fn handle(
     state: &ProxyState,
     peer: IpAddr,
     req: Request<Incoming>,
+    decided: Option<Admission>,
 ) -> Response<ProxyBody> {
     if let Some(resp) = broken_rule(&req) {
         return resp.map(full);
     }
-    if let Err(err) = state.limits.check(req.headers()) {
-        tracing::debug!(%peer, %err, "request head over limits");
-        return too_large(err).map(full);
-    }
-    let view = RequestView {
-        peer,
-        method: req.method(),
-        path: req.uri().path(),
-        headers: req.headers(),
+    let admission = match decided {
+        Some(admission) => admission,
+        None => {
+            if let Err(err) = state.limits.check(req.headers()) {
+                tracing::debug!(%peer, %err, "request head over limits");
+                return too_large(err).map(full);
+            }
+            let view = RequestView {
+                peer,
+                method: req.method(),
+                path: req.uri().path(),
+                headers: req.headers(),
+            };
+            admit(state, &view)
+        }
     };
-    let decision = match admit(state, &view) {
+    let decision = match admission {
         Admission::Forward(d) => d,
         // If the client goes away, hyper drops this future and the permit with it.
-        Admission::Hold(d, permit) => {
-            hold(&d, permit).await;
-            d
-        }
+        Admission::Hold(d, permit) => match hold(state, &d, permit).await {
+            Ok(()) => d,
+            Err(resp) => return resp.map(full),
+        },
         Admission::Answer(resp) => return resp.map(full),
     };
 

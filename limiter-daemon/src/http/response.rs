@@ -1,6 +1,6 @@
 //! How a [`Decision`] becomes an HTTP answer: the rate-limit headers every response carries, the
-//! 429 problem document with its upgrade hint, and the 503 for a caller whose held requests are
-//! over the bound.
+//! 429 problem document with its upgrade hint, and the 503s for a held request: its caller's
+//! held requests are over the bound, or the daemon stopped before its delay was over.
 //!
 //! Header set (names lower-case on the wire):
 //! - `x-ratelimit-tier`, `x-ratelimit-limit-hour` (the hourly budget that applies, the tighter of
@@ -381,6 +381,28 @@ pub fn hold_overflow(d: &Decision) -> Response<Bytes> {
             "This caller is over its daily quota, so each request is held for a scan delay, and \
              too many of its requests are held already. Retry in {wait} s, one request at a \
              time."
+        ),
+    )
+    .with("tier", d.tier.as_str())
+    .with("retryAfter", wait)
+    .into_response();
+    write_headers(d, resp.headers_mut());
+    resp.headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from(wait));
+    resp
+}
+
+/// `503` for a request still held when the shutdown grace period ended: it gets an answer
+/// before its connection closes, never an empty reply. `Retry-After` is what was left of its
+/// delay: it was to wait that long anyway, and retrying sooner is only held again.
+pub fn hold_cut_short(d: &Decision, left: std::time::Duration) -> Response<Bytes> {
+    let wait = left.as_secs_f64().ceil().max(1.0) as u64;
+    let mut resp = Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        None,
+        format!(
+            "This request was held for a scan delay (the caller is over its daily quota) and the \
+             proxy is shutting down before the delay was over. Retry in {wait} s."
         ),
     )
     .with("tier", d.tier.as_str())

@@ -1,6 +1,7 @@
 //! Binds the configured listeners and serves the proxy (connections start in
 //! [`super::front`]) and the API router (axum) until a shutdown future resolves; then stops accepting and lets in-flight
-//! requests finish within `http.shutdown_grace`.
+//! requests finish within `http.shutdown_grace`. Requests still held for a scan delay when it
+//! ends are answered 503 with `Retry-After` before their connections close.
 //!
 //! The proxy runs thread-per-core: `worker_threads` OS threads (default one per CPU), each with
 //! a single-threaded tokio runtime, its own accept loop on a clone of each proxy listener, and
@@ -26,7 +27,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::api::{router, ApiState};
+use super::api::{router, ApiLimits, ApiState};
 use super::decider::Decider;
 use super::front::{self, Front};
 use super::hold::HoldGate;
@@ -56,6 +57,9 @@ pub enum ServeError {
 }
 
 const PROXY_ROLE: &str = "http.proxy_listen";
+
+/// Time given, once the shutdown grace period is over, to the 503s for requests still held.
+const ANSWER_AFTER_GRACE: Duration = Duration::from_secs(2);
 
 /// Listeners bound and state built; nothing served until [`HttpServer::run`].
 pub struct HttpServer {
@@ -125,6 +129,7 @@ impl HttpServer {
             gate: Arc::clone(&gate),
             hints: Arc::new(hints.clone()),
             trusted_peers: Arc::new(settings.trusted_peers.clone()),
+            limits: ApiLimits::from_settings(settings),
         };
         Ok(HttpServer {
             proxy_listeners,
@@ -274,6 +279,7 @@ impl HttpServer {
                             gate,
                             hints,
                             limits,
+                            grace_over: CancellationToken::new(),
                         });
                         let mut loops = JoinSet::new();
                         for l in listeners {
@@ -387,8 +393,15 @@ async fn proxy_loop(
     front.stop.cancel();
     connections.close();
     tokio::select! {
+        () = connections.wait() => return,
+        () = tokio::time::sleep(settings.shutdown_grace) => {}
+    }
+    // Held requests are answered 503 rather than cut off: their clients learn when to come
+    // back instead of seeing an empty reply.
+    front.state.grace_over.cancel();
+    tokio::select! {
         () = connections.wait() => {}
-        () = tokio::time::sleep(settings.shutdown_grace) => {
+        () = tokio::time::sleep(ANSWER_AFTER_GRACE) => {
             tracing::warn!("proxy requests still running after the shutdown grace; dropping them");
         }
     }

@@ -16,8 +16,12 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use super::request_body::RequestBody;
+use super::upstream_direct::{eligible, DirectBody, DirectConn};
+use super::upstream_pool::{Grant, Kind, Pool, Pooled, Slot};
+use crate::config::http::HttpSettings;
 use bytes::Bytes;
 use http::header::HOST;
 use http::uri::{Authority, PathAndQuery};
@@ -25,11 +29,6 @@ use http::{HeaderValue, Request, Response, Uri};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
-use parking_lot::Mutex;
-
-use super::request_body::RequestBody;
-use super::upstream_direct::{eligible, DirectBody, DirectConn};
-use crate::config::http::HttpSettings;
 
 /// Why forwarding failed.
 #[derive(Debug, thiserror::Error)]
@@ -71,11 +70,32 @@ pub struct UpstreamCounters {
     /// Exchanges aborted because the client's request body broke (answered 400; not an
     /// upstream failure).
     pub client_body_errors: AtomicU64,
+    /// Gauge: upstream connections open now (idle or in use), over every proxy thread.
+    pub open: AtomicU64,
+    /// Gauge: requests waiting for a connection under `[http] upstream_max_connections`.
+    pub waiting: AtomicU64,
 }
 
-struct Idle {
-    sender: SendRequest<RequestBody>,
-    since: Instant,
+/// A connection kept by the pool, of either client path.
+pub(super) enum Conn {
+    Direct(DirectConn),
+    Hyper(SendRequest<RequestBody>),
+}
+
+impl Pooled for Conn {
+    fn kind(&self) -> Kind {
+        match self {
+            Conn::Direct(_) => Kind::Direct,
+            Conn::Hyper(_) => Kind::Hyper,
+        }
+    }
+
+    fn reusable(&self) -> bool {
+        match self {
+            Conn::Direct(_) => true,
+            Conn::Hyper(sender) => sender.is_ready(),
+        }
+    }
 }
 
 pub struct Upstream {
@@ -83,11 +103,8 @@ pub struct Upstream {
     /// `host:port` for resolution (port 80 when the authority has none).
     target: String,
     host_header: Option<HeaderValue>,
-    idle: Mutex<Vec<Idle>>,
-    /// Idle connections of the direct path.
-    direct_idle: Mutex<Vec<DirectConn>>,
-    max_idle: usize,
-    idle_timeout: Duration,
+    /// Both paths' connections: the cap, the idle ones, the requests waiting.
+    pool: Arc<Pool<Conn>>,
     connect_timeout: Duration,
     response_timeout: Duration,
     /// Shared by every proxy thread's client.
@@ -98,7 +115,7 @@ impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upstream")
             .field("authority", &self.authority)
-            .field("idle", &self.idle.lock().len())
+            .field("idle", &self.pool.idle())
             .finish_non_exhaustive()
     }
 }
@@ -119,10 +136,12 @@ impl Upstream {
             host_header: HeaderValue::from_str(authority.as_str()).ok(),
             target,
             authority,
-            idle: Mutex::new(Vec::new()),
-            direct_idle: Mutex::new(Vec::new()),
-            max_idle: settings.pool_max_idle,
-            idle_timeout: settings.pool_idle_timeout,
+            pool: Pool::new(
+                settings.upstream_max_connections.get(),
+                settings.pool_max_idle,
+                settings.pool_idle_timeout,
+                Arc::clone(&counters),
+            ),
             connect_timeout: settings.connect_timeout,
             response_timeout: settings.response_timeout,
             counters,
@@ -135,7 +154,12 @@ impl Upstream {
 
     /// Idle connections in this pool right now (both paths).
     pub fn idle_connections(&self) -> usize {
-        self.idle.lock().len() + self.direct_idle.lock().len()
+        self.pool.idle()
+    }
+
+    /// This pool's connections open now, and requests waiting for one.
+    pub fn load(&self) -> (usize, usize) {
+        self.pool.load()
     }
 
     pub(super) fn host_header(&self) -> Option<&HeaderValue> {
@@ -167,23 +191,29 @@ impl Upstream {
         }
     }
 
-    /// An idle direct-path connection, if one is fresh enough.
-    pub(super) fn checkout_direct(&self) -> Option<DirectConn> {
-        let mut idle = self.direct_idle.lock();
-        while let Some(conn) = idle.pop() {
-            if conn.since.elapsed() < self.idle_timeout {
-                return Some(conn);
-            }
+    /// A direct-path connection: an idle one (when `reuse`; then `true`) or a new one, waiting
+    /// in line when the connection cap is reached.
+    pub(super) async fn checkout_direct(
+        &self,
+        reuse: bool,
+    ) -> Result<(DirectConn, bool), UpstreamError> {
+        match self.grant(Kind::Direct, reuse).await? {
+            Grant::Conn(Conn::Direct(conn)) => Ok((conn, true)),
+            Grant::Conn(Conn::Hyper(_)) => unreachable!("the pool grants the kind asked for"),
+            // Boxed: connecting is rare, and its future is large.
+            Grant::Slot(slot) => Ok((Box::pin(self.connect_direct(slot)).await?, false)),
         }
-        None
     }
 
-    pub(super) fn put_back_direct(&self, mut conn: DirectConn) {
-        let mut idle = self.direct_idle.lock();
-        if idle.len() < self.max_idle {
-            conn.since = Instant::now();
-            idle.push(conn);
-        }
+    pub(super) fn put_back_direct(&self, conn: DirectConn) {
+        self.pool.put_back(Conn::Direct(conn));
+    }
+
+    async fn grant(&self, kind: Kind, reuse: bool) -> Result<Grant<Conn>, UpstreamError> {
+        self.pool
+            .checkout(kind, reuse)
+            .await
+            .map_err(|e| self.failed(Box::new(e)))
     }
 
     fn unreachable(&self, source: std::io::Error) -> UpstreamError {
@@ -225,8 +255,9 @@ impl Upstream {
         Ok(stream)
     }
 
-    /// A fresh connection for hyper's client: TCP, then the HTTP/1.1 handshake.
-    async fn connect(&self) -> Result<SendRequest<RequestBody>, UpstreamError> {
+    /// A fresh connection for hyper's client: TCP, then the HTTP/1.1 handshake. Its task holds
+    /// `slot` until the connection ends.
+    async fn connect(&self, slot: Slot) -> Result<SendRequest<RequestBody>, UpstreamError> {
         let stream = self.connect_stream().await?;
         let addr = stream.peer_addr().ok();
         let (sender, conn) = hyper::client::conn::http1::Builder::new()
@@ -237,37 +268,27 @@ impl Upstream {
             if let Err(err) = conn.await {
                 tracing::debug!(?addr, error = %err, "upstream connection ended with an error");
             }
+            drop(slot);
         });
         Ok(sender)
     }
 
-    /// An idle connection ready for a request, or a new one.
-    async fn checkout(&self) -> Result<SendRequest<RequestBody>, UpstreamError> {
-        loop {
-            let idle = self.idle.lock().pop();
-            match idle {
-                Some(i) if i.sender.is_ready() && i.since.elapsed() < self.idle_timeout => {
-                    return Ok(i.sender)
-                }
-                // Closed by the upstream, or idle too long: dropping it closes it.
-                Some(_) => continue,
-                // Boxed, here and below: connecting is rare, and its future is large; inline, it
-                // would be copied with every request's future.
-                None => return Box::pin(self.connect()).await,
-            }
+    /// A connection ready for a request: an idle one (when `reuse`) or a new one, waiting in
+    /// line when the connection cap is reached.
+    async fn checkout(&self, reuse: bool) -> Result<SendRequest<RequestBody>, UpstreamError> {
+        match self.grant(Kind::Hyper, reuse).await? {
+            Grant::Conn(Conn::Hyper(sender)) => Ok(sender),
+            Grant::Conn(Conn::Direct(_)) => unreachable!("the pool grants the kind asked for"),
+            // Boxed: connecting is rare, and its future is large; inline, it would be copied
+            // with every request's future.
+            Grant::Slot(slot) => Box::pin(self.connect(slot)).await,
         }
     }
 
     /// Gives a connection back once its exchange is complete.
     fn put_back(self: &Arc<Self>, mut sender: SendRequest<RequestBody>) {
         if sender.is_ready() {
-            let mut idle = self.idle.lock();
-            if idle.len() < self.max_idle {
-                idle.push(Idle {
-                    sender,
-                    since: Instant::now(),
-                });
-            }
+            self.pool.put_back(Conn::Hyper(sender));
         } else if !sender.is_closed() {
             // The connection task has not yet noticed the end of the exchange: wait for it
             // off the request path.
@@ -326,7 +347,7 @@ impl Upstream {
                 }
                 self.failed(source)
             };
-            let mut sender = self.checkout().await?;
+            let mut sender = self.checkout(true).await?;
             match sender.try_send_request(req).await {
                 Ok(resp) => Ok((resp, sender)),
                 Err(mut err) => {
@@ -336,7 +357,9 @@ impl Upstream {
                     let Some(unsent) = err.take_message() else {
                         return Err(failed(err));
                     };
-                    let mut sender = Box::pin(self.connect()).await?;
+                    // Its slot is freed once its connection task ends.
+                    drop(sender);
+                    let mut sender = self.checkout(false).await?;
                     match sender.try_send_request(unsent).await {
                         Ok(resp) => Ok((resp, sender)),
                         Err(err) => Err(failed(err)),

@@ -24,7 +24,6 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
-use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{CONTENT_LENGTH, HOST};
@@ -35,6 +34,7 @@ use tokio::net::TcpStream;
 
 use super::chunked::{Chunked, Step};
 use super::upstream::{Upstream, UpstreamError};
+use super::upstream_pool::Slot;
 
 /// Response head fields accepted from the upstream (hyper's client default is 100).
 const MAX_HEADERS: usize = 100;
@@ -45,19 +45,20 @@ const RESPONSE_FIELDS_ADDED: usize = 10;
 /// Read-buffer growth per read.
 const READ_SIZE: usize = 16 * 1024;
 
-/// A pooled upstream connection and whatever it has read past the last exchange.
+/// A pooled upstream connection and whatever it has read past the last exchange; its slot
+/// under the connection cap is given back when it closes.
 pub(super) struct DirectConn {
     stream: TcpStream,
     buf: BytesMut,
-    pub(super) since: Instant,
+    _slot: Slot,
 }
 
 impl DirectConn {
-    pub(super) fn new(stream: TcpStream) -> Self {
+    pub(super) fn new(stream: TcpStream, slot: Slot) -> Self {
         DirectConn {
             stream,
             buf: BytesMut::with_capacity(READ_SIZE),
-            since: Instant::now(),
+            _slot: slot,
         }
     }
 }
@@ -403,15 +404,13 @@ impl Upstream {
         mut decode: impl FnMut(&mut BytesMut) -> Result<Option<T>, DirectError>,
     ) -> Result<(T, DirectConn), UpstreamError> {
         let attempt = async {
-            let (mut conn, pooled) = match self.checkout_direct() {
-                Some(conn) => (conn, true),
-                // Boxed: connecting is rare, and its future is large.
-                None => (Box::pin(self.connect_direct()).await?, false),
-            };
+            let (mut conn, pooled) = self.checkout_direct(true).await?;
             match exchange(&mut conn, head, &mut decode).await {
                 Ok(h) => Ok((h, conn)),
                 Err(e) if pooled && e.is_stale() => {
-                    let mut conn = Box::pin(self.connect_direct()).await?;
+                    // Closed first: its slot under the cap is the one to reuse.
+                    drop(conn);
+                    let (mut conn, _) = self.checkout_direct(false).await?;
                     match exchange(&mut conn, head, &mut decode).await {
                         Ok(h) => Ok((h, conn)),
                         Err(e) => Err(self.failed(Box::new(e))),
@@ -423,8 +422,8 @@ impl Upstream {
         self.within_response_timeout(attempt).await
     }
 
-    async fn connect_direct(&self) -> Result<DirectConn, UpstreamError> {
-        Ok(DirectConn::new(self.connect_stream().await?))
+    pub(super) async fn connect_direct(&self, slot: Slot) -> Result<DirectConn, UpstreamError> {
+        Ok(DirectConn::new(self.connect_stream().await?, slot))
     }
 }
 

@@ -1,6 +1,7 @@
 //! Bearer JWTs: signature verified with the configured key (HS256, RS256, EdDSA); `exp` is
-//! required and checked against the injected clock (never the system clock). A valid token is
-//! counted per token ID: `jti`, else `sub`, else the signature.
+//! required, and it and `nbf` (when present) are checked against the injected clock (never the
+//! system clock) with the same `[jwt] leeway`. A valid token is counted per token ID: `jti`,
+//! else `sub`, else the signature.
 
 use http::header::AUTHORIZATION;
 use http::HeaderMap;
@@ -13,6 +14,7 @@ use crate::model::Tier;
 #[derive(Deserialize)]
 struct Claims {
     exp: f64,
+    nbf: Option<f64>,
     jti: Option<String>,
     sub: Option<String>,
 }
@@ -33,7 +35,8 @@ pub struct JwtVerifier {
 impl JwtVerifier {
     pub fn new(settings: &JwtSettings) -> Self {
         let mut v = Validation::new(settings.algorithm.as_jsonwebtoken());
-        // Expiry is checked below against the injected clock, not the library's system clock.
+        // Expiry and not-before are checked below against the injected clock, not the
+        // library's system clock.
         v.validate_exp = false;
         v.validate_nbf = false;
         v.leeway = 0;
@@ -51,7 +54,8 @@ impl JwtVerifier {
         }
     }
 
-    /// `Some` when `token` verifies and has not expired at `now_ms`; `None` for anything else.
+    /// `Some` when `token` verifies and is in force at `now_ms` (not expired, not before its
+    /// `nbf`, each within the leeway); `None` for anything else.
     pub fn verify(&self, token: &str, now_ms: u64) -> Option<TokenHolder> {
         let data = decode::<Claims>(token, &self.settings.key, &self.validation).ok()?;
         let c = data.claims;
@@ -62,6 +66,16 @@ impl JwtVerifier {
         let leeway = u64::try_from(self.settings.leeway.as_millis()).unwrap_or(u64::MAX);
         if now_ms >= exp_ms.saturating_add(leeway) {
             return None;
+        }
+        if let Some(nbf) = c.nbf {
+            if !nbf.is_finite() {
+                return None;
+            }
+            // Negative claims saturate to 0 in the cast: in force since the epoch.
+            let nbf_ms = (nbf * 1000.0) as u64;
+            if now_ms.saturating_add(leeway) < nbf_ms {
+                return None;
+            }
         }
         let token_id = c
             .jti

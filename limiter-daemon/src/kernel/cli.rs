@@ -256,16 +256,31 @@ pub fn run_detach(args: DetachArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn wait_for_shutdown() -> anyhow::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM"),
-        _ = int.recv() => tracing::info!("SIGINT"),
+/// SIGINT and SIGTERM, caught from the moment [`ShutdownSignals::install`] returns: installed
+/// first thing at start, so a signal that arrives while the daemon attaches or binds stops it
+/// cleanly instead of killing it with the default action.
+pub struct ShutdownSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl ShutdownSignals {
+    /// Installs the handlers (inside a Tokio runtime).
+    pub fn install() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(ShutdownSignals {
+            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+        })
     }
-    Ok(())
+
+    /// Resolves on the first SIGINT or SIGTERM since [`ShutdownSignals::install`].
+    pub async fn recv(mut self) {
+        tokio::select! {
+            _ = self.term.recv() => tracing::info!("SIGTERM"),
+            _ = self.int.recv() => tracing::info!("SIGINT"),
+        }
+    }
 }
 
 #[cfg(test)]

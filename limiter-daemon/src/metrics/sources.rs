@@ -156,6 +156,18 @@ impl Collector for SourceCollector {
                 "TCP connections opened to the upstream",
                 load(&u.connects),
             )?;
+            gauge_u(
+                &mut enc,
+                "upstream_connections_open",
+                "Connections to the upstream open now, idle or in use (at most [http] upstream_max_connections per proxy thread)",
+                load(&u.open),
+            )?;
+            gauge_u(
+                &mut enc,
+                "upstream_connection_waiters",
+                "Requests waiting for an upstream connection because the cap is reached",
+                load(&u.waiting),
+            )?;
         }
         if let Some(engine) = s.engine.get() {
             let store = engine.store();
@@ -176,6 +188,12 @@ impl Collector for SourceCollector {
                 "store_identities",
                 "Identities with counters in the store (this process's view)",
                 store.identity_count() as u64,
+            )?;
+            gauge_u(
+                &mut enc,
+                "state_files_corrupt",
+                "State files that did not parse at start and were set aside (/readyz names them)",
+                store.corrupt_files().len() as u64,
             )?;
             match engine.lockouts().list() {
                 Ok(list) => gauge_u(

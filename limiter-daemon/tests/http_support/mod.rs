@@ -26,6 +26,7 @@ use limiter_daemon::config::http::HttpSettings;
 use limiter_daemon::http::hold::HoldGate;
 use limiter_daemon::http::response::Hints;
 use limiter_daemon::http::server::HttpServer;
+use limiter_daemon::http::upstream::UpstreamCounters;
 use limiter_daemon::http::{Decider, RequestView};
 use limiter_daemon::model::{Decision, DelayKind, Reason, Tier, WindowKind, WindowState};
 use tokio::sync::{oneshot, Notify};
@@ -96,6 +97,9 @@ pub const CHUNK: usize = 64 * 1024;
 #[derive(Default)]
 pub struct UpstreamState {
     pub connections: AtomicUsize,
+    /// Connections open right now, and the most ever open at once.
+    pub open: AtomicUsize,
+    pub max_open: AtomicUsize,
     pub requests: AtomicUsize,
     /// `/trickle` waits on this between its two chunks.
     pub release: Notify,
@@ -206,6 +210,10 @@ async fn upstream_route(state: Arc<UpstreamState>, req: Request<Incoming>) -> Re
         h.insert("x-upstream-hop", "must not pass".parse().unwrap());
         return r;
     }
+    if path == "/slow" {
+        // An app that takes a moment per request, so exchanges overlap.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     if path == "/hang" {
         futures_util::future::pending::<()>().await;
     }
@@ -223,15 +231,21 @@ pub async fn start_upstream() -> TestUpstream {
                 return;
             };
             st.connections.fetch_add(1, Ordering::SeqCst);
+            let now = st.open.fetch_add(1, Ordering::SeqCst) + 1;
+            st.max_open.fetch_max(now, Ordering::SeqCst);
             let st = Arc::clone(&st);
             tokio::spawn(async move {
-                let svc = service_fn(move |req| {
+                let svc = {
                     let st = Arc::clone(&st);
-                    async move { Ok::<_, Infallible>(upstream_route(st, req).await) }
-                });
+                    service_fn(move |req| {
+                        let st = Arc::clone(&st);
+                        async move { Ok::<_, Infallible>(upstream_route(st, req).await) }
+                    })
+                };
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), svc)
                     .await;
+                st.open.fetch_sub(1, Ordering::SeqCst);
             });
         }
     });
@@ -404,6 +418,7 @@ pub struct Running {
     pub proxy: Option<SocketAddr>,
     pub api: SocketAddr,
     pub gate: Arc<HoldGate>,
+    pub upstream: Arc<UpstreamCounters>,
     stop: Option<oneshot::Sender<()>>,
     pub task: tokio::task::JoinHandle<()>,
 }
@@ -443,6 +458,7 @@ pub async fn start(settings: HttpSettings, decider: Arc<dyn Decider>) -> Running
     let proxy = server.proxy_addrs().unwrap().first().copied();
     let api = server.api_addrs().unwrap()[0];
     let gate = server.hold_gate();
+    let upstream = server.upstream_counters();
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         server
@@ -456,6 +472,7 @@ pub async fn start(settings: HttpSettings, decider: Arc<dyn Decider>) -> Running
         proxy,
         api,
         gate,
+        upstream,
         stop: Some(tx),
         task,
     }
