@@ -17,8 +17,8 @@ use crate::config::http::HttpSettings;
 use crate::config::{env_from_process, Config};
 use crate::engine::sink::{EnforcementSink, NoKernel};
 use crate::engine::Engine;
-use crate::http::response::Hints;
-use crate::http::server::HttpServer;
+use crate::http::proxy::server::HttpServer;
+use crate::http::render::response::Hints;
 use crate::kernel::cli::ShutdownSignals;
 use crate::kernel::dataplane::Dataplane;
 use crate::metrics::server::MetricsServer;
@@ -102,7 +102,7 @@ pub fn run(path: &Path, ifaces: Vec<String>) -> anyhow::Result<()> {
             }
         };
         let shutdown = signals.recv();
-        crate::http::server::serve_bound(server, &http, shutdown).await?;
+        crate::http::proxy::server::serve_bound(server, &http, shutdown).await?;
         let _ = stop_tx.send(true);
         if let Some(task) = metrics_task {
             match task.await {

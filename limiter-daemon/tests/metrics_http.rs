@@ -15,8 +15,8 @@ use limiter_daemon::clock::ManualClock;
 use limiter_daemon::config::{Config, EnvMap};
 use limiter_daemon::engine::sink::NoKernel;
 use limiter_daemon::engine::Engine;
-use limiter_daemon::http::response::Hints;
-use limiter_daemon::http::server::HttpServer;
+use limiter_daemon::http::proxy::server::HttpServer;
+use limiter_daemon::http::render::response::Hints;
 use limiter_daemon::metrics::server::MetricsServer;
 use limiter_daemon::metrics::{KernelSource, MeteredDecider, Metrics};
 
@@ -58,7 +58,7 @@ struct World {
 struct Surfaces {
     proxy: Option<SocketAddr>,
     api: SocketAddr,
-    gate: Arc<limiter_daemon::http::hold::HoldGate>,
+    gate: Arc<limiter_daemon::http::proxy::hold::HoldGate>,
     _task: tokio::task::JoinHandle<()>,
 }
 

@@ -89,9 +89,9 @@ pub struct HttpSettings {
     pub shutdown_grace: Duration,
     /// `None`: one per CPU.
     pub worker_threads: Option<NonZeroUsize>,
-    /// Proxy threads ask for `SCHED_BATCH` (see `crate::http::sched`).
+    /// Proxy threads ask for `SCHED_BATCH` (see `crate::http::proxy::sched`).
     pub batch_scheduling: bool,
-    /// Bodyless HTTP/1.1 requests skip hyper's server (see `crate::http::front`); `false`
+    /// Bodyless HTTP/1.1 requests skip hyper's server (see `crate::http::proxy::front`); `false`
     /// sends every request through hyper.
     pub own_loop: bool,
 }

@@ -36,6 +36,7 @@
 pub mod client;
 pub mod compat;
 pub mod decide;
+pub mod decider;
 pub mod error;
 pub mod keys;
 pub mod lists;

@@ -1,43 +1,24 @@
-//! The HTTP surfaces, one decision engine behind all three:
+//! The HTTP surfaces, one decision engine behind all three, in four rooms and a shared floor:
 //!
-//! - [`front`]: each proxy connection starts here; bodyless HTTP/1.1 requests are served by
-//!   its own loop, anything else is handed to hyper's server and [`proxy`]'s handler. Both
-//!   forward through the pooled [`upstream`] client (bodyless requests on its
-//!   [`upstream_direct`] path, with [`chunked`] decoding; [`upstream_pool`] caps and keeps the
-//!   connections), with [`hop`] header hygiene and
-//!   [`limits`] on request heads.
-//! - [`decide_api`]: `POST /v1/decide` for apps and gateways that enforce themselves; its body
-//!   is read within bounds by [`decide_body`].
-//! - [`auth_request`]: `GET /v1/auth` for nginx `auth_request`.
-//! - [`response`]: how a [`crate::model::Decision`] becomes headers and a 429
-//!   problem document; [`problem`] renders every error body as `application/problem+json`.
-//! - [`hold`]: bounds on requests held for a scan delay; [`held`]: a held request's wait on
-//!   the client's connection, keeping only what it needs.
-//! - [`sched`]: the proxy threads' scheduling policy (`SCHED_BATCH` by default).
-//! - [`server`]: binds the configured listeners and serves until a shutdown future resolves.
-//! - [`decider`]: the trait the surfaces call, implemented by the engine.
+//! - [`h1`]: HTTP/1 wire code on bytes, used by both of the proxy's loops and its upstream
+//!   client: chunked decoding, message framing, hop-by-hop hygiene.
+//! - [`proxy`]: the reverse proxy: its workers and listeners ([`proxy::server`]), its own
+//!   HTTP/1.1 loop ([`proxy::front`]), hyper's server for the rest ([`proxy::hyper`]), the
+//!   admission step both share (decide, then forward, hold or answer), held requests and
+//!   their bounds, the request rules every path applies.
+//! - [`upstream`]: the pooled client to the upstream: the connection cap and pool, the
+//!   direct exchange for bodyless requests, hyper's client for the rest.
+//! - [`api`]: the decision API (`POST /v1/decide`) and nginx `auth_request` (`GET /v1/auth`)
+//!   behind one router.
+//! - [`render`]: how a decision becomes rate-limit fields and a 429, and every error body as
+//!   `application/problem+json`.
+//!
+//! Every surface asks [`crate::engine::decider::Decider`] for its decisions.
 
 pub mod api;
-pub mod auth_request;
-pub mod body;
-pub mod chunked;
-pub mod decide_api;
-pub mod decide_body;
-pub mod decider;
-pub mod front;
-pub mod held;
-pub mod hold;
-pub mod hop;
-pub mod limits;
-pub mod problem;
+pub mod h1;
 pub mod proxy;
-pub mod request_body;
-pub mod request_rules;
-pub mod response;
-pub mod sched;
-pub mod server;
+pub mod render;
 pub mod upstream;
-pub mod upstream_direct;
-pub mod upstream_pool;
 
-pub use decider::{Decider, RequestView};
+pub use crate::engine::decider::{Decider, RequestView};

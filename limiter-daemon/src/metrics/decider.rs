@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::Metrics;
-use crate::http::{Decider, RequestView};
+use crate::engine::decider::{Decider, RequestView};
 use crate::model::Decision;
 
 pub struct MeteredDecider {

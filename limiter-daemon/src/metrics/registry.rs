@@ -9,7 +9,7 @@ use prometheus_client::registry::Registry;
 use super::decisions::DecisionMetrics;
 use super::sources::{HttpSource, KernelSource, SourceCollector, Sources};
 use crate::engine::Engine;
-use crate::http::server::HttpServer;
+use crate::http::proxy::server::HttpServer;
 
 /// Content type of [`Metrics::render`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

@@ -18,8 +18,8 @@ use prometheus_client::metrics::MetricType;
 
 use crate::config::kernel::KernelMode;
 use crate::engine::Engine;
-use crate::http::hold::HoldGate;
-use crate::http::upstream::UpstreamCounters;
+use crate::http::proxy::hold::HoldGate;
+use crate::http::upstream::client::UpstreamCounters;
 use crate::kernel::events::EventStats;
 use crate::kernel::KernelMaps;
 

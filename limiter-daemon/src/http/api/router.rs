@@ -9,11 +9,11 @@ use axum::Router;
 use http::{HeaderMap, HeaderName};
 use ipnet::IpNet;
 
-use super::decider::Decider;
-use super::hold::HoldGate;
-use super::limits::HeaderLimits;
-use super::response::Hints;
 use crate::config::http::HttpSettings;
+use crate::engine::decider::Decider;
+use crate::http::proxy::hold::HoldGate;
+use crate::http::proxy::limits::HeaderLimits;
+use crate::http::render::response::Hints;
 
 /// Bounds on what an API request may make the daemon hold: the headers a `/v1/decide` body
 /// describes or `/v1/auth` carries (the same limits as the proxy's), and the body itself.
@@ -68,9 +68,9 @@ pub fn router(state: ApiState) -> Router {
     Router::new()
         .route(
             "/v1/decide",
-            post(super::decide_api::decide).layer(body_limit),
+            post(crate::http::api::decide::decide).layer(body_limit),
         )
-        .route("/v1/auth", get(super::auth_request::auth))
+        .route("/v1/auth", get(crate::http::api::auth_request::auth))
         .with_state(state)
 }
 

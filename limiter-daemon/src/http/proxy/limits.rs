@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
 
-use super::problem::Problem;
+use crate::http::render::problem::Problem;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HeaderLimits {

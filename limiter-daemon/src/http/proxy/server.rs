@@ -1,5 +1,5 @@
 //! Binds the configured listeners and serves the proxy (connections start in
-//! [`super::front`]) and the API router (axum) until a shutdown future resolves; then stops accepting and lets in-flight
+//! [`crate::http::proxy::front`]) and the API router (axum) until a shutdown future resolves; then stops accepting and lets in-flight
 //! requests finish within `http.shutdown_grace`. Requests still held for a scan delay when it
 //! ends are answered 503 with `Retry-After` before their connections close.
 //!
@@ -27,15 +27,15 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::api::{router, ApiLimits, ApiState};
-use super::decider::Decider;
-use super::front::{self, Front};
-use super::hold::HoldGate;
-use super::limits::HeaderLimits;
-use super::proxy::ProxyState;
-use super::response::Hints;
-use super::upstream::{Upstream, UpstreamCounters};
 use crate::config::http::HttpSettings;
+use crate::engine::decider::Decider;
+use crate::http::api::router::{router, ApiLimits, ApiState};
+use crate::http::proxy::front::{self, Front};
+use crate::http::proxy::hold::HoldGate;
+use crate::http::proxy::hyper::ProxyState;
+use crate::http::proxy::limits::HeaderLimits;
+use crate::http::render::response::Hints;
+use crate::http::upstream::client::{Upstream, UpstreamCounters};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -268,7 +268,7 @@ impl HttpServer {
                 .name(format!("limiter-proxy-{index}"))
                 .spawn(move || {
                     if settings.batch_scheduling {
-                        if let Err(err) = super::sched::use_batch_policy() {
+                        if let Err(err) = crate::http::proxy::sched::use_batch_policy() {
                             tracing::warn!(error = %err, "proxy thread keeps the default scheduling policy");
                         }
                     }

@@ -19,8 +19,8 @@ use std::net::IpAddr;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::api::drop_forwarding;
-use super::limits::HeaderLimits;
+use crate::http::api::router::drop_forwarding;
+use crate::http::proxy::limits::HeaderLimits;
 
 /// A described request, checked.
 #[derive(Debug)]

@@ -1,4 +1,4 @@
-//! The reverse proxy's request path under hyper's server (for requests [`super::front`]'s own
+//! The reverse proxy's request path under hyper's server (for requests [`crate::http::proxy::front`]'s own
 //! loop does not serve), and the admission step both share: check the head's limits, decide,
 //! then reject (429), hold for a scan delay (bounded; 503 past the bound), or forward to the
 //! upstream with hop-by-hop fields stripped and `X-Forwarded-For` appended. Bodies are streamed, never buffered; the
@@ -14,15 +14,17 @@ use hyper::body::Incoming;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::body::{full, streamed, ProxyBody};
-use super::decider::{Decider, RequestView};
-use super::hold::{HoldGate, HoldPermit};
-use super::hop::{append_forwarded_for, strip_hop_by_hop};
-use super::limits::{too_large, HeaderLimits};
-use super::problem;
-use super::request_rules;
-use super::response::{hold_cut_short, hold_overflow, rejection, write_headers, Hints};
-use super::upstream::{Upstream, UpstreamError};
+use crate::engine::decider::{Decider, RequestView};
+use crate::http::h1::hop::{append_forwarded_for, strip_hop_by_hop};
+use crate::http::proxy::body::{full, streamed, ProxyBody};
+use crate::http::proxy::hold::{HoldGate, HoldPermit};
+use crate::http::proxy::limits::{too_large, HeaderLimits};
+use crate::http::proxy::request_rules;
+use crate::http::render::problem;
+use crate::http::render::response::{
+    hold_cut_short, hold_overflow, rejection, write_headers, Hints,
+};
+use crate::http::upstream::client::{Upstream, UpstreamError};
 use crate::model::{Action, Decision};
 
 /// Everything the proxy needs per request, shared by all connections.

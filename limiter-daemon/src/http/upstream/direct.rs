@@ -1,7 +1,7 @@
 //! The direct path to the upstream, taken by most proxied traffic: a request without a body
 //! whose method is safe to repeat (GET, HEAD, OPTIONS) is written, and its response head read, by
 //! the request's own task on a pooled plain TCP connection; [`DirectBody`] then reads the body as
-//! the server polls it. Requests with a body go through hyper's client ([`super::upstream`]),
+//! the server polls it. Requests with a body go through hyper's client ([`crate::http::upstream::client`]),
 //! which sends the body while it reads the answer.
 //!
 //! Why a second path: hyper's connection-level client drives every connection from a task of its
@@ -10,7 +10,7 @@
 //! figures in docs/http.md). Here nothing is spawned and nothing crosses a channel.
 //!
 //! Framing follows RFC 9112 §6.3: no body after HEAD, 1xx, 204 and 304; chunked (decoded by
-//! [`super::chunked`]) when the last transfer coding is chunked; else Content-Length; else until
+//! [`crate::http::h1::chunked`]) when the last transfer coding is chunked; else Content-Length; else until
 //! the upstream closes. A connection is reused only after an HTTP/1.1 response without
 //! `Connection: close` was read to its end with nothing left over.
 //!
@@ -32,29 +32,29 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use super::chunked::{Chunked, Step};
-use super::upstream::{Upstream, UpstreamError};
-use super::upstream_pool::Slot;
+use crate::http::h1::chunked::{Chunked, Step};
+use crate::http::upstream::client::{Upstream, UpstreamError};
+use crate::http::upstream::pool::Slot;
 
 /// Response head fields accepted from the upstream (hyper's client default is 100).
 const MAX_HEADERS: usize = 100;
 /// Largest response head accepted from the upstream.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
-/// Fields the proxy adds to a response (`super::response::write_headers` writes at most 9).
+/// Fields the proxy adds to a response (`crate::http::render::response::write_headers` writes at most 9).
 const RESPONSE_FIELDS_ADDED: usize = 10;
 /// Read-buffer growth per read.
 const READ_SIZE: usize = 16 * 1024;
 
 /// A pooled upstream connection and whatever it has read past the last exchange; its slot
 /// under the connection cap is given back when it closes.
-pub(super) struct DirectConn {
+pub(in crate::http) struct DirectConn {
     stream: TcpStream,
     buf: BytesMut,
     _slot: Slot,
 }
 
 impl DirectConn {
-    pub(super) fn new(stream: TcpStream, slot: Slot) -> Self {
+    pub(in crate::http) fn new(stream: TcpStream, slot: Slot) -> Self {
         DirectConn {
             stream,
             buf: BytesMut::with_capacity(READ_SIZE),
@@ -64,14 +64,14 @@ impl DirectConn {
 }
 
 /// Whether `req` may take the direct path.
-pub(super) fn eligible(req: &http::Request<Incoming>) -> bool {
+pub(in crate::http) fn eligible(req: &http::Request<Incoming>) -> bool {
     matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS)
         && req.body().is_end_stream()
 }
 
 /// Why an exchange on the direct path failed.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum DirectError {
+pub(in crate::http) enum DirectError {
     #[error("writing the request failed")]
     Write(#[source] io::Error),
     #[error("reading the response failed")]
@@ -105,7 +105,7 @@ impl DirectError {
 
 /// How the body after a response head is delimited.
 #[derive(Debug)]
-pub(super) enum Framing {
+pub(in crate::http) enum Framing {
     Length(u64),
     Chunked(Chunked),
     UntilClose,
@@ -154,19 +154,19 @@ struct Head {
 
 /// What the framing fields of a final response head say.
 #[derive(Debug)]
-pub(super) struct BodyFraming {
+pub(in crate::http) struct BodyFraming {
     /// `None`: no body.
-    pub(super) framing: Option<Framing>,
+    pub(in crate::http) framing: Option<Framing>,
     /// Whether the connection may carry another exchange after this body.
-    pub(super) keep_alive: bool,
+    pub(in crate::http) keep_alive: bool,
     /// `Content-Length` came beside `Transfer-Encoding`: it must not be passed on.
-    pub(super) drop_content_length: bool,
+    pub(in crate::http) drop_content_length: bool,
 }
 
 /// Runs `f` on the final response head at the front of `buf`, skipping (and consuming) interim
 /// 1xx responses before it; returns `f`'s result and the head's length, leaving the head in
 /// `buf` for the caller to take. `None` when more bytes are needed.
-pub(super) fn with_final_head<T>(
+pub(in crate::http) fn with_final_head<T>(
     buf: &mut BytesMut,
     mut f: impl FnMut(&httparse::Response<'_, '_>) -> Result<T, DirectError>,
 ) -> Result<Option<(T, usize)>, DirectError> {
@@ -261,14 +261,14 @@ fn parse_head(buf: &mut BytesMut, head_only: bool) -> Result<Option<Head>, Direc
 }
 
 /// Whether a comma-separated field value lists `token` (case-insensitively).
-pub(super) fn lists_token(value: &[u8], token: &str) -> bool {
+pub(in crate::http) fn lists_token(value: &[u8], token: &str) -> bool {
     value
         .split(|&b| b == b',')
         .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
 }
 
 /// The body framing of a final response head with status `code` (RFC 9112 §6.3).
-pub(super) fn body_framing(
+pub(in crate::http) fn body_framing(
     code: u16,
     version: Option<u8>,
     headers: &[httparse::Header<'_>],
@@ -381,7 +381,7 @@ async fn exchange<T>(
 
 impl Upstream {
     /// Sends a bodyless idempotent request on the direct path; see the module docs.
-    pub(super) async fn send_direct(
+    pub(in crate::http) async fn send_direct(
         self: &Arc<Self>,
         parts: request::Parts,
     ) -> Result<Response<DirectBody>, UpstreamError> {
@@ -398,7 +398,7 @@ impl Upstream {
     /// Sends the encoded request `head` (bodyless, idempotent) on a pooled connection, retrying
     /// once on a fresh one if the pooled one was dead, and reads until `decode` takes the
     /// response head; all within the response timeout. The body is left on the connection.
-    pub(super) async fn exchange_direct<T>(
+    pub(in crate::http) async fn exchange_direct<T>(
         &self,
         head: &[u8],
         mut decode: impl FnMut(&mut BytesMut) -> Result<Option<T>, DirectError>,
@@ -422,7 +422,10 @@ impl Upstream {
         self.within_response_timeout(attempt).await
     }
 
-    pub(super) async fn connect_direct(&self, slot: Slot) -> Result<DirectConn, UpstreamError> {
+    pub(in crate::http) async fn connect_direct(
+        &self,
+        slot: Slot,
+    ) -> Result<DirectConn, UpstreamError> {
         Ok(DirectConn::new(self.connect_stream().await?, slot))
     }
 }
@@ -441,7 +444,7 @@ pub struct DirectBody {
 impl DirectBody {
     /// The body after a response head taken off `conn`; a body that is already complete (none,
     /// or all of it buffered and nothing more) gives its connection back at once.
-    pub(super) fn new(
+    pub(in crate::http) fn new(
         conn: DirectConn,
         framing: Option<Framing>,
         keep_alive: bool,

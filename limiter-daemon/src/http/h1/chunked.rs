@@ -1,5 +1,5 @@
 //! Decoder for the chunked transfer coding (RFC 9112 §7.1) of upstream responses read on the
-//! direct path ([`super::upstream_direct`]). Fed the connection's read buffer, it hands out the
+//! direct path ([`crate::http::upstream::direct`]). Fed the connection's read buffer, it hands out the
 //! chunk data zero-copy and consumes the framing. Chunk extensions and trailer fields are read
 //! and dropped: both belong to this hop, and the client gets the body re-framed by the server.
 

@@ -7,7 +7,7 @@
 //! Answer: `{"action", "tier", "reason", "delayMs", "retryAfter", "headers"}` plus, for a
 //! reject, `problem`: the 429 body the caller should send. Malformed input → 400 naming the field;
 //! more header values or bytes than `[http] max_header_count` / `max_header_bytes` → 431; a body
-//! over `[http] api_max_body` → 413 (the body is parsed in [`super::decide_body`]).
+//! over `[http] api_max_body` → 413 (the body is parsed in [`crate::http::api::decide_body`]).
 
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
@@ -16,11 +16,11 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use serde_json::{json, Map, Value};
 
-use super::api::ApiState;
-use super::decide_body::{parse, DescribeError};
-use super::decider::RequestView;
-use super::problem;
-use super::response::{problem as rejection_problem, retry_after, write_headers};
+use crate::engine::decider::RequestView;
+use crate::http::api::decide_body::{parse, DescribeError};
+use crate::http::api::router::ApiState;
+use crate::http::render::problem;
+use crate::http::render::response::{problem as rejection_problem, retry_after, write_headers};
 use crate::model::Action;
 
 /// The answer to a body that could not be read: 413 past `api_max_body` (axum stops reading

@@ -37,20 +37,22 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::decider::{Decider, RequestView};
-use super::held;
-use super::hop::{ip_text, is_hop_by_hop_name};
-use super::limits::{too_large, HeaderLimitError, HeaderLimits};
-use super::problem;
-use super::proxy::{admit, handle, upstream_failure, Admission, ProxyState};
-use super::request_rules;
-use super::response::{is_rate_limit_field, write_header_lines};
-use super::upstream_direct::{body_framing, lists_token, with_final_head, DirectBody, Framing};
+use crate::engine::decider::{Decider, RequestView};
+use crate::http::h1::hop::{ip_text, is_hop_by_hop_name};
+use crate::http::proxy::held;
+use crate::http::proxy::hyper::{admit, handle, upstream_failure, Admission, ProxyState};
+use crate::http::proxy::limits::{too_large, HeaderLimitError, HeaderLimits};
+use crate::http::proxy::request_rules;
+use crate::http::render::problem;
+use crate::http::render::response::{is_rate_limit_field, write_header_lines};
+use crate::http::upstream::direct::{
+    body_framing, lists_token, with_final_head, DirectBody, Framing,
+};
 use crate::model::Decision;
 
 /// Request fields parsed per head; a head with more gets `431` (the configured limit must be
 /// below this for the loop to run at all).
-pub(super) const MAX_FIELDS: usize = 128;
+pub(in crate::http) const MAX_FIELDS: usize = 128;
 /// Read-buffer growth per read.
 const READ_SIZE: usize = 8 * 1024;
 /// Bytes of request line allowed on top of the header-bytes limit before a head that is still
@@ -63,15 +65,15 @@ const FLUSH_AT: usize = 64 * 1024;
 const OUT_KEPT: usize = 8 * 1024;
 
 /// What every connection of one proxy thread shares.
-pub(super) struct Front {
-    pub(super) state: Arc<ProxyState>,
+pub(in crate::http) struct Front {
+    pub(in crate::http) state: Arc<ProxyState>,
     /// Serves connections handed over (see the module docs).
-    pub(super) hyper: hyper::server::conn::http1::Builder,
-    pub(super) header_read_timeout: Duration,
+    pub(in crate::http) hyper: hyper::server::conn::http1::Builder,
+    pub(in crate::http) header_read_timeout: Duration,
     /// `[http] own_loop`.
-    pub(super) own_loop: bool,
+    pub(in crate::http) own_loop: bool,
     /// Cancelled at shutdown: idle connections close, busy ones after their current request.
-    pub(super) stop: CancellationToken,
+    pub(in crate::http) stop: CancellationToken,
 }
 
 impl Front {
@@ -82,7 +84,7 @@ impl Front {
 }
 
 /// Serves one accepted connection until it closes.
-pub(super) async fn serve(front: Arc<Front>, mut stream: TcpStream, peer: SocketAddr) {
+pub(in crate::http) async fn serve(front: Arc<Front>, mut stream: TcpStream, peer: SocketAddr) {
     let mut buf = BytesMut::new();
     let mut decided = None;
     if front.loop_enabled() {
@@ -448,7 +450,7 @@ fn response_head(
     decision: &Decision,
     close: bool,
     out: &mut Vec<u8>,
-) -> Result<Option<(Option<Framing>, bool)>, super::upstream_direct::DirectError> {
+) -> Result<Option<(Option<Framing>, bool)>, crate::http::upstream::direct::DirectError> {
     let Some((framing, len)) = with_final_head(ubuf, |parsed| {
         let code = parsed.code.unwrap_or(0);
         let body = body_framing(code, parsed.version, parsed.headers, head_only)?;
@@ -516,7 +518,7 @@ fn finish_head(out: &mut Vec<u8>, date: bool, close: bool) {
 }
 
 /// A whole answer written by the daemon (429, 503, 431, 400, 502, 504).
-pub(super) fn write_answer(
+pub(in crate::http) fn write_answer(
     out: &mut Vec<u8>,
     resp: &Response<Bytes>,
     head_only: bool,
@@ -814,13 +816,13 @@ mod tests {
         let settings = HttpSettings::default();
         let state = Arc::new(ProxyState {
             decider: Arc::new(CookieOnly),
-            upstream: super::super::upstream::Upstream::new(
+            upstream: crate::http::upstream::client::Upstream::new(
                 "127.0.0.1:9".parse().unwrap(),
                 &settings,
                 Arc::default(),
             ),
-            gate: super::super::hold::HoldGate::new(1, 1),
-            hints: super::super::response::Hints::default(),
+            gate: crate::http::proxy::hold::HoldGate::new(1, 1),
+            hints: crate::http::render::response::Hints::default(),
             limits: HeaderLimits {
                 max_count: 64,
                 max_bytes: 4096,

@@ -18,8 +18,8 @@ use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 use serde_json::Value;
 
-use super::problem::Problem;
 use crate::config::http::HttpSettings;
+use crate::http::render::problem::Problem;
 use crate::model::{Action, Decision, Reason, WindowKind, WindowState};
 
 pub const X_RATELIMIT_TIER: HeaderName = HeaderName::from_static("x-ratelimit-tier");

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::header::ALLOW;
 use http::{HeaderValue, Method, Response, StatusCode};
 
-use super::problem::{bad_request, Problem};
+use crate::http::render::problem::{bad_request, Problem};
 
 /// Longest request target accepted: nginx's and Apache's default request-line limit.
 pub const MAX_TARGET_BYTES: usize = 8 * 1024;

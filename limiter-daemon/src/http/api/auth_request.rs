@@ -21,11 +21,13 @@ use axum::extract::{ConnectInfo, State};
 use axum::response::Response;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
-use super::api::{drop_forwarding, ApiState};
-use super::decider::RequestView;
-use super::limits::too_large;
-use super::problem;
-use super::response::{hold_overflow, problem as rejection_problem, rejection, write_headers};
+use crate::engine::decider::RequestView;
+use crate::http::api::router::{drop_forwarding, ApiState};
+use crate::http::proxy::limits::too_large;
+use crate::http::render::problem;
+use crate::http::render::response::{
+    hold_overflow, problem as rejection_problem, rejection, write_headers,
+};
 use crate::model::Action;
 
 pub const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");

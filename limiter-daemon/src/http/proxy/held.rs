@@ -3,14 +3,14 @@
 //! A held request waits seconds to a minute, and scanners keep thousands waiting, so what each
 //! one keeps meanwhile is the cost of delay mode: its decision, its timer, its socket and the
 //! bytes it arrived with. Both kinds of request the proxy reads itself hold here:
-//! - the own loop's ([`super::front`]), after it has given back its read and write buffers;
+//! - the own loop's ([`crate::http::proxy::front`]), after it has given back its read and write buffers;
 //! - a request the loop hands to hyper's server (a body, HTTP/1.0, …), decided here before
 //!   hyper's connection exists: hyper allocates 8 KiB to write and 8 KiB to read per
 //!   connection, more than a held request may cost. hyper then gets the decision with the
 //!   request instead of deciding again.
 //!
 //! A request still held when the shutdown grace period ends is answered 503 (see
-//! [`super::proxy::hold`]) and its connection closed; a client that hangs up while held frees
+//! [`crate::http::proxy::hyper::hold`]) and its connection closed; a client that hangs up while held frees
 //! its slot at once.
 
 use std::net::IpAddr;
@@ -21,11 +21,11 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, Uri};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::decider::RequestView;
-use super::front::{write_answer, MAX_FIELDS};
-use super::hold::HoldPermit;
-use super::proxy::{admit, hold, Admission, ProxyState};
-use super::request_rules;
+use crate::engine::decider::RequestView;
+use crate::http::proxy::front::{write_answer, MAX_FIELDS};
+use crate::http::proxy::hold::HoldPermit;
+use crate::http::proxy::hyper::{admit, hold, Admission, ProxyState};
+use crate::http::proxy::request_rules;
 use crate::model::Decision;
 
 /// How long the request bytes still in flight are read off after a closing answer (see
@@ -33,7 +33,7 @@ use crate::model::Decision;
 const LINGER: Duration = Duration::from_secs(1);
 
 /// How a hold ended.
-pub(super) enum Waited {
+pub(in crate::http) enum Waited {
     /// The delay is over: forward the request.
     Forward(Decision),
     /// The client hung up, or was answered 503 at the end of the shutdown grace period.
@@ -42,7 +42,7 @@ pub(super) enum Waited {
 
 /// Waits out `decision`'s delay on `stream`; the caller has already given back every buffer
 /// it does not need after the wait.
-pub(super) async fn wait(
+pub(in crate::http) async fn wait(
     state: &ProxyState,
     stream: &mut TcpStream,
     decision: Decision,
@@ -92,7 +92,7 @@ async fn answer_and_close(stream: &mut TcpStream, resp: &Response<bytes::Bytes>,
 /// Decides the request at the front of `buf`, which the own loop hands to hyper, and waits out
 /// its hold here. `Some(None)`: hyper decides it as before (a head hyper will refuse with 431 or
 /// 400); `Some(Some(_))`: what hyper does with it; `None`: the connection is done.
-pub(super) async fn decide_before_hyper(
+pub(in crate::http) async fn decide_before_hyper(
     state: &ProxyState,
     stream: &mut TcpStream,
     buf: &mut BytesMut,

@@ -6,7 +6,7 @@
 //!
 //! Two paths share the pool's settings and counters:
 //! - bodyless GET, HEAD and OPTIONS, nearly all of a crawler's traffic, take the direct path of
-//!   [`super::upstream_direct`]: written and read by the request's own task;
+//!   [`crate::http::upstream::direct`]: written and read by the request's own task;
 //! - requests with a body go through hyper's connection-level client, which streams the body
 //!   to the upstream while it reads the answer. (hyper-util's pooled `Client` was not used: it
 //!   spawns a task per request to watch the connection go idle and hashes a pool key per
@@ -18,10 +18,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use super::request_body::RequestBody;
-use super::upstream_direct::{eligible, DirectBody, DirectConn};
-use super::upstream_pool::{Grant, Kind, Pool, Pooled, Slot};
 use crate::config::http::HttpSettings;
+use crate::http::proxy::request_body::RequestBody;
+use crate::http::upstream::direct::{eligible, DirectBody, DirectConn};
+use crate::http::upstream::pool::{Grant, Kind, Pool, Pooled, Slot};
 use bytes::Bytes;
 use http::header::HOST;
 use http::uri::{Authority, PathAndQuery};
@@ -77,7 +77,7 @@ pub struct UpstreamCounters {
 }
 
 /// A connection kept by the pool, of either client path.
-pub(super) enum Conn {
+pub(in crate::http) enum Conn {
     Direct(DirectConn),
     Hyper(SendRequest<RequestBody>),
 }
@@ -162,11 +162,14 @@ impl Upstream {
         self.pool.load()
     }
 
-    pub(super) fn host_header(&self) -> Option<&HeaderValue> {
+    pub(in crate::http) fn host_header(&self) -> Option<&HeaderValue> {
         self.host_header.as_ref()
     }
 
-    pub(super) fn failed(&self, source: Box<dyn std::error::Error + Send + Sync>) -> UpstreamError {
+    pub(in crate::http) fn failed(
+        &self,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    ) -> UpstreamError {
         self.counters.failed.fetch_add(1, Ordering::Relaxed);
         UpstreamError::Failed {
             authority: self.authority.clone(),
@@ -175,7 +178,7 @@ impl Upstream {
     }
 
     /// `exchange` bounded by the response-head timeout (→ [`UpstreamError::Timeout`]).
-    pub(super) async fn within_response_timeout<T>(
+    pub(in crate::http) async fn within_response_timeout<T>(
         &self,
         exchange: impl std::future::Future<Output = Result<T, UpstreamError>>,
     ) -> Result<T, UpstreamError> {
@@ -193,7 +196,7 @@ impl Upstream {
 
     /// A direct-path connection: an idle one (when `reuse`; then `true`) or a new one, waiting
     /// in line when the connection cap is reached.
-    pub(super) async fn checkout_direct(
+    pub(in crate::http) async fn checkout_direct(
         &self,
         reuse: bool,
     ) -> Result<(DirectConn, bool), UpstreamError> {
@@ -205,7 +208,7 @@ impl Upstream {
         }
     }
 
-    pub(super) fn put_back_direct(&self, conn: DirectConn) {
+    pub(in crate::http) fn put_back_direct(&self, conn: DirectConn) {
         self.pool.put_back(Conn::Direct(conn));
     }
 
@@ -225,7 +228,9 @@ impl Upstream {
     }
 
     /// A fresh TCP connection: resolve, connect within the timeout, `TCP_NODELAY`.
-    pub(super) async fn connect_stream(&self) -> Result<tokio::net::TcpStream, UpstreamError> {
+    pub(in crate::http) async fn connect_stream(
+        &self,
+    ) -> Result<tokio::net::TcpStream, UpstreamError> {
         let attempt = async {
             let mut last = None;
             for addr in tokio::net::lookup_host(self.target.as_str()).await? {

@@ -1,0 +1,7 @@
+//! The API listener: [`router`] (state and routes), [`decide`] (`POST /v1/decide`, its body read
+//! within bounds by [`decide_body`]) and [`auth_request`] (`GET /v1/auth` for nginx).
+
+pub mod auth_request;
+pub mod decide;
+pub mod decide_body;
+pub mod router;

@@ -1,0 +1,16 @@
+//! The reverse proxy. [`server`] binds the listeners and runs the workers; each connection
+//! starts in [`front`] (the own HTTP/1.1 loop) and is handed to [`hyper`] for what the loop
+//! does not serve. Both decide through [`hyper::admit`], wait out holds in [`held`] within the
+//! bounds of [`hold`], refuse what breaks [`request_rules`] or [`limits`], and stream bodies
+//! ([`body`], [`request_body`]). [`sched`] sets the workers' scheduling policy.
+
+pub mod body;
+pub mod front;
+pub mod held;
+pub mod hold;
+pub mod hyper;
+pub mod limits;
+pub mod request_body;
+pub mod request_rules;
+pub mod sched;
+pub mod server;
