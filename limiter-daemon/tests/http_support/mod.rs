@@ -26,7 +26,7 @@ use limiter_daemon::config::http::HttpSettings;
 use limiter_daemon::http::proxy::hold::HoldGate;
 use limiter_daemon::http::proxy::server::HttpServer;
 use limiter_daemon::http::render::response::Hints;
-use limiter_daemon::http::upstream::client::UpstreamCounters;
+use limiter_daemon::http::upstream::error::UpstreamCounters;
 use limiter_daemon::http::{Decider, RequestView};
 use limiter_daemon::model::{Decision, DelayKind, Reason, Tier, WindowKind, WindowState};
 use tokio::sync::{oneshot, Notify};

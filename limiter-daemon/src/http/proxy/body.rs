@@ -3,7 +3,7 @@
 //!
 //! An enum rather than a boxed trait object: no allocation per response on the hot path.
 
-use crate::http::upstream::client::UpstreamBody;
+use crate::http::upstream::send::UpstreamBody;
 use bytes::Bytes;
 use http_body_util::{Either, Full};
 

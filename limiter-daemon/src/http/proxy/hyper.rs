@@ -24,7 +24,8 @@ use crate::http::render::problem;
 use crate::http::render::response::{
     hold_cut_short, hold_overflow, rejection, write_headers, Hints,
 };
-use crate::http::upstream::client::{Upstream, UpstreamError};
+use crate::http::upstream::client::Upstream;
+use crate::http::upstream::error::UpstreamError;
 use crate::model::{Action, Decision};
 
 /// Everything the proxy needs per request, shared by all connections.

@@ -35,7 +35,8 @@ use crate::http::proxy::hold::HoldGate;
 use crate::http::proxy::hyper::ProxyState;
 use crate::http::proxy::limits::HeaderLimits;
 use crate::http::render::response::Hints;
-use crate::http::upstream::client::{Upstream, UpstreamCounters};
+use crate::http::upstream::client::Upstream;
+use crate::http::upstream::error::UpstreamCounters;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {

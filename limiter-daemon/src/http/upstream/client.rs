@@ -13,15 +13,16 @@
 //!   checkout; measured in `docs/http.md`.)
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::config::http::HttpSettings;
 use crate::http::proxy::request_body::RequestBody;
-use crate::http::upstream::direct::{eligible, DirectBody, DirectConn};
-use crate::http::upstream::pool::{Grant, Kind, Pool, Pooled, Slot};
+use crate::http::upstream::conn::{Conn, DirectConn};
+use crate::http::upstream::error::{UpstreamCounters, UpstreamError};
+use crate::http::upstream::pool::{Grant, Kind, Pool, Slot};
 use bytes::Bytes;
 use http::header::HOST;
 use http::uri::{Authority, PathAndQuery};
@@ -29,74 +30,6 @@ use http::{HeaderValue, Request, Response, Uri};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
-
-/// Why forwarding failed.
-#[derive(Debug, thiserror::Error)]
-pub enum UpstreamError {
-    #[error("upstream {authority} is unreachable")]
-    Unreachable {
-        authority: Authority,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("upstream {authority} failed the exchange")]
-    Failed {
-        authority: Authority,
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// Not the upstream's fault: the client's request body was malformed or cut short, and
-    /// the exchange was aborted.
-    #[error("the client's request body broke off")]
-    ClientBody {
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    #[error("upstream {authority} sent no response within {timeout:?}")]
-    Timeout {
-        authority: Authority,
-        timeout: Duration,
-    },
-}
-
-/// Failures since start, by kind (for metrics).
-#[derive(Debug, Default)]
-pub struct UpstreamCounters {
-    pub unreachable: AtomicU64,
-    pub failed: AtomicU64,
-    pub timeouts: AtomicU64,
-    /// New TCP connections opened to the upstream.
-    pub connects: AtomicU64,
-    /// Exchanges aborted because the client's request body broke (answered 400; not an
-    /// upstream failure).
-    pub client_body_errors: AtomicU64,
-    /// Gauge: upstream connections open now (idle or in use), over every proxy thread.
-    pub open: AtomicU64,
-    /// Gauge: requests waiting for a connection under `[http] upstream_max_connections`.
-    pub waiting: AtomicU64,
-}
-
-/// A connection kept by the pool, of either client path.
-pub(in crate::http) enum Conn {
-    Direct(DirectConn),
-    Hyper(SendRequest<RequestBody>),
-}
-
-impl Pooled for Conn {
-    fn kind(&self) -> Kind {
-        match self {
-            Conn::Direct(_) => Kind::Direct,
-            Conn::Hyper(_) => Kind::Hyper,
-        }
-    }
-
-    fn reusable(&self) -> bool {
-        match self {
-            Conn::Direct(_) => true,
-            Conn::Hyper(sender) => sender.is_ready(),
-        }
-    }
-}
 
 pub struct Upstream {
     authority: Authority,
@@ -306,24 +239,8 @@ impl Upstream {
         }
     }
 
-    /// Sends `req` (its URI is reduced to the path and query; a missing `Host` gets the
-    /// upstream's; other headers are sent as given) and returns the response head with its body
-    /// unread.
-    pub async fn send(
-        self: &Arc<Self>,
-        req: Request<Incoming>,
-    ) -> Result<Response<UpstreamBody>, UpstreamError> {
-        if eligible(&req) {
-            let (parts, _empty) = req.into_parts();
-            let resp = self.send_direct(parts).await?;
-            return Ok(resp.map(UpstreamBody::Direct));
-        }
-        let resp = self.send_with_body(req).await?;
-        Ok(resp.map(UpstreamBody::Hyper))
-    }
-
     /// The path for requests with a body: hyper's client.
-    async fn send_with_body(
+    pub(in crate::http) async fn send_with_body(
         self: &Arc<Self>,
         req: Request<Incoming>,
     ) -> Result<Response<HyperBody>, UpstreamError> {
@@ -382,43 +299,6 @@ impl Upstream {
             body.release();
         }
         Ok(Response::from_parts(parts, body))
-    }
-}
-
-/// The upstream's response body, streamed through, from whichever path fetched it.
-pub enum UpstreamBody {
-    Direct(DirectBody),
-    Hyper(HyperBody),
-}
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-impl Body for UpstreamBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match self.get_mut() {
-            UpstreamBody::Direct(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
-            UpstreamBody::Hyper(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            UpstreamBody::Direct(b) => b.is_end_stream(),
-            UpstreamBody::Hyper(b) => b.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            UpstreamBody::Direct(b) => b.size_hint(),
-            UpstreamBody::Hyper(b) => b.size_hint(),
-        }
     }
 }
 

@@ -33,7 +33,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::http::h1::chunked::{Chunked, Step};
-use crate::http::upstream::client::{Upstream, UpstreamError};
+use crate::http::upstream::client::Upstream;
+use crate::http::upstream::conn::{DirectConn, READ_SIZE};
+use crate::http::upstream::error::UpstreamError;
 use crate::http::upstream::pool::Slot;
 
 /// Response head fields accepted from the upstream (hyper's client default is 100).
@@ -42,26 +44,6 @@ const MAX_HEADERS: usize = 100;
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Fields the proxy adds to a response (`crate::http::render::response::write_headers` writes at most 9).
 const RESPONSE_FIELDS_ADDED: usize = 10;
-/// Read-buffer growth per read.
-const READ_SIZE: usize = 16 * 1024;
-
-/// A pooled upstream connection and whatever it has read past the last exchange; its slot
-/// under the connection cap is given back when it closes.
-pub(in crate::http) struct DirectConn {
-    stream: TcpStream,
-    buf: BytesMut,
-    _slot: Slot,
-}
-
-impl DirectConn {
-    pub(in crate::http) fn new(stream: TcpStream, slot: Slot) -> Self {
-        DirectConn {
-            stream,
-            buf: BytesMut::with_capacity(READ_SIZE),
-            _slot: slot,
-        }
-    }
-}
 
 /// Whether `req` may take the direct path.
 pub(in crate::http) fn eligible(req: &http::Request<Incoming>) -> bool {

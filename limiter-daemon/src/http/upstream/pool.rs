@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-use crate::http::upstream::client::UpstreamCounters;
+use crate::http::upstream::error::UpstreamCounters;
 
 /// Which client path a connection belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
