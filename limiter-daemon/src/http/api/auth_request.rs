@@ -22,7 +22,7 @@ use axum::response::Response;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
 use crate::engine::decider::RequestView;
-use crate::http::api::router::{drop_forwarding, ApiState};
+use crate::http::api::state::{drop_forwarding, ApiState};
 use crate::http::proxy::limits::too_large;
 use crate::http::render::problem;
 use crate::http::render::response::{

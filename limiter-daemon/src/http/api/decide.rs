@@ -18,7 +18,7 @@ use serde_json::{json, Map, Value};
 
 use crate::engine::decider::RequestView;
 use crate::http::api::decide_body::{parse, DescribeError};
-use crate::http::api::router::ApiState;
+use crate::http::api::state::ApiState;
 use crate::http::render::problem;
 use crate::http::render::response::{problem as rejection_problem, retry_after, write_headers};
 use crate::model::Action;

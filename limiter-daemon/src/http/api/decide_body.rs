@@ -19,7 +19,7 @@ use std::net::IpAddr;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use crate::http::api::router::drop_forwarding;
+use crate::http::api::state::drop_forwarding;
 use crate::http::proxy::limits::HeaderLimits;
 
 /// A described request, checked.

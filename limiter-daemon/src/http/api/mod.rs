@@ -1,7 +1,8 @@
-//! The API listener: [`router`] (state and routes), [`decide`] (`POST /v1/decide`, its body read
+//! The API listener: [`router`] (its routes over one [`state`]), [`decide`] (`POST /v1/decide`, its body read
 //! within bounds by [`decide_body`]) and [`auth_request`] (`GET /v1/auth` for nginx).
 
 pub mod auth_request;
 pub mod decide;
 pub mod decide_body;
 pub mod router;
+pub mod state;

@@ -19,17 +19,14 @@
 
 use std::convert::Infallible;
 use std::io;
-use std::mem::MaybeUninit;
 use std::net::{IpAddr, SocketAddr};
-use std::ops::Range;
 use std::pin::{pin, Pin};
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Response};
-use hyper::body::Body;
+use http::{Method, Response};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
@@ -37,29 +34,20 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::decider::{Decider, RequestView};
-use crate::http::h1::hop::{ip_text, is_hop_by_hop_name};
+use crate::engine::decider::RequestView;
+use crate::http::h1::write::write_answer;
+use crate::http::proxy::forward::forward;
 use crate::http::proxy::held;
-use crate::http::proxy::hyper::{admit, handle, upstream_failure, Admission, ProxyState};
-use crate::http::proxy::limits::{too_large, HeaderLimitError, HeaderLimits};
+use crate::http::proxy::hyper::{admit, handle, Admission, ProxyState};
+use crate::http::proxy::inspect::{inspect, Inspected, Scope, MAX_FIELDS};
+use crate::http::proxy::limits::{too_large, HeaderLimitError};
 use crate::http::proxy::request_rules;
-use crate::http::render::problem;
-use crate::http::render::response::{is_rate_limit_field, write_header_lines};
-use crate::http::upstream::direct::{
-    body_framing, lists_token, with_final_head, DirectBody, Framing,
-};
-use crate::model::Decision;
 
-/// Request fields parsed per head; a head with more gets `431` (the configured limit must be
-/// below this for the loop to run at all).
-pub(in crate::http) const MAX_FIELDS: usize = 128;
 /// Read-buffer growth per read.
 const READ_SIZE: usize = 8 * 1024;
 /// Bytes of request line allowed on top of the header-bytes limit before a head that is still
 /// incomplete is refused.
 const REQUEST_LINE_ROOM: usize = 8 * 1024;
-/// Output gathered before it is written even though more body is at hand.
-const FLUSH_AT: usize = 64 * 1024;
 /// Output buffer kept between requests; a larger one (after a big body) is given back, so
 /// thousands of idle keep-alive connections do not each hold a flush's worth.
 const OUT_KEPT: usize = 8 * 1024;
@@ -216,7 +204,18 @@ async fn serve_loop(
             Admission::Forward(decision) => Some(decision),
         };
         let kept = match decision {
-            Some(d) => forward(front, stream, &up, &d, head_only, plan.close, &mut out).await,
+            Some(d) => {
+                forward(
+                    &front.state.upstream,
+                    stream,
+                    &up,
+                    &d,
+                    head_only,
+                    plan.close,
+                    &mut out,
+                )
+                .await
+            }
             None => true,
         };
         if out.capacity() > OUT_KEPT {
@@ -235,380 +234,6 @@ async fn refuse(stream: &mut TcpStream, resp: &Response<Bytes>, out: &mut Vec<u8
     let _ = stream.write_all(out).await;
     let _ = stream.shutdown().await;
     After::Close
-}
-
-/// What [`inspect`] needs besides the bytes.
-struct Scope<'a> {
-    limits: HeaderLimits,
-    decider: &'a dyn Decider,
-    peer: IpAddr,
-}
-
-/// What the bytes at the front of the buffer are.
-#[derive(Debug)]
-enum Inspected {
-    Partial,
-    Serve(Plan),
-    HandOver,
-    /// Answer this and close: the head is malformed or over the limits.
-    Refuse(Response<Bytes>),
-}
-
-/// A request head this loop serves; its bytes stay at the front of the buffer until answered.
-#[derive(Debug)]
-struct Plan {
-    len: usize,
-    method: Method,
-    /// The request target's path (without the query) within the head.
-    path: Range<usize>,
-    /// The client sent `Connection: close`.
-    close: bool,
-    /// The fields the decision may read, and no others.
-    fields: HeaderMap,
-}
-
-impl Plan {
-    fn path<'b>(&self, head: &'b [u8]) -> &'b str {
-        // Checked to be UTF-8 by `inspect`.
-        std::str::from_utf8(&head[self.path.clone()]).unwrap_or("/")
-    }
-}
-
-/// Parses the request head at the front of `buf`; for a request this loop serves, writes the
-/// head to send upstream into `up`.
-fn inspect(buf: &[u8], cx: &Scope<'_>, up: &mut Vec<u8>) -> Inspected {
-    // Left uninitialised: httparse initialises what it fills.
-    let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
-    let mut req = httparse::Request::new(&mut []);
-    let len = match httparse::ParserConfig::default()
-        .parse_request_with_uninit_headers(&mut req, buf, &mut slots)
-    {
-        Ok(httparse::Status::Complete(len)) => len,
-        Ok(httparse::Status::Partial) => return Inspected::Partial,
-        Err(httparse::Error::TooManyHeaders) => {
-            return Inspected::Refuse(too_large(HeaderLimitError::CountOver {
-                parsed: MAX_FIELDS,
-                max: cx.limits.max_count,
-            }))
-        }
-        Err(e) => {
-            return Inspected::Refuse(problem::bad_request(format!(
-                "Malformed request head ({e}); send an HTTP/1.1 request."
-            )))
-        }
-    };
-    let method = match req.method {
-        Some("GET") => Method::GET,
-        Some("HEAD") => Method::HEAD,
-        Some("OPTIONS") => Method::OPTIONS,
-        _ => return Inspected::HandOver,
-    };
-    let Some(target) = req.path.filter(|t| t.starts_with('/')) else {
-        return Inspected::HandOver;
-    };
-    if req.version != Some(1) {
-        return Inspected::HandOver;
-    }
-    if target.len() > request_rules::MAX_TARGET_BYTES {
-        return Inspected::Refuse(request_rules::target_too_long(target.len()));
-    }
-    let bytes = req
-        .headers
-        .iter()
-        .map(|h| h.name.len() + h.value.len() + 4)
-        .sum();
-    if let Err(err) = cx.limits.check_sizes(req.headers.len(), bytes) {
-        tracing::debug!(peer = %cx.peer, %err, "request head over limits");
-        return Inspected::Refuse(too_large(err));
-    }
-    let is = |h: &httparse::Header<'_>, name: &str| h.name.eq_ignore_ascii_case(name);
-    up.clear();
-    up.extend_from_slice(method.as_str().as_bytes());
-    up.push(b' ');
-    up.extend_from_slice(target.as_bytes());
-    up.extend_from_slice(b" HTTP/1.1\r\n");
-    let mut close = false;
-    let mut forwarded_for = 0;
-    let mut fields = HeaderMap::new();
-    for h in req.headers.iter() {
-        if ["content-length", "transfer-encoding", "upgrade", "expect"]
-            .iter()
-            .any(|n| is(h, n))
-        {
-            return Inspected::HandOver;
-        }
-        // Before any field is skipped on its way upstream: the decision sees every field it
-        // reads, exactly as hyper's path hands it the whole map (a trusted proxy's
-        // `X-Forwarded-For` above all).
-        if cx.decider.reads_header(h.name.as_bytes()) {
-            match (
-                HeaderName::from_bytes(h.name.as_bytes()),
-                HeaderValue::from_bytes(h.value),
-            ) {
-                (Ok(n), Ok(v)) => {
-                    fields.append(n, v);
-                }
-                _ => return Inspected::HandOver,
-            }
-        }
-        if is(h, "connection") {
-            for token in h.value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
-                if token.eq_ignore_ascii_case(b"close") {
-                    close = true;
-                } else if !token.is_empty() && !token.eq_ignore_ascii_case(b"keep-alive") {
-                    // It names fields to strip: hyper's path does that.
-                    return Inspected::HandOver;
-                }
-            }
-            continue;
-        }
-        if is_hop_by_hop_name(h.name.as_bytes()) {
-            continue;
-        }
-        if is(h, "x-forwarded-for") {
-            forwarded_for += 1;
-            continue;
-        }
-        push_field(up, h.name.as_bytes(), h.value);
-    }
-    let hosts = req
-        .headers
-        .iter()
-        .filter(|h| is(h, "host"))
-        .map(|h| h.value);
-    if let Some(resp) = request_rules::host_problem(true, hosts) {
-        return Inspected::Refuse(resp);
-    }
-    // Earlier hops first, folded into one field, then this client.
-    up.extend_from_slice(b"x-forwarded-for: ");
-    for h in req
-        .headers
-        .iter()
-        .filter(|h| forwarded_for > 0 && is(h, "x-forwarded-for"))
-    {
-        up.extend_from_slice(h.value);
-        up.extend_from_slice(b", ");
-    }
-    up.extend_from_slice(ip_text(cx.peer, &mut [0; 48]));
-    up.extend_from_slice(b"\r\n\r\n");
-    let path_len = target.find('?').unwrap_or(target.len());
-    let start = target.as_ptr() as usize - buf.as_ptr() as usize;
-    if std::str::from_utf8(&buf[start..start + path_len]).is_err() {
-        return Inspected::HandOver;
-    }
-    Inspected::Serve(Plan {
-        len,
-        method,
-        path: start..start + path_len,
-        close,
-        fields,
-    })
-}
-
-fn push_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    out.extend_from_slice(name);
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
-    out.extend_from_slice(b"\r\n");
-}
-
-/// Sends `up` on the direct path and streams the answer to the client; whether the client
-/// connection may carry another request.
-async fn forward(
-    front: &Front,
-    stream: &mut TcpStream,
-    up: &[u8],
-    decision: &Decision,
-    head_only: bool,
-    close: bool,
-    out: &mut Vec<u8>,
-) -> bool {
-    let upstream = &front.state.upstream;
-    let exchanged = upstream
-        .exchange_direct(up, |ubuf| {
-            response_head(ubuf, head_only, decision, close, &mut *out)
-        })
-        .await;
-    let ((framing, keep_alive), conn) = match exchanged {
-        Ok(pair) => pair,
-        Err(err) => {
-            out.clear();
-            write_answer(out, &upstream_failure(err, decision), head_only, close);
-            return stream.write_all(out).await.is_ok();
-        }
-    };
-    let rechunk = matches!(framing, Some(Framing::Chunked(_) | Framing::UntilClose));
-    let body = DirectBody::new(conn, framing, keep_alive, upstream);
-    pump(stream, body, rechunk, out).await
-}
-
-/// Takes the upstream's final response head off `ubuf` and writes the client's response head
-/// into `out`; returns the body framing and, with the connection, whether it stays reusable.
-fn response_head(
-    ubuf: &mut BytesMut,
-    head_only: bool,
-    decision: &Decision,
-    close: bool,
-    out: &mut Vec<u8>,
-) -> Result<Option<(Option<Framing>, bool)>, crate::http::upstream::direct::DirectError> {
-    let Some((framing, len)) = with_final_head(ubuf, |parsed| {
-        let code = parsed.code.unwrap_or(0);
-        let body = body_framing(code, parsed.version, parsed.headers, head_only)?;
-        out.clear();
-        out.extend_from_slice(b"HTTP/1.1 ");
-        out.extend_from_slice(itoa::Buffer::new().format(code).as_bytes());
-        out.push(b' ');
-        out.extend_from_slice(parsed.reason.unwrap_or("").as_bytes());
-        out.extend_from_slice(b"\r\n");
-        let is_connection = |h: &&httparse::Header<'_>| h.name.eq_ignore_ascii_case("connection");
-        // Fields the upstream's `Connection` names are hop-by-hop too (rare: most name none).
-        let names_fields = parsed.headers.iter().filter(is_connection).any(|c| {
-            c.value.split(|&b| b == b',').any(|t| {
-                let t = t.trim_ascii();
-                !t.is_empty()
-                    && !t.eq_ignore_ascii_case(b"close")
-                    && !t.eq_ignore_ascii_case(b"keep-alive")
-            })
-        });
-        let mut has_date = false;
-        for h in parsed.headers.iter() {
-            let name = h.name.as_bytes();
-            let skip = is_hop_by_hop_name(name)
-                || is_rate_limit_field(name)
-                || (body.drop_content_length && h.name.eq_ignore_ascii_case("content-length"))
-                || (names_fields
-                    && parsed
-                        .headers
-                        .iter()
-                        .filter(is_connection)
-                        .any(|c| lists_token(c.value, h.name)));
-            if !skip {
-                has_date |= h.name.eq_ignore_ascii_case("date");
-                push_field(out, name, h.value);
-            }
-        }
-        write_header_lines(decision, out);
-        if matches!(
-            body.framing,
-            Some(Framing::Chunked(_) | Framing::UntilClose)
-        ) {
-            out.extend_from_slice(b"transfer-encoding: chunked\r\n");
-        }
-        finish_head(out, !has_date, close);
-        Ok((body.framing, body.keep_alive))
-    })?
-    else {
-        return Ok(None);
-    };
-    ubuf.advance(len);
-    Ok(Some(framing))
-}
-
-/// `Date` (when asked), `Connection: close` (when closing) and the blank line.
-fn finish_head(out: &mut Vec<u8>, date: bool, close: bool) {
-    if date {
-        out.extend_from_slice(b"date: ");
-        out.extend_from_slice(httpdate::fmt_http_date(SystemTime::now()).as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    if close {
-        out.extend_from_slice(b"connection: close\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
-}
-
-/// A whole answer written by the daemon (429, 503, 431, 400, 502, 504).
-pub(in crate::http) fn write_answer(
-    out: &mut Vec<u8>,
-    resp: &Response<Bytes>,
-    head_only: bool,
-    close: bool,
-) {
-    let status = resp.status();
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(status.as_str().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
-    out.extend_from_slice(b"\r\n");
-    for (name, value) in resp.headers() {
-        push_field(out, name.as_str().as_bytes(), value.as_bytes());
-    }
-    let body = resp.body();
-    push_field(
-        out,
-        b"content-length",
-        itoa::Buffer::new().format(body.len()).as_bytes(),
-    );
-    finish_head(out, true, close);
-    if !head_only {
-        out.extend_from_slice(body);
-    }
-}
-
-/// What the body offers next.
-enum Pumped {
-    Frame(Option<Result<hyper::body::Frame<Bytes>, io::Error>>),
-    /// Nothing is at hand: write what was gathered before waiting.
-    Flush,
-}
-
-/// Streams `body` after the head in `out`, re-chunked when the upstream's length is unknown;
-/// whether the client connection may carry another request.
-async fn pump(
-    stream: &mut TcpStream,
-    mut body: DirectBody,
-    rechunk: bool,
-    out: &mut Vec<u8>,
-) -> bool {
-    loop {
-        let next = std::future::poll_fn(|cx| match Pin::new(&mut body).poll_frame(cx) {
-            Poll::Ready(frame) => Poll::Ready(Pumped::Frame(frame)),
-            Poll::Pending if !out.is_empty() => Poll::Ready(Pumped::Flush),
-            Poll::Pending => Poll::Pending,
-        })
-        .await;
-        match next {
-            Pumped::Flush => {}
-            Pumped::Frame(None) => {
-                if rechunk {
-                    out.extend_from_slice(b"0\r\n\r\n");
-                }
-                let sent = stream.write_all(out).await.is_ok();
-                out.clear();
-                return sent;
-            }
-            Pumped::Frame(Some(Ok(frame))) => {
-                let Ok(data) = frame.into_data() else {
-                    continue;
-                };
-                if rechunk {
-                    if data.is_empty() {
-                        continue;
-                    }
-                    out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
-                    out.extend_from_slice(&data);
-                    out.extend_from_slice(b"\r\n");
-                } else {
-                    out.extend_from_slice(&data);
-                }
-                if out.len() < FLUSH_AT {
-                    continue;
-                }
-            }
-            Pumped::Frame(Some(Err(err))) => {
-                // The client gets what arrived, then a close inside the body: its framing
-                // tells it the response is cut short.
-                tracing::warn!(error = %err, "upstream body broke off");
-                let _ = stream.write_all(out).await;
-                out.clear();
-                return false;
-            }
-        }
-        if stream.write_all(out).await.is_err() {
-            return false;
-        }
-        out.clear();
-    }
 }
 
 /// Serves the rest of the connection with hyper, `read` (what the loop had read) first.
@@ -699,6 +324,10 @@ impl AsyncWrite for Rewind {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::decider::Decider;
+    use crate::http::proxy::forward::response_head;
+    use crate::http::proxy::inspect::Plan;
+    use crate::http::proxy::limits::HeaderLimits;
     use crate::model::Decision;
 
     /// Reads only `cookie`, like the engine with no key header or trusted proxy.

@@ -22,9 +22,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::engine::decider::RequestView;
-use crate::http::proxy::front::{write_answer, MAX_FIELDS};
+use crate::http::h1::write::write_answer;
 use crate::http::proxy::hold::HoldPermit;
 use crate::http::proxy::hyper::{admit, hold, Admission, ProxyState};
+use crate::http::proxy::inspect::MAX_FIELDS;
 use crate::http::proxy::request_rules;
 use crate::model::Decision;
 

@@ -5,10 +5,12 @@
 //! ([`body`], [`request_body`]). [`sched`] sets the workers' scheduling policy.
 
 pub mod body;
+pub mod forward;
 pub mod front;
 pub mod held;
 pub mod hold;
 pub mod hyper;
+pub mod inspect;
 pub mod limits;
 pub mod request_body;
 pub mod request_rules;

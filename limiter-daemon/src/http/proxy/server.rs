@@ -29,7 +29,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::http::HttpSettings;
 use crate::engine::decider::Decider;
-use crate::http::api::router::{router, ApiLimits, ApiState};
+use crate::http::api::router::router;
+use crate::http::api::state::{ApiLimits, ApiState};
 use crate::http::proxy::front::{self, Front};
 use crate::http::proxy::hold::HoldGate;
 use crate::http::proxy::hyper::ProxyState;
