@@ -247,6 +247,9 @@ impl ValkeyStore {
     }
 }
 
+/// A sliding window's hash as read: `(5 s slot number, count)`.
+type RingSlots = Vec<(u64, u32)>;
+
 /// Element `i` of a reply as a count (integers, or numbers the script sent as strings).
 fn int(r: &[Value], i: usize) -> u64 {
     let v = match r.get(i) {
@@ -300,9 +303,9 @@ impl CountStore for ValkeyStore {
             .into_iter()
             .filter(|k| k.spec().shape == Shape::Fixed)
             .collect();
-        let (slots, counts): (PerWindow<Vec<(u64, u32)>>, Vec<Option<u32>>) =
+        let (slots, counts): (PerWindow<RingSlots>, Vec<Option<u32>>) =
             self.pool.with(0, "usage", |c| {
-                let mut slots = PerWindow::<Vec<(u64, u32)>>::default();
+                let mut slots = PerWindow::<RingSlots>::default();
                 for (k, key) in keys.iter() {
                     if k.spec().shape == Shape::Sliding {
                         slots[k] = redis::cmd("HGETALL").arg(key).query(c)?;
