@@ -16,7 +16,8 @@ use limiter_daemon::config::{Config, EnvMap, HashMode};
 use limiter_daemon::engine::sink::NoKernel;
 use limiter_daemon::engine::{Action, Engine, RequestInfo};
 use limiter_daemon::identity::hash::Namespace;
-use limiter_daemon::store::count::CountRequest;
+use limiter_daemon::model::{PerWindow, WindowKind};
+use limiter_daemon::store::count::{CountRequest, Limit};
 use limiter_daemon::store::valkey::ValkeyStore;
 use limiter_daemon::store::{CountStore, EmbeddedStore, RecordStore};
 
@@ -76,10 +77,9 @@ fn main() {
         id: hasher.id(Namespace::Ip, ip(n).to_string().as_bytes()),
         now_ms: clock.now_ms(),
         cost: 1,
-        burst: Some(65_535),
-        hourly: Some(400_000_000),
-        key_hourly: None,
-        daily: None,
+        limits: PerWindow::default()
+            .with(WindowKind::Burst, Some(Limit::refusing(65_535)))
+            .with(WindowKind::Hourly, Some(Limit::refusing(400_000_000))),
     };
     let two_trips = |n: u32| {
         let locked = store.lockout(ip(n)).expect("lockout");

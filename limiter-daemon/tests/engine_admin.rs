@@ -44,7 +44,7 @@ fn explain_counts_nothing() {
             .unwrap()
             .usage
             .unwrap()
-            .hourly,
+            .used[WindowKind::Hourly],
         2
     );
 }

@@ -6,7 +6,8 @@ mod engine_support;
 use engine_support::*;
 use limiter_daemon::engine::{Action, Reason};
 use limiter_daemon::identity::hash::IdKey;
-use limiter_daemon::store::count::{apply, CountRequest, Entry};
+use limiter_daemon::model::{PerWindow, WindowKind};
+use limiter_daemon::store::count::{apply, CountRequest, Entry, Limit};
 use limiter_daemon::store::windows::{DAY_MS, HOUR_MS};
 use proptest::prelude::*;
 
@@ -15,10 +16,7 @@ fn burst_req(now_ms: u64, n: u32) -> CountRequest {
         id: IdKey([1; 16]),
         now_ms,
         cost: 1,
-        burst: Some(n),
-        hourly: None,
-        key_hourly: None,
-        daily: None,
+        limits: PerWindow::default().with(WindowKind::Burst, Some(Limit::refusing(n))),
     }
 }
 
@@ -78,8 +76,8 @@ proptest! {
         let now = hour * HOUR_MS + offset;
         let mut e = Entry::default();
         let req = |t: u64| CountRequest {
-            id: IdKey([2; 16]), now_ms: t, cost: 1, burst: None,
-            hourly: Some(limit), key_hourly: None, daily: None,
+            id: IdKey([2; 16]), now_ms: t, cost: 1,
+            limits: PerWindow::default().with(WindowKind::Hourly, Some(Limit::refusing(limit))),
         };
         for _ in 0..limit {
             prop_assert!(apply(&mut e, &req(now)).admitted);
@@ -87,7 +85,7 @@ proptest! {
         let refused = apply(&mut e, &req(now));
         prop_assert!(!refused.admitted);
         let end = (hour + 1) * HOUR_MS;
-        prop_assert_eq!(refused.hourly.unwrap().reset_ms, end - now);
+        prop_assert_eq!(refused.uses[WindowKind::Hourly].unwrap().reset_ms, end - now);
         prop_assert!(!apply(&mut e, &req(end - 1)).admitted);
         prop_assert!(apply(&mut e, &req(end)).admitted);
     }
@@ -101,8 +99,8 @@ proptest! {
         let now = day * DAY_MS + offset;
         let mut e = Entry::default();
         let req = |t: u64| CountRequest {
-            id: IdKey([3; 16]), now_ms: t, cost: 1, burst: None, hourly: None, key_hourly: None,
-            daily: Some(limiter_daemon::store::count::DailyRule { limit, enforce: true }),
+            id: IdKey([3; 16]), now_ms: t, cost: 1,
+            limits: PerWindow::default().with(WindowKind::Daily, Some(Limit::refusing(limit))),
         };
         for _ in 0..limit {
             prop_assert!(apply(&mut e, &req(now)).admitted);
@@ -111,7 +109,7 @@ proptest! {
         prop_assert!(!apply(&mut e, &req(end - 1)).admitted);
         let after = apply(&mut e, &req(end));
         prop_assert!(after.admitted);
-        prop_assert_eq!(after.daily.unwrap().used, 1);
+        prop_assert_eq!(after.uses[WindowKind::Daily].unwrap().used, 1);
     }
 }
 

@@ -4,7 +4,8 @@ mod engine_support;
 
 use engine_support::T0;
 use limiter_daemon::identity::hash::{IdentityHasher, Namespace};
-use limiter_daemon::store::count::{CountRequest, DailyRule};
+use limiter_daemon::model::{PerWindow, WindowKind};
+use limiter_daemon::store::count::{CountRequest, Limit};
 use limiter_daemon::store::embedded::counters::Counters;
 
 fn req(h: &IdentityHasher, n: u64, now_ms: u64, daily: bool) -> CountRequest {
@@ -12,13 +13,10 @@ fn req(h: &IdentityHasher, n: u64, now_ms: u64, daily: bool) -> CountRequest {
         id: h.id(Namespace::Ip, &n.to_le_bytes()),
         now_ms,
         cost: 1,
-        burst: Some(120),
-        hourly: Some(600),
-        key_hourly: None,
-        daily: daily.then_some(DailyRule {
-            limit: 1000,
-            enforce: true,
-        }),
+        limits: PerWindow::default()
+            .with(WindowKind::Burst, Some(Limit::refusing(120)))
+            .with(WindowKind::Hourly, Some(Limit::refusing(600)))
+            .with(WindowKind::Daily, daily.then_some(Limit::refusing(1000))),
     }
 }
 
@@ -68,5 +66,5 @@ fn counts_survive_sweeps_while_live() {
     c.sweep_all(T0 + 3_000_000);
     // Still the same UTC day: the daily count is kept.
     let u = c.usage(&r.id, T0 + 3_000_000).expect("kept");
-    assert_eq!(u.daily, 1);
+    assert_eq!(u.used[WindowKind::Daily], 1);
 }

@@ -14,7 +14,8 @@ use limiter_daemon::config::{Config, HashMode};
 use limiter_daemon::engine::keys::IssueKey;
 use limiter_daemon::engine::{Action, Engine, EngineOptions, KeyRefresh, Reason, Tier};
 use limiter_daemon::identity::hash::{IdKey, IdentityHasher, Namespace};
-use limiter_daemon::store::count::{apply, CountRequest, DailyRule, Entry};
+use limiter_daemon::model::{PerWindow, WindowKind};
+use limiter_daemon::store::count::{apply, CountRequest, Entry, Limit};
 use limiter_daemon::store::valkey::pool::Topology;
 use limiter_daemon::store::valkey::ValkeyStore;
 use limiter_daemon::store::{CountStore, Gate, LockCause, Lockout, RecordStore};
@@ -37,13 +38,26 @@ fn script_matches_the_reference_semantics() {
             id: ids[who],
             now_ms: now,
             cost: rng.gen_range(1..4),
-            burst: rng.gen_bool(0.9).then_some(6),
-            hourly: rng.gen_bool(0.8).then_some(40),
-            key_hourly: rng.gen_bool(0.3).then_some(25),
-            daily: rng.gen_bool(0.7).then_some(DailyRule {
-                limit: 120,
-                enforce: rng.gen_bool(0.5),
-            }),
+            limits: PerWindow::default()
+                .with(
+                    WindowKind::Burst,
+                    rng.gen_bool(0.9).then_some(Limit::refusing(6)),
+                )
+                .with(
+                    WindowKind::Hourly,
+                    rng.gen_bool(0.8).then_some(Limit::refusing(40)),
+                )
+                .with(
+                    WindowKind::KeyHourly,
+                    rng.gen_bool(0.3).then_some(Limit::refusing(25)),
+                )
+                .with(
+                    WindowKind::Daily,
+                    rng.gen_bool(0.7).then_some(Limit {
+                        max: 120,
+                        refuse: rng.gen_bool(0.5),
+                    }),
+                ),
         };
         let want = apply(&mut local[who], &req);
         let got = store.check_and_count(&req).unwrap();
@@ -184,7 +198,13 @@ fn engine_open_uses_the_configured_backend() {
     // The counters are in the server, under the configured prefix and the identity's hash tag.
     let store = ValkeyStore::open(&server.addr, "open:", HashMode::Hmac, None).unwrap();
     let id = store.hasher().id(Namespace::Ip, b"192.0.2.9");
-    assert_eq!(store.usage(&id, T0).unwrap().map(|u| u.hourly), Some(1));
+    assert_eq!(
+        store
+            .usage(&id, T0)
+            .unwrap()
+            .map(|u| u.used[WindowKind::Hourly]),
+        Some(1)
+    );
     assert!(
         !dir.path().join("keys.json").exists(),
         "nothing in the embedded state dir"
@@ -334,7 +354,10 @@ fn one_round_trip_per_decision_allowed_or_locked() {
     let store = ValkeyStore::open(&server.addr, "rt:", HashMode::Hmac, None).unwrap();
     let hourly = |peer: &str| {
         let id = store.hasher().id(Namespace::Ip, peer.as_bytes());
-        store.usage(&id, T0).unwrap().map(|u| u.hourly)
+        store
+            .usage(&id, T0)
+            .unwrap()
+            .map(|u| u.used[WindowKind::Hourly])
     };
     assert_eq!(hourly("192.0.2.20"), Some(120));
     assert_eq!(hourly("192.0.2.22"), Some(26));
@@ -401,13 +424,10 @@ fn cluster_counts_each_identity_in_one_slot_and_shares_lockouts() {
             id: ids[who],
             now_ms: now,
             cost: rng.gen_range(1..3),
-            burst: Some(5),
-            hourly: Some(30),
-            key_hourly: None,
-            daily: Some(DailyRule {
-                limit: 60,
-                enforce: true,
-            }),
+            limits: PerWindow::default()
+                .with(WindowKind::Burst, Some(Limit::refusing(5)))
+                .with(WindowKind::Hourly, Some(Limit::refusing(30)))
+                .with(WindowKind::Daily, Some(Limit::refusing(60))),
         };
         let want = apply(&mut local[who], &req);
         assert_eq!(store.check_and_count(&req).unwrap(), want, "step {step}");
@@ -442,10 +462,7 @@ fn cluster_counts_each_identity_in_one_slot_and_shares_lockouts() {
         id: h.id(Namespace::Ip, b"192.0.2.80"),
         now_ms: now,
         cost: 1,
-        burst: Some(5),
-        hourly: None,
-        key_hourly: None,
-        daily: None,
+        limits: PerWindow::default().with(WindowKind::Burst, Some(Limit::refusing(5))),
     };
     let as_key = CountRequest {
         id: h.id(Namespace::Key, b"k1"),

@@ -8,9 +8,8 @@ use super::decide::{base_decision, ceil_secs, locked, window};
 use super::Engine;
 use crate::identity::client_ip;
 use crate::identity::hash::Namespace;
-use crate::model::{Decision, Reason, Tier, WindowKind};
-use crate::store::count::CountRequest;
-use crate::store::windows::BURST_SPAN_MS;
+use crate::model::{Decision, PerWindow, Reason, Tier, WindowKind};
+use crate::store::count::{CountRequest, Limit};
 use crate::store::Gate;
 
 impl Engine {
@@ -27,10 +26,10 @@ impl Engine {
             id,
             now_ms,
             cost: 1,
-            burst: Some(cfg.tiers.anon.burst.get()),
-            hourly: None,
-            key_hourly: None,
-            daily: None,
+            limits: PerWindow::default().with(
+                WindowKind::Burst,
+                Some(Limit::refusing(cfg.tiers.anon.burst.get())),
+            ),
         };
         // An address's lockout is asked together with the count (one round trip on Valkey).
         let gate = match ip {
@@ -46,9 +45,9 @@ impl Engine {
             }
         };
         d.cost = 1;
-        if let Some(w) = o.burst {
-            d.windows.push(window(WindowKind::Burst, &w, BURST_SPAN_MS));
-            if o.refused.burst {
+        if let Some(w) = o.uses[WindowKind::Burst] {
+            d.windows.push(window(WindowKind::Burst, &w));
+            if o.refused[WindowKind::Burst] {
                 d.reject(Reason::Burst, ceil_secs(w.reset_ms).max(1));
                 if let Some(ip) = ip {
                     self.burst_strike(&cfg, &mut d, ip, now_ms, w.reset_ms);

@@ -1,49 +1,69 @@
 //! Turning a request into a [`Decision`]: lists → lockout → caller and route → one atomic
 //! check-and-count → reason, delay, reminder, strike.
 //!
-//! Order of reasons when several windows refuse: `hourly`, `key_hourly`, `daily`, then
-//! `burst`. Spending a budget is a pricing question (no strike); only a burst violation on an
-//! otherwise admissible request is misbehaviour and earns a strike, so a caller politely
-//! sitting at an exhausted budget is never escalated into a lockout.
+//! When several windows refuse, the reason is the refusing window of lowest rank in the window
+//! table ([`crate::model::WINDOWS`]: `hourly`, `key_hourly`, `daily`, then `burst`). Spending a
+//! budget is a pricing question (no strike); only a burst violation on an otherwise admissible
+//! request is misbehaviour and earns a strike, so a caller politely sitting at an exhausted
+//! budget is never escalated into a lockout.
 
 use super::request::RequestInfo;
 use super::Engine;
-use crate::config::{Config, OverQuota};
+use crate::config::{Config, OverQuota, Route};
 use crate::identity::{Caller, Subject};
-use crate::model::{Decision, DelayKind, Reason, Tier, WindowKind, WindowState};
-use crate::store::count::{CountOutcome, CountRequest, DailyRule, WindowUse};
-use crate::store::windows::{BURST_SPAN_MS, DAY_MS, HOUR_MS};
+use crate::model::{Decision, DelayKind, PerWindow, Reason, Tier, WindowKind, WindowState};
+use crate::store::count::{CountOutcome, CountRequest, Limit, WindowUse};
+use crate::store::windows::HOUR_MS;
 use crate::store::Gate;
 
 pub(crate) fn ceil_secs(ms: u64) -> u64 {
     ms.div_ceil(1000)
 }
 
-pub(crate) fn window(kind: WindowKind, w: &WindowUse, len_ms: u64) -> WindowState {
+pub(crate) fn window(kind: WindowKind, w: &WindowUse) -> WindowState {
     WindowState {
         kind,
         limit: u64::from(w.limit),
         remaining: u64::from(w.remaining()),
-        window_secs: len_ms / 1000,
+        window_secs: kind.spec().span_ms / 1000,
         reset_secs: ceil_secs(w.reset_ms),
     }
 }
 
+/// The windows that applied, in [`WindowKind::ALL`] order.
 fn windows_of(o: &CountOutcome) -> Vec<WindowState> {
-    let mut v = Vec::with_capacity(4);
-    if let Some(w) = &o.burst {
-        v.push(window(WindowKind::Burst, w, BURST_SPAN_MS));
-    }
-    if let Some(w) = &o.hourly {
-        v.push(window(WindowKind::Hourly, w, HOUR_MS));
-    }
-    if let Some(w) = &o.daily {
-        v.push(window(WindowKind::Daily, w, DAY_MS));
-    }
-    if let Some(w) = &o.key_hourly {
-        v.push(window(WindowKind::KeyHourly, w, HOUR_MS));
-    }
-    v
+    o.uses
+        .iter()
+        .filter_map(|(k, w)| w.as_ref().map(|w| window(k, w)))
+        .collect()
+}
+
+/// What `caller` may spend in each window on `route` (`None`: the window does not apply).
+fn limits(cfg: &Config, caller: &Caller, route: &Route) -> PerWindow<Option<Limit>> {
+    let tier = cfg.tiers.get(caller.tier);
+    PerWindow::from_fn(|kind| match kind {
+        WindowKind::Burst => route
+            .limits
+            .burst
+            .then_some(Limit::refusing(tier.burst.get())),
+        WindowKind::Hourly => route
+            .limits
+            .hourly
+            .then_some(Limit::refusing(tier.hourly.get())),
+        WindowKind::Daily => match caller.subject {
+            Subject::Token(_) => Some(cfg.quota.token),
+            _ => cfg.quota.daily_for(caller.tier),
+        }
+        .filter(|_| route.limits.daily)
+        .map(|l| Limit {
+            max: l.get(),
+            refuse: route.over_quota == OverQuota::Reject,
+        }),
+        WindowKind::KeyHourly => match &caller.subject {
+            Subject::Key(k) if route.key_limit => Some(Limit::refusing(k.hourly_limit)),
+            _ => None,
+        },
+    })
 }
 
 /// A decision skeleton: allow, no windows.
@@ -103,28 +123,11 @@ impl Engine {
         }
 
         let route = cfg.routes.matching(req.method, req.path);
-        let limits = cfg.tiers.get(caller.tier);
-        let daily_limit = match caller.subject {
-            Subject::Token(_) => Some(cfg.quota.token),
-            _ => cfg.quota.daily_for(caller.tier),
-        };
-        let key_hourly = match &caller.subject {
-            Subject::Key(k) if route.key_limit => Some(k.hourly_limit),
-            _ => None,
-        };
         let creq = CountRequest {
             id,
             now_ms: now,
             cost: route.cost.get(),
-            burst: route.limits.burst.then_some(limits.burst.get()),
-            hourly: route.limits.hourly.then_some(limits.hourly.get()),
-            key_hourly,
-            daily: daily_limit
-                .filter(|_| route.limits.daily)
-                .map(|l| DailyRule {
-                    limit: l.get(),
-                    enforce: route.over_quota == OverQuota::Reject,
-                }),
+            limits: limits(cfg, &caller, route),
         };
         d.cost = creq.cost;
         let outcome = if count {
@@ -135,11 +138,8 @@ impl Engine {
             }
         } else {
             self.store.usage(&creq.id, now).map(|u| {
-                let mut e = crate::store::count::Entry::default();
-                if let Some(u) = u {
-                    // Rebuild an entry with the same counts, then apply to a copy.
-                    e = usage_entry(&u, now);
-                }
+                // Rebuild an entry with the same counts, then apply to it.
+                let mut e = u.map(|u| u.entry(now)).unwrap_or_default();
                 crate::store::count::apply(&mut e, &creq)
             })
         };
@@ -164,38 +164,23 @@ impl Engine {
         count: bool,
     ) -> Decision {
         d.windows = windows_of(o);
-        if let Some(daily) = &o.daily {
+        if let Some(daily) = &o.uses[WindowKind::Daily] {
             let remaining = daily.remaining();
             if remaining <= cfg.quota.warn_threshold {
                 d.warn_remaining = Some(u64::from(remaining));
             }
         }
-        let r = &o.refused;
-        if r.any() {
-            let (reason, w) = if r.hourly {
-                (Reason::Hourly, o.hourly)
-            } else if r.key_hourly {
-                (Reason::KeyHourly, o.key_hourly)
-            } else if r.daily {
-                (Reason::Daily, o.daily)
-            } else {
-                (Reason::Burst, o.burst)
-            };
+        if let Some(first) = o.refusing().min_by_key(|k| k.spec().rank) {
+            let reason = first.spec().reason;
             // The caller cannot succeed before every refusing window has room again.
-            let worst = [
-                (r.hourly, o.hourly),
-                (r.key_hourly, o.key_hourly),
-                (r.daily, o.daily),
-                (r.burst, o.burst),
-            ]
-            .iter()
-            .filter_map(|(on, w)| on.then_some(*w).flatten().map(|w| w.reset_ms))
-            .max()
-            .or(w.map(|w| w.reset_ms))
-            .unwrap_or(1000);
+            let worst = o
+                .refusing()
+                .filter_map(|k| o.uses[k].map(|w| w.reset_ms))
+                .max()
+                .unwrap_or(1000);
             d.reject(reason, ceil_secs(worst).max(1));
             if reason == Reason::Burst && count {
-                let frees_ms = o.burst.map_or(0, |w| w.reset_ms);
+                let frees_ms = o.uses[WindowKind::Burst].map_or(0, |w| w.reset_ms);
                 self.burst_strike(cfg, &mut d, caller.group, now, frees_ms);
             }
             return d;
@@ -210,7 +195,7 @@ impl Engine {
                 refresh.max(1000),
             );
         }
-        if let Some(daily) = &o.daily {
+        if let Some(daily) = &o.uses[WindowKind::Daily] {
             let l = daily.limit;
             let n = daily.used;
             if n > l {
@@ -224,27 +209,4 @@ impl Engine {
         }
         d
     }
-}
-
-/// An entry holding exactly `u`'s counts at `now` (explain only; burst collapsed into the
-/// current slot, which is exact for "is there room now").
-fn usage_entry(u: &crate::store::count::Usage, now: u64) -> crate::store::count::Entry {
-    use crate::store::windows::{day_index, hour_index, Fixed};
-    let mut e = crate::store::count::Entry::default();
-    for _ in 0..u.burst.min(u32::from(u16::MAX)) {
-        e.burst.admit(now);
-    }
-    e.hour = Fixed {
-        index: hour_index(now),
-        used: u.hourly,
-    };
-    e.key_hour = Fixed {
-        index: hour_index(now),
-        used: u.key_hourly,
-    };
-    e.day = Fixed {
-        index: day_index(now),
-        used: u.daily,
-    };
-    e
 }

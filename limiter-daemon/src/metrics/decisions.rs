@@ -26,13 +26,7 @@ pub const DECIDE_BUCKETS: [f64; 10] = [
 ];
 
 const TIERS: [Tier; 3] = [Tier::Anon, Tier::Session, Tier::Sponsor];
-const REASONS: [Reason; 5] = [
-    Reason::Burst,
-    Reason::Hourly,
-    Reason::Daily,
-    Reason::KeyHourly,
-    Reason::Locked,
-];
+const REASONS: [Reason; Reason::ALL.len()] = Reason::ALL;
 const KEY_STATUSES: [KeyStatus; 4] = [
     KeyStatus::Malformed,
     KeyStatus::Pending,
@@ -93,15 +87,7 @@ fn outcome_index(action: Action, reason: Option<Reason>) -> usize {
     match (action, reason) {
         (Action::Allow, _) => 0,
         (Action::Delay, _) => 1,
-        (Action::Reject, r) => {
-            2 + match r.unwrap_or(Reason::Burst) {
-                Reason::Burst => 0,
-                Reason::Hourly => 1,
-                Reason::Daily => 2,
-                Reason::KeyHourly => 3,
-                Reason::Locked => 4,
-            }
-        }
+        (Action::Reject, r) => 2 + r.unwrap_or(Reason::Burst).index(),
     }
 }
 

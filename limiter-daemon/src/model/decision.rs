@@ -6,30 +6,7 @@
 use std::time::Duration;
 
 use super::tier::Tier;
-use super::window::{WindowKind, WindowState};
-
-/// Why a request was rejected.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Reason {
-    Burst,
-    Hourly,
-    Daily,
-    KeyHourly,
-    Locked,
-}
-
-impl Reason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::Burst => "burst",
-            Reason::Hourly => "hourly",
-            Reason::Daily => "daily",
-            Reason::KeyHourly => "key_hourly",
-            Reason::Locked => "locked",
-        }
-    }
-}
+use super::window::{Reason, WindowKind, WindowState};
 
 /// Which scan delay applies (daily quota in `delay` mode).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -118,7 +95,7 @@ impl Verdict {
 pub struct Decision {
     verdict: Verdict,
     pub tier: Tier,
-    /// Windows that applied to this request, in the order burst, hourly, daily, key_hourly.
+    /// Windows that applied to this request, in [`WindowKind::ALL`] order.
     pub windows: Vec<WindowState>,
     /// Daily units left when at or below the warn threshold: the response carries a reminder.
     pub warn_remaining: Option<u64>,

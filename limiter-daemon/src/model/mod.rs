@@ -1,14 +1,15 @@
 //! The shared vocabulary at the bottom of the crate: what every layer above names and none of
-//! them owns. [`tier`] (the ladder's rungs), [`window`] (the counting windows), [`decision`]
-//! (what a decision says, rendered by every HTTP surface) and [`records`] (what a store keeps:
-//! keys, strikes, lockouts, list entries). It imports nothing else of the crate.
+//! them owns. [`tier`] (the ladder's rungs), [`window`] (the counting windows, described once
+//! in a table, and the reasons a reject gives), [`decision`] (what a decision says, rendered by
+//! every HTTP surface) and [`records`] (what a store keeps: keys, strikes, lockouts, list
+//! entries). It imports nothing else of the crate.
 
 pub mod decision;
 pub mod records;
 pub mod tier;
 pub mod window;
 
-pub use decision::{Action, Decision, DecisionBuilder, DelayKind, KeyStatus, Reason, Verdict};
+pub use decision::{Action, Decision, DecisionBuilder, DelayKind, KeyStatus, Verdict};
 pub use records::{KeyRecord, ListEntry, ListKind, LockCause, Lockout, StrikeRecord};
 pub use tier::Tier;
-pub use window::{WindowKind, WindowState};
+pub use window::{Counts, PerWindow, Reason, Shape, WindowKind, WindowSpec, WindowState, WINDOWS};

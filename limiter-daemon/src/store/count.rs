@@ -2,19 +2,30 @@
 //! every window of one identity and, only if none refuses, counts the request in all of them.
 //! A refused request consumes nothing (so "admitted" is what every window counts).
 //!
-//! [`apply`] is the reference semantics on one identity's [`Entry`]; the embedded store calls it
-//! under a shard lock, and a Valkey backend implements the same steps in one script.
+//! [`apply`] is the reference semantics on one identity's [`Entry`], a loop over the window
+//! table ([`crate::model::WINDOWS`]): a window refuses when what it would hold after the request
+//! is over its limit ([`WindowSpec::refuses`]), and counts one per request or the route's cost
+//! ([`crate::model::Counts`]). The embedded store calls it under a shard lock, and a Valkey
+//! backend implements the same steps in one script.
 
-use super::windows::{self, BurstRing, Fixed, DAY_MS, HOUR_MS};
+use super::windows::{self, BurstRing, Fixed};
 use crate::identity::hash::IdKey;
+use crate::model::{PerWindow, Shape, WindowKind, WindowSpec};
 
-/// The daily quota rule for this request.
+/// One window's limit for this request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DailyRule {
-    pub limit: u32,
-    /// `true` (reject mode): over the limit refuses. `false` (delay mode): always counts; the
+pub struct Limit {
+    pub max: u32,
+    /// `true`: over `max` refuses. `false` (the daily quota in delay mode): always counts; the
     /// engine turns the count into a delay.
-    pub enforce: bool,
+    pub refuse: bool,
+}
+
+impl Limit {
+    /// A limit that refuses over `max`.
+    pub fn refusing(max: u32) -> Limit {
+        Limit { max, refuse: true }
+    }
 }
 
 /// What to check and count for one request.
@@ -22,12 +33,10 @@ pub struct DailyRule {
 pub struct CountRequest {
     pub id: IdKey,
     pub now_ms: u64,
-    /// Units for the hourly, key-hourly and daily windows (burst counts requests).
+    /// Units for the windows that count units (burst counts requests).
     pub cost: u32,
-    pub burst: Option<u32>,
-    pub hourly: Option<u32>,
-    pub key_hourly: Option<u32>,
-    pub daily: Option<DailyRule>,
+    /// The windows that apply, with their limits (`None`: not checked, not counted).
+    pub limits: PerWindow<Option<Limit>>,
 }
 
 /// One window after the operation.
@@ -46,29 +55,21 @@ impl WindowUse {
     }
 }
 
-/// Which windows refused (several may).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Refusals {
-    pub burst: bool,
-    pub hourly: bool,
-    pub key_hourly: bool,
-    pub daily: bool,
-}
-
-impl Refusals {
-    pub fn any(&self) -> bool {
-        self.burst || self.hourly || self.key_hourly || self.daily
-    }
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CountOutcome {
+    /// No window refused: the request was counted in every window that applies.
     pub admitted: bool,
-    pub refused: Refusals,
-    pub burst: Option<WindowUse>,
-    pub hourly: Option<WindowUse>,
-    pub key_hourly: Option<WindowUse>,
-    pub daily: Option<WindowUse>,
+    /// Which windows refused (several may).
+    pub refused: PerWindow<bool>,
+    /// The windows that applied.
+    pub uses: PerWindow<Option<WindowUse>>,
+}
+
+impl CountOutcome {
+    /// The windows that refused, in [`WindowKind::ALL`] order.
+    pub fn refusing(&self) -> impl Iterator<Item = WindowKind> + '_ {
+        self.refused.iter().filter(|(_, r)| **r).map(|(k, _)| k)
+    }
 }
 
 /// Every window of one identity.
@@ -82,108 +83,120 @@ pub struct Entry {
     pub last_seen_s: u32,
 }
 
+/// A window's counter in an [`Entry`].
+enum Counter<'a> {
+    Ring(&'a mut BurstRing),
+    Fixed(&'a mut Fixed, &'static WindowSpec),
+}
+
+impl Counter<'_> {
+    fn used(&self, now_ms: u64) -> u32 {
+        match self {
+            Counter::Ring(r) => r.used(now_ms),
+            Counter::Fixed(f, spec) => f.used_at(windows::index(now_ms, spec.span_ms)),
+        }
+    }
+
+    fn add(&mut self, now_ms: u64, n: u32) {
+        match self {
+            Counter::Ring(r) => r.add(now_ms, n),
+            Counter::Fixed(f, spec) => f.add(windows::index(now_ms, spec.span_ms), n),
+        }
+    }
+
+    fn reset_ms(&self, now_ms: u64) -> u64 {
+        match self {
+            Counter::Ring(r) => r.reset_ms(now_ms),
+            Counter::Fixed(_, spec) => windows::until_rollover(now_ms, spec.span_ms),
+        }
+    }
+}
+
 impl Entry {
+    /// The counter of window `kind`: the one place an entry's fields meet the window table.
+    fn counter(&mut self, kind: WindowKind) -> Counter<'_> {
+        let spec = kind.spec();
+        let counter = match kind {
+            WindowKind::Burst => Counter::Ring(&mut self.burst),
+            WindowKind::Hourly => Counter::Fixed(&mut self.hour, spec),
+            WindowKind::Daily => Counter::Fixed(&mut self.day, spec),
+            WindowKind::KeyHourly => Counter::Fixed(&mut self.key_hour, spec),
+        };
+        debug_assert_eq!(
+            matches!(counter, Counter::Ring(_)),
+            spec.shape == Shape::Sliding
+        );
+        counter
+    }
+
     /// True when forgetting this entry changes no answer: nothing counted in any live window.
     pub fn is_stale(&self, now_ms: u64) -> bool {
-        let h = windows::hour_index(now_ms);
-        let d = windows::day_index(now_ms);
-        self.burst.is_stale(now_ms)
-            && self.hour.is_stale(h)
-            && self.key_hour.is_stale(h)
-            && self.day.is_stale(d)
+        // Reads go through a copy (the entry is small and `Copy`), so one mapping serves both.
+        let mut e = *self;
+        WindowKind::ALL
+            .into_iter()
+            .all(|k| e.counter(k).used(now_ms) == 0)
     }
 }
 
 /// Checks and counts `req` against `e`.
 pub fn apply(e: &mut Entry, req: &CountRequest) -> CountOutcome {
     let now = req.now_ms;
-    let h = windows::hour_index(now);
-    let d = windows::day_index(now);
-    let to_hour = windows::until_rollover(now, HOUR_MS);
-    let to_day = windows::until_rollover(now, DAY_MS);
     e.last_seen_s = u32::try_from(now / 1000).unwrap_or(u32::MAX);
 
-    let mut refused = Refusals::default();
-    let burst_used = req.burst.map(|l| (l, e.burst.used(now)));
-    if let Some((limit, used)) = burst_used {
-        refused.burst = used >= limit;
-    }
-    let fixed = |limit: Option<u32>, used: u32| limit.map(|l| (l, used));
-    let hourly = fixed(req.hourly, e.hour.used_at(h));
-    let key_hourly = fixed(req.key_hourly, e.key_hour.used_at(h));
-    let daily = req.daily.map(|r| (r, e.day.used_at(d)));
-    let over = |(l, used): (u32, u32)| used.saturating_add(req.cost) > l;
-    refused.hourly = hourly.is_some_and(over);
-    refused.key_hourly = key_hourly.is_some_and(over);
-    refused.daily = daily.is_some_and(|(r, used)| r.enforce && over((r.limit, used)));
-
-    let admitted = !refused.any();
-    if admitted {
-        if req.burst.is_some() {
-            e.burst.admit(now);
-        }
-        if req.hourly.is_some() {
-            e.hour.add(h, req.cost);
-        }
-        if req.key_hourly.is_some() {
-            e.key_hour.add(h, req.cost);
-        }
-        if req.daily.is_some() {
-            e.day.add(d, req.cost);
-        }
-    }
-    let after = |before: u32, add: u32| {
+    let used = PerWindow::from_fn(|k| e.counter(k).used(now));
+    let refused = req.limits.map(|k, limit| {
+        limit.is_some_and(|l| l.refuse && k.spec().refuses(used[k], req.cost, l.max))
+    });
+    let admitted = !refused.0.contains(&true);
+    let uses = req.limits.map(|k, limit| {
+        let limit = (*limit)?;
+        let add = k.spec().counts.per_request(req.cost);
+        let mut c = e.counter(k);
         if admitted {
-            before.saturating_add(add)
-        } else {
-            before
+            c.add(now, add);
         }
-    };
+        Some(WindowUse {
+            limit: limit.max,
+            used: if admitted {
+                used[k].saturating_add(add)
+            } else {
+                used[k]
+            },
+            reset_ms: c.reset_ms(now),
+        })
+    });
     CountOutcome {
         admitted,
         refused,
-        burst: burst_used.map(|(limit, used)| WindowUse {
-            limit,
-            used: after(used, 1),
-            reset_ms: e.burst.reset_ms(now),
-        }),
-        hourly: hourly.map(|(limit, used)| WindowUse {
-            limit,
-            used: after(used, req.cost),
-            reset_ms: to_hour,
-        }),
-        key_hourly: key_hourly.map(|(limit, used)| WindowUse {
-            limit,
-            used: after(used, req.cost),
-            reset_ms: to_hour,
-        }),
-        daily: daily.map(|(r, used)| WindowUse {
-            limit: r.limit,
-            used: after(used, req.cost),
-            reset_ms: to_day,
-        }),
+        uses,
     }
 }
 
 /// Current use without counting (admin views).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Usage {
-    pub burst: u32,
-    pub burst_reset_ms: u64,
-    pub hourly: u32,
-    pub key_hourly: u32,
-    pub daily: u32,
+    pub used: PerWindow<u32>,
+    /// Milliseconds until each window frees capacity.
+    pub reset_ms: PerWindow<u64>,
 }
 
 impl Usage {
     pub fn of(e: &Entry, now_ms: u64) -> Usage {
-        let h = windows::hour_index(now_ms);
+        let mut e = *e;
         Usage {
-            burst: e.burst.used(now_ms),
-            burst_reset_ms: e.burst.reset_ms(now_ms),
-            hourly: e.hour.used_at(h),
-            key_hourly: e.key_hour.used_at(h),
-            daily: e.day.used_at(windows::day_index(now_ms)),
+            used: PerWindow::from_fn(|k| e.counter(k).used(now_ms)),
+            reset_ms: PerWindow::from_fn(|k| e.counter(k).reset_ms(now_ms)),
         }
+    }
+
+    /// An entry holding exactly these counts at `now_ms` (a dry run applies to it; the sliding
+    /// window collapsed into the current slot, which is exact for "is there room now").
+    pub fn entry(&self, now_ms: u64) -> Entry {
+        let mut e = Entry::default();
+        for (k, used) in self.used.iter() {
+            e.counter(k).add(now_ms, *used);
+        }
+        e
     }
 }

@@ -18,7 +18,7 @@ pub mod valkey;
 pub mod windows;
 
 pub use crate::model::{KeyRecord, ListEntry, ListKind, LockCause, Lockout, StrikeRecord};
-pub use count::{CountOutcome, CountRequest, DailyRule, Usage, WindowUse};
+pub use count::{CountOutcome, CountRequest, Limit, Usage, WindowUse};
 pub use embedded::EmbeddedStore;
 pub use error::{CorruptFile, StoreError};
 pub use gate::Gate;

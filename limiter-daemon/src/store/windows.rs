@@ -8,22 +8,17 @@
 //! extra memory: capacity frees at slot boundaries, 60–65 s after use. 13 × u16 per identity
 //! keeps a million identities in memory.
 
+pub use crate::model::window::{BURST_SPAN_MS, DAY_MS, HOUR_MS};
+
 pub const SECOND_MS: u64 = 1_000;
-pub const BURST_SPAN_MS: u64 = 60_000;
-pub const HOUR_MS: u64 = 3_600_000;
-pub const DAY_MS: u64 = 86_400_000;
 pub const BURST_SLOT_MS: u64 = 5_000;
 /// Slots overlapping a 60 s span: 60 / 5 + 1.
 pub const BURST_SLOTS: usize = (BURST_SPAN_MS / BURST_SLOT_MS) as usize + 1;
 
-/// UTC hour number since the epoch (Unix time has no leap seconds, so hours align to UTC).
-pub fn hour_index(now_ms: u64) -> u32 {
-    u32::try_from(now_ms / HOUR_MS).unwrap_or(u32::MAX)
-}
-
-/// UTC day number since the epoch (rolls over at 00:00 UTC).
-pub fn day_index(now_ms: u64) -> u32 {
-    u32::try_from(now_ms / DAY_MS).unwrap_or(u32::MAX)
+/// Number since the epoch of the fixed window of length `len_ms` containing `now_ms` (Unix time
+/// has no leap seconds, so hours align to UTC and days roll over at 00:00 UTC).
+pub fn index(now_ms: u64, len_ms: u64) -> u32 {
+    u32::try_from(now_ms / len_ms).unwrap_or(u32::MAX)
 }
 
 /// Milliseconds until the fixed window of length `len_ms` containing `now_ms` rolls over.
@@ -96,6 +91,11 @@ impl BurstRing {
 
     /// Counts one admission at `now_ms`.
     pub fn admit(&mut self, now_ms: u64) {
+        self.add(now_ms, 1);
+    }
+
+    /// Counts `n` admissions at `now_ms` (a slot holds at most `u16::MAX`).
+    pub fn add(&mut self, now_ms: u64, n: u32) {
         let slot = burst_slot(now_ms);
         if slot > self.latest {
             let gap = slot - self.latest;
@@ -110,7 +110,8 @@ impl BurstRing {
         }
         // A clock stepping backwards counts into the newest slot: never lost, never early.
         let at = slot.min(self.latest) as usize % BURST_SLOTS;
-        self.counts[at] = self.counts[at].saturating_add(1);
+        let n = u16::try_from(n).unwrap_or(u16::MAX);
+        self.counts[at] = self.counts[at].saturating_add(n);
     }
 
     /// Milliseconds until the oldest counted slot leaves the span (capacity frees), or the
@@ -166,7 +167,7 @@ mod tests {
     #[test]
     fn rollover_is_exact() {
         let h = 1_000 * HOUR_MS;
-        assert_eq!(hour_index(h - 1) + 1, hour_index(h));
+        assert_eq!(index(h - 1, HOUR_MS) + 1, index(h, HOUR_MS));
         assert_eq!(until_rollover(h - 1, HOUR_MS), 1);
         assert_eq!(until_rollover(h, HOUR_MS), HOUR_MS);
     }

@@ -46,19 +46,13 @@ impl Hints {
     }
 }
 
-fn kind_of(reason: Reason) -> Option<WindowKind> {
-    match reason {
-        Reason::Burst => Some(WindowKind::Burst),
-        Reason::Hourly => Some(WindowKind::Hourly),
-        Reason::Daily => Some(WindowKind::Daily),
-        Reason::KeyHourly => Some(WindowKind::KeyHourly),
-        Reason::Locked => None,
-    }
-}
-
 /// The window the `x-ratelimit-limit/-remaining/-reset` trio describes.
 pub fn binding_window(d: &Decision) -> Option<&WindowState> {
-    if let Some(w) = d.reason().and_then(kind_of).and_then(|k| d.window(k)) {
+    if let Some(w) = d
+        .reason()
+        .and_then(Reason::window)
+        .and_then(|k| d.window(k))
+    {
         return Some(w);
     }
     if d.reason() == Some(Reason::Locked) {

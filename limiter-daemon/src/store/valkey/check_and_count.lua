@@ -1,14 +1,18 @@
 -- One decision in one call: the caller's lockout, then (if none is active) one atomic
 -- check-and-count of every window of one identity, the same semantics as store::count::apply.
 -- All keys share one hash tag, so they live in one cluster slot.
--- KEYS: 1 burst hash (slot -> count), 2 hourly, 3 key hourly, 4 daily (window index in the name),
---       5 (optional) the caller's lockout (JSON with until_ms)
--- ARGV: now_ms, cost, burst, hourly, key_hourly, daily (0 = not applied), daily_enforce (1/0)
+-- The windows are the rows of the window table (model/window.rs), in its order; n of them.
+-- KEYS: 1..n one per window: a sliding window's hash (5 s slot -> count), a fixed window's
+--       counter (window index in the name); n+1 (optional) the caller's lockout (JSON, until_ms)
+-- ARGV: now_ms, cost, then 5 per window: limit (0 = not applied), refuses (1/0: 0 counts but
+--       never refuses), per request (1: counts 1; 0: counts cost), span ms, sliding (1/0)
 -- Reply: {2, lockout JSON} when locked (nothing counted), else
---        {admitted 1/0, refusal flags, burst used, burst reset ms, hourly, key hourly, daily}
+--        {admitted 1/0, refusal flags (window i: bit i-1), then per window: used, reset ms}
 local now = tonumber(ARGV[1])
-if KEYS[5] then
-  local body = redis.call('GET', KEYS[5])
+local cost = tonumber(ARGV[2])
+local n = (#ARGV - 2) / 5
+if KEYS[n + 1] then
+  local body = redis.call('GET', KEYS[n + 1])
   if body then
     -- Active by the caller's clock, not the key's TTL: the caller's clock is the one in force.
     local ok, l = pcall(cjson.decode, body)
@@ -17,75 +21,87 @@ if KEYS[5] then
     end
   end
 end
-local cost = tonumber(ARGV[2])
-local bl = tonumber(ARGV[3])
-local hl = tonumber(ARGV[4])
-local kl = tonumber(ARGV[5])
-local dl = tonumber(ARGV[6])
-local de = ARGV[7] == '1'
-local slot = math.floor(now / 5000)
-local lo = slot - 12
-local bused = 0
-local oldest = -1
-if bl > 0 then
-  local flat = redis.call('HGETALL', KEYS[1])
-  for i = 1, #flat, 2 do
-    local s = tonumber(flat[i])
-    local c = tonumber(flat[i + 1])
-    if s < lo then
-      redis.call('HDEL', KEYS[1], flat[i])
-    elseif s <= slot then
-      bused = bused + c
-      if oldest < 0 or s < oldest then oldest = s end
+local slot_ms = 5000
+local slot = math.floor(now / slot_ms)
+local w = {}
+for i = 1, n do
+  local a = 2 + (i - 1) * 5
+  local add = cost
+  if ARGV[a + 3] == '1' then add = 1 end
+  w[i] = {
+    limit = tonumber(ARGV[a + 1]),
+    refuses = ARGV[a + 2] == '1',
+    add = add,
+    span = tonumber(ARGV[a + 4]),
+    sliding = ARGV[a + 5] == '1',
+    used = 0,
+    oldest = -1,
+  }
+end
+for i = 1, n do
+  local x = w[i]
+  if x.limit > 0 then
+    if x.sliding then
+      local lo = slot - x.span / slot_ms
+      local flat = redis.call('HGETALL', KEYS[i])
+      for j = 1, #flat, 2 do
+        local s = tonumber(flat[j])
+        local c = tonumber(flat[j + 1])
+        if s < lo then
+          redis.call('HDEL', KEYS[i], flat[j])
+        elseif s <= slot then
+          x.used = x.used + c
+          if x.oldest < 0 or s < x.oldest then x.oldest = s end
+        end
+      end
+    else
+      local v = redis.call('GET', KEYS[i])
+      if v then x.used = tonumber(v) end
     end
   end
 end
-local function get(k)
-  local v = redis.call('GET', k)
-  if v then return tonumber(v) end
-  return 0
-end
-local hused = 0
-local kused = 0
-local dused = 0
-if hl > 0 then hused = get(KEYS[2]) end
-if kl > 0 then kused = get(KEYS[3]) end
-if dl > 0 then dused = get(KEYS[4]) end
-local rb = bl > 0 and bused >= bl
-local rh = hl > 0 and hused + cost > hl
-local rk = kl > 0 and kused + cost > kl
-local rd = dl > 0 and de and dused + cost > dl
-local admitted = not (rb or rh or rk or rd)
--- Expiry is relative to the caller's clock, so the window maths follow the caller, not ours.
-local hour_left = (math.floor(now / 3600000) + 1) * 3600000 - now
-local day_left = (math.floor(now / 86400000) + 1) * 86400000 - now
-if admitted then
-  if bl > 0 then
-    redis.call('HINCRBY', KEYS[1], string.format('%d', slot), 1)
-    redis.call('PEXPIRE', KEYS[1], 70000)
-    bused = bused + 1
-    if oldest < 0 then oldest = slot end
-  end
-  if hl > 0 then
-    hused = redis.call('INCRBY', KEYS[2], cost)
-    redis.call('PEXPIRE', KEYS[2], string.format('%d', hour_left + 60000))
-  end
-  if kl > 0 then
-    kused = redis.call('INCRBY', KEYS[3], cost)
-    redis.call('PEXPIRE', KEYS[3], string.format('%d', hour_left + 60000))
-  end
-  if dl > 0 then
-    dused = redis.call('INCRBY', KEYS[4], cost)
-    redis.call('PEXPIRE', KEYS[4], string.format('%d', day_left + 60000))
-  end
-end
-local breset = 60000
-if oldest >= 0 then breset = math.max((oldest + 13) * 5000 - now, 1) end
+local admitted = true
 local flags = 0
-if rb then flags = flags + 1 end
-if rh then flags = flags + 2 end
-if rk then flags = flags + 4 end
-if rd then flags = flags + 8 end
+local bit = 1
+for i = 1, n do
+  local x = w[i]
+  if x.limit > 0 and x.refuses and x.used + x.add > x.limit then
+    admitted = false
+    flags = flags + bit
+  end
+  bit = bit * 2
+end
+-- Expiry is relative to the caller's clock, so the window maths follow the caller, not ours.
+local function rollover(span)
+  return (math.floor(now / span) + 1) * span - now
+end
+if admitted then
+  for i = 1, n do
+    local x = w[i]
+    if x.limit > 0 then
+      if x.sliding then
+        redis.call('HINCRBY', KEYS[i], string.format('%d', slot), x.add)
+        redis.call('PEXPIRE', KEYS[i], string.format('%d', x.span + 10000))
+        x.used = x.used + x.add
+        if x.oldest < 0 then x.oldest = slot end
+      else
+        x.used = redis.call('INCRBY', KEYS[i], x.add)
+        redis.call('PEXPIRE', KEYS[i], string.format('%d', rollover(x.span) + 60000))
+      end
+    end
+  end
+end
 local a = 0
 if admitted then a = 1 end
-return {a, flags, bused, string.format('%d', breset), hused, kused, dused}
+local reply = {a, flags}
+for i = 1, n do
+  local x = w[i]
+  local reset = rollover(x.span)
+  if x.sliding then
+    reset = x.span
+    if x.oldest >= 0 then reset = math.max((x.oldest + x.span / slot_ms + 1) * slot_ms - now, 1) end
+  end
+  reply[2 * i + 1] = x.used
+  reply[2 * i + 2] = string.format('%d', reset)
+end
+return reply

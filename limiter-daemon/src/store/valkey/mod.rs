@@ -4,7 +4,8 @@
 //!
 //! One round trip per counted decision: [`check_and_count.lua`](check_and_count.lua) reads the
 //! caller's lockout and, when none is active, checks and counts every window of one identity
-//! atomically (the same rules as [`crate::store::count::apply`]). Each identity's keys share a
+//! atomically (the same rules as [`crate::store::count::apply`]), with one key and one set of
+//! arguments per row of the window table ([`crate::model::WINDOWS`]). Each identity's keys share a
 //! hash tag (`<prefix>quota:{ip:<hash>}…`), and an IP's lockout and strikes carry the same tag
 //! as that IP's counters (`<prefix>lockout:{ip:<hash>}`), so the script touches one cluster
 //! slot. API keys and lists are JSON values under the same prefix. The hashing secret, when none
@@ -22,13 +23,15 @@ use ipnet::IpNet;
 use redis::{ConnectionLike, RedisError, Value};
 
 use self::pool::{err, Pool, Topology};
-use super::count::{CountOutcome, CountRequest, Refusals, Usage, WindowUse};
+use super::count::{CountOutcome, CountRequest, Usage, WindowUse};
 use super::error::StoreError;
 use super::gate::Gate;
 use super::traits::{CountStore, RecordStore};
-use super::windows::{self, DAY_MS, HOUR_MS};
+use super::windows;
 use crate::identity::hash::{IdKey, IdentityHasher, Namespace};
-use crate::model::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
+use crate::model::{
+    Counts, KeyRecord, ListEntry, ListKind, Lockout, PerWindow, Shape, StrikeRecord, WindowKind,
+};
 
 const SCRIPT: &str = include_str!("check_and_count.lua");
 const STRIKE_TTL_MS: u64 = 7 * 86_400_000;
@@ -182,16 +185,20 @@ impl ValkeyStore {
         format!("{}strikes:{}", self.prefix, Self::tag(&self.ip_id(ip)))
     }
 
-    fn window_keys(&self, id: &IdKey, now_ms: u64) -> [String; 4] {
+    /// One key per window: `<quota key>:burst` (sliding), `<quota key>:h:<hour index>` (fixed).
+    fn window_keys(&self, id: &IdKey, now_ms: u64) -> PerWindow<String> {
         let base = self.quota_key(id);
-        let h = windows::hour_index(now_ms);
-        let d = windows::day_index(now_ms);
-        [
-            format!("{base}:burst"),
-            format!("{base}:h:{h}"),
-            format!("{base}:kh:{h}"),
-            format!("{base}:d:{d}"),
-        ]
+        PerWindow::from_fn(|k| {
+            let spec = k.spec();
+            match spec.shape {
+                Shape::Sliding => format!("{base}:{}", spec.store_key),
+                Shape::Fixed => format!(
+                    "{base}:{}:{}",
+                    spec.store_key,
+                    windows::index(now_ms, spec.span_ms)
+                ),
+            }
+        })
     }
 
     /// Runs the script for `req`, with `lockout` (a lockout key) checked first when given.
@@ -201,20 +208,21 @@ impl ValkeyStore {
         lockout: Option<&str>,
     ) -> Result<Vec<Value>, StoreError> {
         let mut inv = self.script.prepare_invoke();
-        for k in self.window_keys(&req.id, req.now_ms) {
+        for k in self.window_keys(&req.id, req.now_ms).0 {
             inv.key(k);
         }
         if let Some(k) = lockout {
             inv.key(k);
         }
-        let n = |v: Option<u32>| v.unwrap_or(0);
-        inv.arg(req.now_ms)
-            .arg(req.cost)
-            .arg(n(req.burst))
-            .arg(n(req.hourly))
-            .arg(n(req.key_hourly))
-            .arg(n(req.daily.map(|d| d.limit)))
-            .arg(u8::from(req.daily.is_some_and(|d| d.enforce)));
+        inv.arg(req.now_ms).arg(req.cost);
+        for (kind, limit) in req.limits.iter() {
+            let spec = kind.spec();
+            inv.arg(limit.map_or(0, |l| l.max))
+                .arg(u8::from(limit.is_some_and(|l| l.refuse)))
+                .arg(u8::from(spec.counts == Counts::Requests))
+                .arg(spec.span_ms)
+                .arg(u8::from(spec.shape == Shape::Sliding));
+        }
         let slot = usize::try_from(req.id.as_u64() % pool::POOL as u64).unwrap_or(0);
         self.pool
             .with(slot, "check_and_count", |c: &mut dyn ConnectionLike| {
@@ -225,31 +233,22 @@ impl ValkeyStore {
     /// The script's counting reply as the reference semantics' outcome.
     fn outcome(req: &CountRequest, r: &[Value]) -> CountOutcome {
         let flags = int(r, 1);
-        let refused = Refusals {
-            burst: flags & 1 != 0,
-            hourly: flags & 2 != 0,
-            key_hourly: flags & 4 != 0,
-            daily: flags & 8 != 0,
-        };
-        let hour_left = windows::until_rollover(req.now_ms, HOUR_MS);
-        let day_left = windows::until_rollover(req.now_ms, DAY_MS);
-        let w = |limit: Option<u32>, used: u64, reset_ms: u64| {
-            limit.map(|limit| WindowUse {
-                limit,
-                used: clamp(used),
-                reset_ms,
-            })
-        };
         CountOutcome {
             admitted: int(r, 0) == 1,
-            refused,
-            burst: w(req.burst, int(r, 2), int(r, 3)),
-            hourly: w(req.hourly, int(r, 4), hour_left),
-            key_hourly: w(req.key_hourly, int(r, 5), hour_left),
-            daily: w(req.daily.map(|d| d.limit), int(r, 6), day_left),
+            refused: PerWindow::from_fn(|k| flags & (1 << k.index()) != 0),
+            uses: req.limits.map(|k, limit| {
+                limit.map(|l| WindowUse {
+                    limit: l.max,
+                    used: clamp(int(r, 2 + 2 * k.index())),
+                    reset_ms: int(r, 3 + 2 * k.index()),
+                })
+            }),
         }
     }
 }
+
+/// A sliding window's hash as read: `(5 s slot number, count)`.
+type RingSlots = Vec<(u64, u32)>;
 
 /// Element `i` of a reply as a count (integers, or numbers the script sent as strings).
 fn int(r: &[Value], i: usize) -> u64 {
@@ -300,36 +299,49 @@ impl CountStore for ValkeyStore {
         // Plain reads (admin views need no atomicity); all keys share one slot, so MGET works
         // on a cluster too.
         let keys = self.window_keys(id, now_ms);
-        let (slots, counts): (Vec<(u64, u32)>, Vec<Option<u32>>) =
+        let fixed: Vec<WindowKind> = WindowKind::ALL
+            .into_iter()
+            .filter(|k| k.spec().shape == Shape::Fixed)
+            .collect();
+        let (slots, counts): (PerWindow<RingSlots>, Vec<Option<u32>>) =
             self.pool.with(0, "usage", |c| {
-                let slots = redis::cmd("HGETALL").arg(&keys[0]).query(c)?;
-                let counts = redis::cmd("MGET").arg(&keys[1..]).query(c)?;
+                let mut slots = PerWindow::<RingSlots>::default();
+                for (k, key) in keys.iter() {
+                    if k.spec().shape == Shape::Sliding {
+                        slots[k] = redis::cmd("HGETALL").arg(key).query(c)?;
+                    }
+                }
+                let names: Vec<&String> = fixed.iter().map(|&k| &keys[k]).collect();
+                let counts = redis::cmd("MGET").arg(&names).query(c)?;
                 Ok::<_, RedisError>((slots, counts))
             })?;
+        let mut u = Usage {
+            used: PerWindow::default(),
+            reset_ms: PerWindow::from_fn(|k| windows::until_rollover(now_ms, k.spec().span_ms)),
+        };
+        for (k, n) in fixed.iter().zip(counts) {
+            u.used[*k] = n.unwrap_or(0);
+        }
         let slot = now_ms / windows::BURST_SLOT_MS;
         let span = windows::BURST_SLOTS as u64 - 1;
-        let mut burst = 0u32;
-        let mut oldest = None;
-        for (s, c) in slots {
-            if s + span >= slot && s <= slot {
-                burst = burst.saturating_add(c);
-                oldest = Some(oldest.map_or(s, |o: u64| o.min(s)));
+        for (k, slots) in slots.iter() {
+            if k.spec().shape != Shape::Sliding {
+                continue;
             }
+            let mut oldest = None;
+            for &(s, c) in slots {
+                if s + span >= slot && s <= slot {
+                    u.used[k] = u.used[k].saturating_add(c);
+                    oldest = Some(oldest.map_or(s, |o: u64| o.min(s)));
+                }
+            }
+            u.reset_ms[k] = oldest.map_or(k.spec().span_ms, |o| {
+                ((o + windows::BURST_SLOTS as u64) * windows::BURST_SLOT_MS)
+                    .saturating_sub(now_ms)
+                    .max(1)
+            });
         }
-        let reset = oldest.map_or(windows::BURST_SPAN_MS, |o| {
-            ((o + windows::BURST_SLOTS as u64) * windows::BURST_SLOT_MS)
-                .saturating_sub(now_ms)
-                .max(1)
-        });
-        let count = |i: usize| counts.get(i).copied().flatten().unwrap_or(0);
-        let u = Usage {
-            burst,
-            burst_reset_ms: reset,
-            hourly: count(0),
-            key_hourly: count(1),
-            daily: count(2),
-        };
-        let empty = u.burst == 0 && u.hourly == 0 && u.key_hourly == 0 && u.daily == 0;
+        let empty = u.used.0.iter().all(|&n| n == 0);
         Ok((!empty).then_some(u))
     }
 
