@@ -1,14 +1,16 @@
 //! The limiter daemon as a library: the binary in `main.rs` only parses arguments and calls in.
+//! Layers, bottom-up (each imports only from those below; see `docs/architecture.md`):
 //!
-//! - [`kernel`]: loads, attaches, pins and drives the XDP/TC dataplane.
+//! - [`model`]: the shared vocabulary (tiers, the windows table, decisions, store records).
+//! - [`clock`]: injected time, so every window and lockout is tested without sleeping.
 //! - [`config`]: the TOML file and environment overrides, validated in two stages.
 //! - [`identity`]: who a request comes from (client IP, session cookie, JWT, API key).
-//! - [`engine`]: the tier ladder, budgets, scan delays, strikes and lockouts.
 //! - [`store`]: where counters, keys and lockouts live (embedded by default).
-//! - [`daemon`]: `run` wiring: config → kernel → store → engine → HTTP until a signal.
+//! - [`engine`]: the tier ladder, budgets, scan delays, strikes and lockouts; the `Decider` seam.
+//! - [`kernel`]: loads, attaches, pins and drives the XDP/TC dataplane.
 //! - [`http`]: reverse proxy, decision API and nginx `auth_request` surfaces.
 //! - [`metrics`]: Prometheus metrics, `/healthz` and `/readyz` on the operator listener.
-//! - [`clock`]: injected time, so every window and lockout is tested without sleeping.
+//! - [`daemon`]: `run` wiring: config → kernel → store → engine → HTTP until a signal.
 
 pub mod cli;
 pub mod clock;
