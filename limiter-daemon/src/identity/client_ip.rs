@@ -1,10 +1,12 @@
-//! The client address: the TCP peer, unless the peer is a trusted proxy; then the forwarding
-//! header is walked from the right, past trusted proxies. Headers from an untrusted peer are
-//! ignored (anyone can write them). IPv6 clients are grouped by a prefix.
+//! The client address, every trust rule in one place: the TCP peer, unless the peer is a
+//! trusted proxy (`[identity] trusted_proxies`); then the forwarding header (`X-Forwarded-For`
+//! or `Forwarded`) is walked from the right, past trusted proxies. For nginx's `auth_request`
+//! subrequests, `X-Real-IP` from a trusted peer (`[http] trusted_peers`). Headers from an
+//! untrusted peer are ignored (anyone can write them). IPv6 clients are grouped by a prefix.
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderValue};
 use ipnet::IpNet;
 
 use crate::config::{ForwardedHeader, IdentitySettings};
@@ -77,6 +79,24 @@ pub fn client_ip(peer: IpAddr, headers: &HeaderMap, s: &IdentitySettings) -> IpA
         }
     }
     last
+}
+
+/// The client behind an nginx `auth_request` subrequest from `peer`: the `X-Real-IP` value
+/// when `peer` is one of `trusted_peers` (`[http] trusted_peers`), else the peer itself. A
+/// trusted peer sending an unreadable value is a misconfiguration: the peer is metered rather
+/// than every request failing, and it is logged.
+pub fn real_ip(peer: IpAddr, x_real_ip: Option<&HeaderValue>, trusted_peers: &[IpNet]) -> IpAddr {
+    if !trusted(normalize(peer), trusted_peers) {
+        return peer;
+    }
+    match x_real_ip.map(|v| v.to_str().map(|s| s.trim().parse::<IpAddr>())) {
+        Some(Ok(Ok(ip))) => ip,
+        None => peer,
+        Some(_) => {
+            tracing::warn!(%peer, "unparseable X-Real-IP from a trusted peer; metering the peer");
+            peer
+        }
+    }
 }
 
 /// `1.2.3.4`, `1.2.3.4:80`, `2001:db8::1`, `[2001:db8::1]`, `[2001:db8::1]:80`.

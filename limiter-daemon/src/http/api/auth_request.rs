@@ -23,11 +23,10 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
 use crate::engine::decider::RequestView;
 use crate::http::api::state::{drop_forwarding, ApiState};
+use crate::http::proxy::admit::{admission, Admission};
 use crate::http::proxy::limits::too_large;
 use crate::http::render::problem;
-use crate::http::render::response::{
-    hold_overflow, problem as rejection_problem, rejection, write_headers,
-};
+use crate::http::render::response::{problem as rejection_problem, write_headers};
 use crate::model::Action;
 
 pub const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
@@ -36,24 +35,9 @@ pub const X_ORIGINAL_METHOD: HeaderName = HeaderName::from_static("x-original-me
 /// The 429 problem document, compact JSON, for nginx to replay as the body.
 pub const X_LIMITER_PROBLEM: HeaderName = HeaderName::from_static("x-limiter-problem");
 
-/// The client behind the subrequest.
+/// The client behind the subrequest (see [`crate::identity::client_ip::real_ip`]).
 pub fn client_ip(state: &ApiState, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
-    if !state.is_trusted(peer) {
-        return peer;
-    }
-    match headers
-        .get(&X_REAL_IP)
-        .map(|v| v.to_str().map(|s| s.trim().parse::<IpAddr>()))
-    {
-        Some(Ok(Ok(ip))) => ip,
-        None => peer,
-        Some(_) => {
-            // A trusted peer sending garbage is a misconfiguration; meter the peer rather than
-            // fail every request, and say so.
-            tracing::warn!(%peer, "unparseable X-Real-IP from a trusted peer; metering the peer");
-            peer
-        }
-    }
+    crate::identity::client_ip::real_ip(peer, headers.get(&X_REAL_IP), &state.trusted_peers)
 }
 
 pub async fn auth(
@@ -93,24 +77,23 @@ pub async fn auth(
         path: &path,
         headers: &headers,
     });
-    match d.action() {
-        Action::Reject => {
-            let mut resp = rejection(&d, &state.hints);
-            let compact = rejection_problem(&d, &state.hints).to_bytes();
-            if let Ok(v) = HeaderValue::from_bytes(&compact) {
+    // nginx replays a 429 from the captured headers, so the problem document travels in one.
+    let compact =
+        (d.action() == Action::Reject).then(|| rejection_problem(&d, &state.hints).to_bytes());
+    let d = match admission(d, &state.gate, &state.hints) {
+        Admission::Answer(mut resp) => {
+            if let Some(v) = compact.and_then(|c| HeaderValue::from_bytes(&c).ok()) {
                 resp.headers_mut().insert(X_LIMITER_PROBLEM, v);
             }
             return resp.map(Body::from);
         }
-        Action::Delay => {
-            let Some(permit) = state.gate.try_hold(&d.identity) else {
-                return hold_overflow(&d).map(Body::from);
-            };
+        Admission::Hold(d, permit) => {
             tokio::time::sleep(d.delay()).await;
             drop(permit);
+            d
         }
-        Action::Allow => {}
-    }
+        Admission::Forward(d) => d,
+    };
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = StatusCode::NO_CONTENT;
     write_headers(&d, resp.headers_mut());

@@ -1,7 +1,6 @@
 //! What every API handler shares: the decider, the hold bounds, the rendering hints, the trusted
 //! peers and the request limits; and the forwarding fields the API never believes.
 
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use http::{HeaderMap, HeaderName};
@@ -48,16 +47,6 @@ pub struct ApiState {
     /// Peers whose `X-Real-IP` is believed.
     pub trusted_peers: Arc<Vec<IpNet>>,
     pub limits: ApiLimits,
-}
-
-impl ApiState {
-    pub fn is_trusted(&self, peer: IpAddr) -> bool {
-        let peer = match peer {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(peer),
-            v4 => v4,
-        };
-        self.trusted_peers.iter().any(|n| n.contains(&peer))
-    }
 }
 
 /// Header fields that say who the client is. On `/v1/decide` and `/v1/auth` the client is

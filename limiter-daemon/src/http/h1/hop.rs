@@ -12,17 +12,14 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 
+/// The hop-by-hop rule on a parsed name: the same list as [`is_hop_by_hop_name`], which is the
+/// one place it is written.
 fn is_hop_by_hop(k: &HeaderName) -> bool {
-    k == CONNECTION
-        || k == KEEP_ALIVE
-        || k == TE
-        || k == TRAILER
-        || k == TRANSFER_ENCODING
-        || k == UPGRADE
-        || k.as_str().starts_with("proxy-")
+    is_hop_by_hop_name(k.as_str().as_bytes())
 }
 
-/// [`is_hop_by_hop`] on a field name as it came off the wire (any case).
+/// Whether a field name, as it came off the wire (any case), is hop-by-hop: the one list both
+/// of the proxy's loops and its upstream client apply.
 pub fn is_hop_by_hop_name(name: &[u8]) -> bool {
     [
         CONNECTION,

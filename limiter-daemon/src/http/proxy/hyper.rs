@@ -16,17 +16,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::decider::{Decider, RequestView};
 use crate::http::h1::hop::{append_forwarded_for, strip_hop_by_hop};
+use crate::http::proxy::admit::admission;
+pub use crate::http::proxy::admit::Admission;
 use crate::http::proxy::body::{full, streamed, ProxyBody};
 use crate::http::proxy::hold::{HoldGate, HoldPermit};
 use crate::http::proxy::limits::{too_large, HeaderLimits};
 use crate::http::proxy::request_rules;
 use crate::http::render::problem;
-use crate::http::render::response::{
-    hold_cut_short, hold_overflow, rejection, write_headers, Hints,
-};
+use crate::http::render::response::{hold_cut_short, write_headers, Hints};
 use crate::http::upstream::client::Upstream;
 use crate::http::upstream::error::UpstreamError;
-use crate::model::{Action, Decision};
+use crate::model::Decision;
 
 /// Everything the proxy needs per request, shared by all connections.
 pub struct ProxyState {
@@ -39,31 +39,9 @@ pub struct ProxyState {
     pub grace_over: CancellationToken,
 }
 
-/// What the decision on a request lets happen next.
-pub enum Admission {
-    /// Forward it, with these rate-limit headers.
-    Forward(Decision),
-    /// Hold it for the decision's delay, then forward it; the permit counts it against the
-    /// held-request bounds until dropped.
-    Hold(Decision, HoldPermit),
-    /// Answer it now: a 429, or a 503 when its held-request bound is reached.
-    Answer(Response<Bytes>),
-}
-
 /// Decides on `view`: reject, hold (within the bounds) or forward.
 pub fn admit(state: &ProxyState, view: &RequestView<'_>) -> Admission {
-    let decision = state.decider.decide(view);
-    match decision.action() {
-        Action::Reject => Admission::Answer(rejection(&decision, &state.hints)),
-        Action::Delay => match state.gate.try_hold(&decision.identity) {
-            Some(permit) => Admission::Hold(decision, permit),
-            None => {
-                tracing::debug!(identity = %decision.identity, "held-request bound reached");
-                Admission::Answer(hold_overflow(&decision))
-            }
-        },
-        Action::Allow => Admission::Forward(decision),
-    }
+    admission(state.decider.decide(view), &state.gate, &state.hints)
 }
 
 /// Waits out a held request's delay on an async timer: it costs a task, not a thread. `Err` is

@@ -4,6 +4,7 @@
 //! bounds of [`hold`], refuse what breaks [`request_rules`] or [`limits`], and stream bodies
 //! ([`body`], [`request_body`]). [`sched`] sets the workers' scheduling policy.
 
+pub mod admit;
 pub mod body;
 pub mod forward;
 pub mod front;
