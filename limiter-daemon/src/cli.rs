@@ -63,7 +63,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::CheckConfig { file } => {
             let env = crate::config::env_from_process();
             let cfg = crate::config::Config::load(&file, &env)?;
-            crate::config::http::HttpSettings::from_table(cfg.http_raw.clone())?;
             println!("{}: valid\n", file.display());
             print!("{}", crate::config::table::effective_limits(&cfg));
             Ok(())

@@ -34,7 +34,7 @@ pub struct DaemonConfig {
 impl DaemonConfig {
     pub fn load(path: &Path) -> Result<Self, crate::config::ConfigError> {
         let config = Config::load(path, &env_from_process())?;
-        let http = HttpSettings::from_table(config.http_raw.clone())?;
+        let http = config.http.clone();
         Ok(DaemonConfig { config, http })
     }
 }

@@ -109,3 +109,29 @@ fn an_empty_state_dir_is_an_error_naming_the_field_and_line() {
         "{err}"
     );
 }
+
+#[test]
+fn a_bad_http_field_names_the_field_and_line() {
+    // `[http]` is validated with the rest of the file, so its errors carry the line too.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bad-http.toml");
+    std::fs::write(
+        &p,
+        "[kernel]\nmode = \"off\"\n\n[http]\napi_listen = [\"127.0.0.1:0\"]\nupstream_max_connections = 0\n",
+    )
+    .unwrap();
+    let (ok, _, err) = check_config(&p, &[]);
+    assert!(!ok, "accepted upstream_max_connections = 0");
+    assert!(
+        err.contains("http.upstream_max_connections") && err.contains("line 6"),
+        "{err}"
+    );
+
+    std::fs::write(&p, "[http]\nproxy_listen = [\"nope\"]\n").unwrap();
+    let (ok, _, err) = check_config(&p, &[]);
+    assert!(!ok, "accepted proxy_listen = [\"nope\"]");
+    assert!(
+        err.contains("http.proxy_listen") && err.contains("line 2"),
+        "{err}"
+    );
+}

@@ -8,8 +8,8 @@
 //! # Ok::<(), limiter_daemon::config::ConfigError>(())
 //! ```
 //!
-//! Sections owned elsewhere stay raw here: `[http]` is kept as [`Config::http_raw`] for the
-//! HTTP surfaces to validate in their own module; `[kernel]` is validated by [`kernel`].
+//! Every section is validated here, once, `[http]` included ([`Config::http`]): callers get
+//! checked values and every field error carries the file and line.
 
 pub mod env;
 pub mod error;
@@ -34,6 +34,7 @@ use serde::Deserialize;
 
 pub use env::{env_from_process, EnvMap, ENV_VARS};
 pub use error::ConfigError;
+pub use http::HttpSettings;
 pub use identity::{ForwardedHeader, IdentitySettings};
 pub use jwt::{JwtAlgorithm, JwtSettings};
 pub use kernel::KernelSettings;
@@ -71,9 +72,8 @@ pub struct RawConfig {
     pub kernel: kernel::RawKernel,
     #[serde(default)]
     pub metrics: metrics::RawMetrics,
-    /// Owned by the HTTP surfaces; kept raw.
     #[serde(default)]
-    pub http: toml::Table,
+    pub http: http::RawHttp,
 }
 
 /// The validated configuration.
@@ -92,8 +92,8 @@ pub struct Config {
     pub kernel: KernelSettings,
     /// The operator listener (`/metrics`, `/healthz`, `/readyz`).
     pub metrics: metrics::MetricsSettings,
-    /// The `[http]` table, validated by the HTTP module.
-    pub http_raw: toml::Table,
+    /// The HTTP surfaces: listeners, upstream, timeouts, bounds on held requests.
+    pub http: HttpSettings,
     /// Environment variables that overrode the file, with their values.
     pub env_applied: Vec<(&'static str, u32)>,
 }
@@ -143,7 +143,7 @@ impl Config {
             upgrade: UpgradePaths::validate(raw.upgrade)?,
             kernel,
             metrics: metrics::MetricsSettings::validate(raw.metrics)?,
-            http_raw: raw.http,
+            http: HttpSettings::validate(raw.http)?,
             env_applied,
         })
     }
@@ -263,13 +263,24 @@ mod tests {
     }
 
     #[test]
-    fn http_section_is_kept_raw() {
+    fn http_section_is_validated_with_the_rest() {
         let c = parse(
-            "[http]\nlisten = \"127.0.0.1:8080\"\n[http.admin]\ntoken = \"x\"\n",
+            "[http]\napi_listen = [\"127.0.0.1:8081\"]\n[http.admin]\ntoken = \"x\"\n",
             &[],
         )
         .unwrap();
-        assert!(c.http_raw.contains_key("listen"));
-        assert!(c.http_raw.contains_key("admin"));
+        assert_eq!(c.http.api_listen, ["127.0.0.1:8081".parse().unwrap()]);
+        let err = parse("[quota]\nanon = 5\n\n[http]\nmax_held = 0\n", &[]).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, ConfigError::InvalidAt { line: 5, .. }),
+            "{text}"
+        );
+        assert!(text.contains("http.max_held"), "{text}");
+        let err = parse("[http]\nlisten = \"127.0.0.1:8080\"\n", &[]).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::Parse { line: Some(2), .. }),
+            "{err}"
+        );
     }
 }
