@@ -67,7 +67,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", crate::config::table::effective_limits(&cfg));
             Ok(())
         }
-        Command::Run { config, ifaces } => crate::daemon::run(&config, ifaces),
+        Command::Run { config, ifaces } => crate::app::run::run(&config, ifaces),
         Command::Kernel(args) => crate::kernel::cli::run_kernel(args),
         Command::Detach(args) => crate::kernel::cli::run_detach(args),
     }

@@ -10,8 +10,11 @@
 //! - [`kernel`]: loads, attaches, pins and drives the XDP/TC dataplane.
 //! - [`http`]: reverse proxy, decision API and nginx `auth_request` surfaces.
 //! - [`metrics`]: Prometheus metrics, `/healthz` and `/readyz` on the operator listener.
-//! - [`daemon`]: `run` wiring: config → kernel → store → engine → HTTP until a signal.
+//! - [`app`]: `run` wiring: config → kernel → store → engine → HTTP until a signal, with one
+//!   [`app::shutdown::Shutdown`] handed to every background task.
+//! - [`daemon`]: the older path to `app::run`, kept for callers.
 
+pub mod app;
 pub mod cli;
 pub mod clock;
 pub mod config;

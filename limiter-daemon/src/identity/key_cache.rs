@@ -258,7 +258,9 @@ impl KeyCache {
     }
 }
 
-/// Owns the refresher thread; dropping it stops and joins the thread.
+/// Owns the refresher thread; dropping it stops and joins the thread. The engine owns the
+/// guard, so the thread lives exactly as long as the engine (tests and benches build engines
+/// outside any runtime), rather than stopping on the daemon's shutdown token.
 pub struct RefresherGuard {
     cache: Arc<KeyCache>,
     handle: Option<JoinHandle<()>>,

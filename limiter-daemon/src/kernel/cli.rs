@@ -1,6 +1,5 @@
 //! `limiter-daemon kernel …` and `detach`: operator commands that work on the pinned maps
-//! directly, so an operator can act while the daemon is stopped; and the shutdown signal wait
-//! `run` uses.
+//! directly, so an operator can act while the daemon is stopped.
 //!
 //! Arguments are parsed by clap value parsers: a bad IP, CIDR or duration is a usage error with a
 //! message naming the value, and the process exits with code 2 (other failures exit 1).
@@ -254,33 +253,6 @@ pub fn run_detach(args: DetachArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// SIGINT and SIGTERM, caught from the moment [`ShutdownSignals::install`] returns: installed
-/// first thing at start, so a signal that arrives while the daemon attaches or binds stops it
-/// cleanly instead of killing it with the default action.
-pub struct ShutdownSignals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-}
-
-impl ShutdownSignals {
-    /// Installs the handlers (inside a Tokio runtime).
-    pub fn install() -> anyhow::Result<Self> {
-        use tokio::signal::unix::{signal, SignalKind};
-        Ok(ShutdownSignals {
-            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
-            int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
-        })
-    }
-
-    /// Resolves on the first SIGINT or SIGTERM since [`ShutdownSignals::install`].
-    pub async fn recv(mut self) {
-        tokio::select! {
-            _ = self.term.recv() => tracing::info!("SIGTERM"),
-            _ = self.int.recv() => tracing::info!("SIGINT"),
-        }
-    }
 }
 
 #[cfg(test)]

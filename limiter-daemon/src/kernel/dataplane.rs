@@ -2,8 +2,10 @@
 //!
 //! [`Dataplane::start`] honours `[kernel] mode`: `off` never touches the kernel, `auto` logs loudly
 //! and returns `None` when the kernel half cannot start (no root, no object, no BPF), `required`
-//! makes that an error. Dropping a `Dataplane` stops its background tasks but leaves every pin in
-//! place, so enforcement and lockouts survive a crash or a restart; only `detach` removes them.
+//! makes that an error. Its background tasks (program logs, sampled events, the expiry sweep)
+//! stop when the `stop` token given to `start` is cancelled, or when the `Dataplane` drops
+//! (which aborts them as a backstop). Neither removes a pin, so enforcement and lockouts
+//! survive a crash or a restart; only `detach` removes them.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,6 +14,7 @@ use std::time::Duration;
 use aya::maps::{MapData, RingBuf};
 use aya::Ebpf;
 use limiter_common::maps::MAP_EVENTS;
+use tokio_util::sync::CancellationToken;
 
 use super::events::{self, EventStats};
 use super::loader::{self, Attachment};
@@ -30,6 +33,9 @@ pub struct Dataplane {
     maps: Arc<KernelMaps>,
     attachments: Vec<Attachment>,
     events: Arc<EventStats>,
+    /// Cancelled with the caller's token, or on drop: what the background tasks stop on.
+    stop: CancellationToken,
+    /// Aborted on drop as well, in case a task is between two awaits of a long step.
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// Holds the loaded programs' fds; the pinned links keep them attached regardless.
     _ebpf: Ebpf,
@@ -47,8 +53,12 @@ impl std::fmt::Debug for Dataplane {
 
 impl Dataplane {
     /// Starts the dataplane as `settings.mode` says. Call it inside a tokio runtime to have the
-    /// program's logs, sampled events and the expiry sweep run in the background.
-    pub fn start(settings: &KernelSettings) -> Result<Option<Self>, KernelError> {
+    /// program's logs, sampled events and the expiry sweep run in the background until `stop`
+    /// is cancelled (or the dataplane drops).
+    pub fn start(
+        settings: &KernelSettings,
+        stop: &CancellationToken,
+    ) -> Result<Option<Self>, KernelError> {
         match settings.mode {
             KernelMode::Off => {
                 tracing::warn!(
@@ -56,8 +66,8 @@ impl Dataplane {
                 );
                 Ok(None)
             }
-            KernelMode::Required => Self::start_required(settings).map(Some),
-            KernelMode::Auto => match Self::start_required(settings) {
+            KernelMode::Required => Self::start_required(settings, stop).map(Some),
+            KernelMode::Auto => match Self::start_required(settings, stop) {
                 Ok(dp) => Ok(Some(dp)),
                 Err(err) => {
                     tracing::error!(
@@ -72,7 +82,11 @@ impl Dataplane {
     }
 
     /// Starts the dataplane or fails: loads, writes the config, attaches every interface.
-    pub fn start_required(settings: &KernelSettings) -> Result<Self, KernelError> {
+    /// Background tasks as in [`Dataplane::start`].
+    pub fn start_required(
+        settings: &KernelSettings,
+        stop: &CancellationToken,
+    ) -> Result<Self, KernelError> {
         if settings.interfaces.is_empty() {
             return Err(KernelError::NoInterfaces);
         }
@@ -109,6 +123,7 @@ impl Dataplane {
             maps,
             attachments,
             events,
+            stop: stop.child_token(),
             tasks: Vec::new(),
             _ebpf: ebpf,
         };
@@ -128,21 +143,23 @@ impl Dataplane {
             return;
         };
         if let Some(logger) = logs::take_logger(&mut self._ebpf) {
-            self.tasks.push(rt.spawn(logs::run(logger)));
+            self.tasks
+                .push(rt.spawn(until(self.stop.clone(), logs::run(logger))));
         }
         match self
             ._ebpf
             .take_map(MAP_EVENTS)
             .map(RingBuf::<MapData>::try_from)
         {
-            Some(Ok(ring)) => self
-                .tasks
-                .push(rt.spawn(events::run(ring, Arc::clone(&self.events)))),
+            Some(Ok(ring)) => self.tasks.push(rt.spawn(until(
+                self.stop.clone(),
+                events::run(ring, Arc::clone(&self.events)),
+            ))),
             Some(Err(err)) => tracing::warn!(error = %err, "event map is not a ring buffer"),
             None => tracing::warn!("the eBPF object has no {MAP_EVENTS} map"),
         }
         let maps = Arc::clone(&self.maps);
-        self.tasks.push(rt.spawn(async move {
+        self.tasks.push(rt.spawn(until(self.stop.clone(), async move {
             let mut tick = tokio::time::interval(SWEEP_EVERY);
             loop {
                 tick.tick().await;
@@ -162,7 +179,7 @@ impl Dataplane {
                     Err(err) => tracing::warn!(error = %err, "sweep task failed"),
                 }
             }
-        }));
+        })));
     }
 
     /// Typed map operations (lockouts, tiers, lists, counters).
@@ -196,8 +213,17 @@ impl Dataplane {
     }
 }
 
+/// Runs `task` until `stop` is cancelled.
+async fn until(stop: CancellationToken, task: impl std::future::Future<Output = ()>) {
+    tokio::select! {
+        () = stop.cancelled() => {}
+        () = task => {}
+    }
+}
+
 impl Drop for Dataplane {
     fn drop(&mut self) {
+        self.stop.cancel();
         for t in &self.tasks {
             t.abort();
         }

@@ -39,7 +39,7 @@ pub fn decode(bytes: &[u8]) -> Option<CeilingEvent> {
     Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<CeilingEvent>()) })
 }
 
-/// Reads events until the task is aborted.
+/// Reads events until dropped (the dataplane stops it on its token).
 pub async fn run(ring: RingBuf<MapData>, stats: Arc<EventStats>) {
     // SAFETY: the ring owns its map fd, which stays open and unchanged until the AsyncFd
     // (which owns the ring) is dropped.

@@ -38,7 +38,7 @@ pub fn take_logger(ebpf: &mut Ebpf) -> Option<EbpfLogger<TracingLog>> {
     }
 }
 
-/// Forwards records until the task is aborted.
+/// Forwards records until dropped (the dataplane stops it on its token).
 pub async fn run(logger: EbpfLogger<TracingLog>) {
     // SAFETY: the logger owns its map fd, which stays open and unchanged until the AsyncFd
     // (which owns the logger) is dropped.

@@ -76,7 +76,10 @@ pub fn attach(
             .unwrap();
         let dp = rt
             .block_on(async {
-                limiter_daemon::kernel::dataplane::Dataplane::start_required(kernel)
+                limiter_daemon::kernel::dataplane::Dataplane::start_required(
+                    kernel,
+                    &tokio_util::sync::CancellationToken::new(),
+                )
             })
             .expect("dataplane attaches to the veth");
         (rt, dp)

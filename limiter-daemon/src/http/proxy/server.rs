@@ -22,8 +22,6 @@ use std::time::Duration;
 
 use hyper_util::rt::TokioTimer;
 use tokio::net::{TcpListener, TcpSocket};
-use tokio::sync::watch;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -170,26 +168,30 @@ impl HttpServer {
     }
 
     /// Serves until `shutdown` resolves, then drains within `http.shutdown_grace`.
+    ///
+    /// Inside, one token says "stop" to every accept loop (proxy threads and API listeners)
+    /// and trackers say when their work is done. The token is also cancelled if this future
+    /// is dropped or returns early, so nothing it started keeps accepting.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let workers = self.start_proxy_workers(&stop_rx)?;
-        let mut tasks = JoinSet::new();
+        let stop = CancellationToken::new();
+        let _stop_on_exit = stop.clone().drop_guard();
+        let workers = self.start_proxy_workers(&stop)?;
+        let api_tasks = TaskTracker::new();
         let app = router(self.api.clone());
         for listener in self.api_listeners {
-            let mut rx = stop_rx.clone();
-            let mut rx_grace = stop_rx.clone();
+            let stop = stop.clone();
             let app = app.clone();
             let grace = self.settings.shutdown_grace;
-            tasks.spawn(async move {
+            api_tasks.spawn(async move {
                 let serve = axum::serve(
                     listener,
                     app.into_make_service_with_connect_info::<SocketAddr>(),
                 )
-                .with_graceful_shutdown(async move { stopped(&mut rx).await })
+                .with_graceful_shutdown(stop.clone().cancelled_owned())
                 .into_future();
                 // axum drains without a deadline; bound it like the proxy.
                 let deadline = async move {
-                    stopped(&mut rx_grace).await;
+                    stop.cancelled().await;
                     tokio::time::sleep(grace).await;
                 };
                 tokio::select! {
@@ -200,10 +202,11 @@ impl HttpServer {
                 }
             });
         }
+        api_tasks.close();
         shutdown.await;
         tracing::info!("HTTP shutdown requested");
-        let _ = stop_tx.send(true);
-        while tasks.join_next().await.is_some() {}
+        stop.cancel();
+        api_tasks.wait().await;
         for w in workers {
             // The thread ends once its accept loops drained (bounded by the grace period).
             if tokio::task::spawn_blocking(move || w.join()).await.is_err() {
@@ -215,7 +218,7 @@ impl HttpServer {
 
     fn start_proxy_workers(
         &self,
-        stop: &watch::Receiver<bool>,
+        stop: &CancellationToken,
     ) -> Result<Vec<std::thread::JoinHandle<()>>, ServeError> {
         let Some(up) = self.settings.upstream.clone() else {
             return Ok(Vec::new());
@@ -283,7 +286,7 @@ impl HttpServer {
                             limits,
                             grace_over: CancellationToken::new(),
                         });
-                        let mut loops = JoinSet::new();
+                        let loops = TaskTracker::new();
                         for l in listeners {
                             match TcpListener::from_std(l) {
                                 Ok(l) => {
@@ -299,7 +302,8 @@ impl HttpServer {
                                 }
                             }
                         }
-                        while loops.join_next().await.is_some() {}
+                        loops.close();
+                        loops.wait().await;
                     });
                 })
                 .map_err(|source| ServeError::Worker { index, source })?;
@@ -342,17 +346,11 @@ pub async fn serve_bound(
     server.run(shutdown).await
 }
 
-/// Resolves once stop was signalled (or the sender is gone, which also means stop).
-async fn stopped(rx: &mut watch::Receiver<bool>) {
-    // The guard returned by `wait_for` is dropped here, before any other await.
-    let _ = rx.wait_for(|stop| *stop).await.map(|_| ());
-}
-
 async fn proxy_loop(
     listener: TcpListener,
     state: Arc<ProxyState>,
     settings: HttpSettings,
-    mut stop: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) {
     let limits = state.limits;
     let mut hyper = hyper::server::conn::http1::Builder::new();
@@ -388,7 +386,7 @@ async fn proxy_loop(
                 }
                 connections.spawn(front::serve(Arc::clone(&front), stream, peer));
             }
-            () = stopped(&mut stop) => break,
+            () = stop.cancelled() => break,
         }
     }
     drop(listener);

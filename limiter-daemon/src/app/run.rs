@@ -1,0 +1,129 @@
+//! `limiter-daemon run`: load and validate the whole config (HTTP section included) before
+//! binding anything, start the kernel dataplane as `[kernel] mode` says, open the store that
+//! `[store] backend` names ([`crate::store::open`]), build the engine (which pushes the stored
+//! lockouts and allow/deny lists into the kernel: a reboot empties its maps), and serve the HTTP
+//! surfaces (and the metrics listener) until SIGINT or SIGTERM.
+//!
+//! One [`Shutdown`] is made here and handed to every background task: the signal wait
+//! triggers it, the HTTP server and the metrics listener stop on it, the dataplane's tasks get
+//! a child token of it. (The key cache's refresher thread belongs to the engine and stops when
+//! the engine drops.)
+//!
+//! Kernel pins outlive the process on purpose (enforcement continues across restarts;
+//! `limiter-daemon detach` removes them).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+
+use super::shutdown::Shutdown;
+use super::signals::ShutdownSignals;
+use crate::clock::{Clock, SystemClock};
+use crate::config::http::HttpSettings;
+use crate::config::{env_from_process, Config};
+use crate::engine::sink::{EnforcementSink, NoKernel};
+use crate::engine::Engine;
+use crate::http::proxy::server::HttpServer;
+use crate::http::render::response::Hints;
+use crate::kernel::dataplane::Dataplane;
+use crate::metrics::server::MetricsServer;
+use crate::metrics::sources::AttachedKernel;
+use crate::metrics::{KernelSource, MeteredDecider, Metrics};
+
+/// Everything `run` needs, validated: the process exits before binding if any of it is wrong.
+pub struct DaemonConfig {
+    pub config: Config,
+    pub http: HttpSettings,
+}
+
+impl DaemonConfig {
+    pub fn load(path: &Path) -> Result<Self, crate::config::ConfigError> {
+        let config = Config::load(path, &env_from_process())?;
+        let http = config.http.clone();
+        Ok(DaemonConfig { config, http })
+    }
+}
+
+pub fn run(path: &Path, ifaces: Vec<String>) -> anyhow::Result<()> {
+    let DaemonConfig { mut config, http } = DaemonConfig::load(path)?;
+    if !ifaces.is_empty() {
+        config.kernel.interfaces = ifaces;
+    }
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = http.worker_threads {
+        builder.worker_threads(n.get());
+    }
+    let rt = builder
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        // First thing: a signal during attach or bind triggers the stop the servers see at once.
+        let signals = ShutdownSignals::install()?;
+        let shutdown = Shutdown::new();
+        shutdown.trigger_on(signals.recv());
+        let grace = http.shutdown_grace;
+        let served = serve(config, http, &shutdown).await;
+        // Whatever ended serving (a signal or a failure), stop the rest, within the grace.
+        shutdown.wait_drained(grace).await;
+        served?;
+        tracing::info!(
+            "stopped; kernel pins stay in place (enforcement continues; `limiter-daemon detach` removes it)"
+        );
+        Ok(())
+    })
+}
+
+/// Starts the dataplane and the engine, spawns the metrics listener on `shutdown` and serves
+/// HTTP until `shutdown` is triggered.
+async fn serve(config: Config, http: HttpSettings, shutdown: &Shutdown) -> anyhow::Result<()> {
+    // Inside the runtime: the dataplane spawns its log, event and expiry tasks.
+    let metrics = Metrics::new(&config.metrics.namespace);
+    let (sink, kernel): (Arc<dyn EnforcementSink>, _) =
+        match Dataplane::start(&config.kernel, &shutdown.token())? {
+            Some(dp) => {
+                let attached = AttachedKernel {
+                    maps: Arc::clone(dp.maps()),
+                    events: Arc::clone(dp.event_stats()),
+                    interfaces: dp.attachments().len(),
+                };
+                (Arc::new(dp), Some(attached))
+            }
+            None => {
+                tracing::warn!(
+                    "running userspace-only: lockouts are enforced at L7 only \
+                     (metric kernel_attached = 0)"
+                );
+                (Arc::new(NoKernel), None)
+            }
+        };
+    metrics.attach_kernel(KernelSource {
+        mode: config.kernel.mode,
+        attached: kernel,
+    });
+    let metrics_listen = config.metrics.listen;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let store = crate::store::open(&config.store, clock.now_ms()).context("opening the store")?;
+    let engine = Arc::new(Engine::new(Arc::new(config), store, sink, clock));
+    metrics.attach_engine(Arc::clone(&engine));
+    let decider = Arc::new(MeteredDecider::new(engine, Arc::clone(&metrics)));
+    let hints = Hints::from_settings(&http);
+    let server = HttpServer::bind(&http, hints, decider).await?;
+    metrics.attach_http(&server);
+    match metrics_listen {
+        Some(addr) => {
+            let ms = MetricsServer::bind(addr, Arc::clone(&metrics)).await?;
+            tracing::info!(addr = %ms.local_addr()?, "metrics, /healthz and /readyz listening");
+            let stop = shutdown.cancelled();
+            shutdown.spawn(async move {
+                if let Err(err) = ms.run(stop).await {
+                    tracing::warn!(error = %format!("{err:#}"), "metrics listener failed");
+                }
+            });
+        }
+        None => tracing::warn!("metrics listener disabled (metrics.listen = \"\")"),
+    }
+    crate::http::proxy::server::serve_bound(server, &http, shutdown.cancelled()).await?;
+    Ok(())
+}
