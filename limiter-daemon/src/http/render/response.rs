@@ -367,41 +367,39 @@ pub fn rejection(d: &Decision, hints: &Hints) -> Response<Bytes> {
 /// `503` for a delayed request that cannot be held (too many held already), counted by the
 /// caller. `Retry-After` is the delay it would have waited.
 pub fn hold_overflow(d: &Decision) -> Response<Bytes> {
-    let wait = d.delay().as_secs_f64().ceil().max(1.0) as u64;
-    let mut resp = Problem::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        None,
+    held_503(d, d.delay(), |wait| {
         format!(
             "This caller is over its daily quota, so each request is held for a scan delay, and \
              too many of its requests are held already. Retry in {wait} s, one request at a \
              time."
-        ),
-    )
-    .with("tier", d.tier.as_str())
-    .with("retryAfter", wait)
-    .into_response();
-    write_headers(d, resp.headers_mut());
-    resp.headers_mut()
-        .insert(RETRY_AFTER, HeaderValue::from(wait));
-    resp
+        )
+    })
 }
 
 /// `503` for a request still held when the shutdown grace period ended: it gets an answer
 /// before its connection closes, never an empty reply. `Retry-After` is what was left of its
 /// delay: it was to wait that long anyway, and retrying sooner is only held again.
 pub fn hold_cut_short(d: &Decision, left: std::time::Duration) -> Response<Bytes> {
-    let wait = left.as_secs_f64().ceil().max(1.0) as u64;
-    let mut resp = Problem::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        None,
+    held_503(d, left, |wait| {
         format!(
             "This request was held for a scan delay (the caller is over its daily quota) and the \
              proxy is shutting down before the delay was over. Retry in {wait} s."
-        ),
-    )
-    .with("tier", d.tier.as_str())
-    .with("retryAfter", wait)
-    .into_response();
+        )
+    })
+}
+
+/// A 503 about a held request: `Retry-After` and `retryAfter` are `wait` in whole seconds (at
+/// least 1), with the decision's rate-limit fields.
+fn held_503(
+    d: &Decision,
+    wait: std::time::Duration,
+    detail: impl FnOnce(u64) -> String,
+) -> Response<Bytes> {
+    let wait = wait.as_secs_f64().ceil().max(1.0) as u64;
+    let mut resp = Problem::new(StatusCode::SERVICE_UNAVAILABLE, None, detail(wait))
+        .with("tier", d.tier.as_str())
+        .with("retryAfter", wait)
+        .into_response();
     write_headers(d, resp.headers_mut());
     resp.headers_mut()
         .insert(RETRY_AFTER, HeaderValue::from(wait));
