@@ -3,5 +3,6 @@
 //! ([`write`]).
 
 pub mod chunked;
+pub mod framing;
 pub mod hop;
 pub mod write;

@@ -13,14 +13,13 @@ use hyper::body::Body;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
+use crate::http::h1::framing::{body_framing, lists_token, with_final_head, Framing};
 use crate::http::h1::hop::is_hop_by_hop_name;
 use crate::http::h1::write::{finish_head, push_field, write_answer};
 use crate::http::proxy::hyper::upstream_failure;
 use crate::http::render::response::{is_rate_limit_field, write_header_lines};
 use crate::http::upstream::client::Upstream;
-use crate::http::upstream::direct::{
-    body_framing, lists_token, with_final_head, DirectBody, Framing,
-};
+use crate::http::upstream::direct::DirectBody;
 use crate::model::Decision;
 
 /// Output gathered before it is written even though more body is at hand.
@@ -63,7 +62,7 @@ pub(in crate::http) fn response_head(
     decision: &Decision,
     close: bool,
     out: &mut Vec<u8>,
-) -> Result<Option<(Option<Framing>, bool)>, crate::http::upstream::direct::DirectError> {
+) -> Result<Option<(Option<Framing>, bool)>, crate::http::h1::framing::WireError> {
     let Some((framing, len)) = with_final_head(ubuf, |parsed| {
         let code = parsed.code.unwrap_or(0);
         let body = body_framing(code, parsed.version, parsed.headers, head_only)?;

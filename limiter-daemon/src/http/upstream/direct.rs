@@ -19,29 +19,27 @@
 //! which is safe because only idempotent methods without a body take this path.
 
 use std::io;
-use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use http::header::{CONTENT_LENGTH, HOST};
 use http::{request, HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, Version};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use crate::http::h1::chunked::{Chunked, Step};
+use crate::http::h1::chunked::Step;
+use crate::http::h1::framing::{
+    body_framing, with_final_head, Framing, WireError, MAX_HEADERS, MAX_HEAD_BYTES,
+};
 use crate::http::upstream::client::Upstream;
 use crate::http::upstream::conn::{DirectConn, READ_SIZE};
 use crate::http::upstream::error::UpstreamError;
 use crate::http::upstream::pool::Slot;
 
-/// Response head fields accepted from the upstream (hyper's client default is 100).
-const MAX_HEADERS: usize = 100;
-/// Largest response head accepted from the upstream.
-const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Fields the proxy adds to a response (`crate::http::render::response::write_headers` writes at most 9).
 const RESPONSE_FIELDS_ADDED: usize = 10;
 
@@ -49,58 +47,6 @@ const RESPONSE_FIELDS_ADDED: usize = 10;
 pub(in crate::http) fn eligible(req: &http::Request<Incoming>) -> bool {
     matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS)
         && req.body().is_end_stream()
-}
-
-/// Why an exchange on the direct path failed.
-#[derive(Debug, thiserror::Error)]
-pub(in crate::http) enum DirectError {
-    #[error("writing the request failed")]
-    Write(#[source] io::Error),
-    #[error("reading the response failed")]
-    Read {
-        #[source]
-        source: io::Error,
-        got_bytes: bool,
-    },
-    #[error("the upstream closed the connection {}", if *.got_bytes { "inside the response head" } else { "without answering" })]
-    Closed { got_bytes: bool },
-    #[error("malformed response head: {0}")]
-    Malformed(String),
-    #[error("response head over {MAX_HEAD_BYTES} bytes")]
-    HeadTooLarge,
-}
-
-impl DirectError {
-    /// A failure that means "this pooled connection was already dead": nothing was answered.
-    fn is_stale(&self) -> bool {
-        matches!(
-            self,
-            DirectError::Write(_)
-                | DirectError::Read {
-                    got_bytes: false,
-                    ..
-                }
-                | DirectError::Closed { got_bytes: false }
-        )
-    }
-}
-
-/// How the body after a response head is delimited.
-#[derive(Debug)]
-pub(in crate::http) enum Framing {
-    Length(u64),
-    Chunked(Chunked),
-    UntilClose,
-}
-
-impl Framing {
-    fn is_complete(&self) -> bool {
-        match self {
-            Framing::Length(left) => *left == 0,
-            Framing::Chunked(c) => c.is_done(),
-            Framing::UntilClose => false,
-        }
-    }
 }
 
 /// Writes the request head: origin-form target, HTTP/1.1, the headers as given, `Host` added
@@ -134,58 +80,9 @@ struct Head {
     keep_alive: bool,
 }
 
-/// What the framing fields of a final response head say.
-#[derive(Debug)]
-pub(in crate::http) struct BodyFraming {
-    /// `None`: no body.
-    pub(in crate::http) framing: Option<Framing>,
-    /// Whether the connection may carry another exchange after this body.
-    pub(in crate::http) keep_alive: bool,
-    /// `Content-Length` came beside `Transfer-Encoding`: it must not be passed on.
-    pub(in crate::http) drop_content_length: bool,
-}
-
-/// Runs `f` on the final response head at the front of `buf`, skipping (and consuming) interim
-/// 1xx responses before it; returns `f`'s result and the head's length, leaving the head in
-/// `buf` for the caller to take. `None` when more bytes are needed.
-pub(in crate::http) fn with_final_head<T>(
-    buf: &mut BytesMut,
-    mut f: impl FnMut(&httparse::Response<'_, '_>) -> Result<T, DirectError>,
-) -> Result<Option<(T, usize)>, DirectError> {
-    loop {
-        // Left uninitialised: httparse initialises what it fills, and zeroing 100 slots for
-        // the usual eight fields showed in the profile.
-        let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
-        let mut parsed = httparse::Response::new(&mut []);
-        let len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
-            &mut parsed,
-            buf,
-            &mut fields,
-        ) {
-            Ok(httparse::Status::Complete(len)) => len,
-            Ok(httparse::Status::Partial) => return Ok(None),
-            Err(e) => return Err(DirectError::Malformed(e.to_string())),
-        };
-        let code = parsed.code.unwrap_or(0);
-        if (100..200).contains(&code) {
-            if code == 101 {
-                return Err(DirectError::Malformed(
-                    "101 Switching Protocols to a request that asked for no upgrade".into(),
-                ));
-            }
-            buf.advance(len);
-            continue;
-        }
-        if StatusCode::from_u16(code).is_err() {
-            return Err(DirectError::Malformed(format!("status code {code}")));
-        }
-        return Ok(Some((f(&parsed)?, len)));
-    }
-}
-
 /// Parses a complete response head off the front of `buf` (skipping interim 1xx responses);
 /// `None` when more bytes are needed.
-fn parse_head(buf: &mut BytesMut, head_only: bool) -> Result<Option<Head>, DirectError> {
+fn parse_head(buf: &mut BytesMut, head_only: bool) -> Result<Option<Head>, WireError> {
     // Offsets into the head, so values can be zero-copy slices of it once it is frozen.
     let base = buf.as_ptr() as usize;
     let mut spans = [(0usize, 0usize, 0usize, 0usize); MAX_HEADERS];
@@ -218,17 +115,17 @@ fn parse_head(buf: &mut BytesMut, head_only: bool) -> Result<Option<Head>, Direc
     for &(n, nl, v, vl) in &spans[..count] {
         let (n, v) = (n - skipped, v - skipped);
         let name = HeaderName::from_bytes(&head[n..n + nl])
-            .map_err(|_| DirectError::Malformed("invalid header name".into()))?;
+            .map_err(|_| WireError::Malformed("invalid header name".into()))?;
         if body.drop_content_length && name == CONTENT_LENGTH {
             continue;
         }
         let value = HeaderValue::from_maybe_shared(head.slice(v..v + vl))
-            .map_err(|_| DirectError::Malformed(format!("invalid value for {name}")))?;
+            .map_err(|_| WireError::Malformed(format!("invalid value for {name}")))?;
         headers.append(name, value);
     }
     let mut response = Response::new(()).into_parts().0;
     response.status = StatusCode::from_u16(status)
-        .map_err(|_| DirectError::Malformed(format!("status code {status}")))?;
+        .map_err(|_| WireError::Malformed(format!("status code {status}")))?;
     response.version = if version == Some(0) {
         Version::HTTP_10
     } else {
@@ -240,83 +137,6 @@ fn parse_head(buf: &mut BytesMut, head_only: bool) -> Result<Option<Head>, Direc
         framing: body.framing,
         keep_alive: body.keep_alive,
     }))
-}
-
-/// Whether a comma-separated field value lists `token` (case-insensitively).
-pub(in crate::http) fn lists_token(value: &[u8], token: &str) -> bool {
-    value
-        .split(|&b| b == b',')
-        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
-}
-
-/// The body framing of a final response head with status `code` (RFC 9112 §6.3).
-pub(in crate::http) fn body_framing(
-    code: u16,
-    version: Option<u8>,
-    headers: &[httparse::Header<'_>],
-    head_only: bool,
-) -> Result<BodyFraming, DirectError> {
-    fn named<'h, 'b>(
-        headers: &'h [httparse::Header<'b>],
-        name: &'static str,
-    ) -> impl DoubleEndedIterator<Item = &'h httparse::Header<'b>> {
-        headers
-            .iter()
-            .filter(move |h| h.name.eq_ignore_ascii_case(name))
-    }
-    let close = named(headers, "connection").any(|h| lists_token(h.value, "close"));
-    let mut keep_alive = version == Some(1) && !close;
-    let framed = |framing, keep_alive, drop_content_length| BodyFraming {
-        framing,
-        keep_alive,
-        drop_content_length,
-    };
-    if head_only || code == 204 || code == 304 {
-        return Ok(framed(None, keep_alive, false));
-    }
-    if let Some(te) = named(headers, "transfer-encoding").last() {
-        let chunked = te
-            .value
-            .rsplit(|&b| b == b',')
-            .next()
-            .is_some_and(|t| t.trim_ascii().eq_ignore_ascii_case(b"chunked"));
-        // A Content-Length beside Transfer-Encoding is wrong or an attack: it is dropped, and
-        // the connection not trusted with another request (RFC 9112 §6.3).
-        let with_length = named(headers, "content-length").next().is_some();
-        if with_length {
-            keep_alive = false;
-        }
-        return Ok(if chunked {
-            framed(
-                Some(Framing::Chunked(Chunked::default())),
-                keep_alive,
-                with_length,
-            )
-        } else {
-            framed(Some(Framing::UntilClose), false, with_length)
-        });
-    }
-    let mut length = None;
-    for h in named(headers, "content-length") {
-        let text = std::str::from_utf8(h.value)
-            .map_err(|_| DirectError::Malformed("Content-Length".into()))?;
-        for part in text.split(',') {
-            let n: u64 = part
-                .trim()
-                .parse()
-                .map_err(|_| DirectError::Malformed(format!("Content-Length {text:?}")))?;
-            if length.is_some_and(|l| l != n) {
-                return Err(DirectError::Malformed(
-                    "conflicting Content-Length values".into(),
-                ));
-            }
-            length = Some(n);
-        }
-    }
-    Ok(match length {
-        Some(n) => framed(Some(Framing::Length(n)), keep_alive, false),
-        None => framed(Some(Framing::UntilClose), false, false),
-    })
 }
 
 /// One read into `buf`'s spare capacity (reserved by the caller). Through `AsyncRead` rather
@@ -335,28 +155,28 @@ fn poll_read_buf(
 async fn exchange<T>(
     conn: &mut DirectConn,
     head: &[u8],
-    decode: &mut impl FnMut(&mut BytesMut) -> Result<Option<T>, DirectError>,
-) -> Result<T, DirectError> {
+    decode: &mut impl FnMut(&mut BytesMut) -> Result<Option<T>, WireError>,
+) -> Result<T, WireError> {
     conn.stream
         .write_all(head)
         .await
-        .map_err(DirectError::Write)?;
+        .map_err(WireError::Write)?;
     loop {
         if !conn.buf.is_empty() {
             if let Some(head) = decode(&mut conn.buf)? {
                 return Ok(head);
             }
             if conn.buf.len() >= MAX_HEAD_BYTES {
-                return Err(DirectError::HeadTooLarge);
+                return Err(WireError::HeadTooLarge);
             }
         }
         conn.buf.reserve(READ_SIZE);
         let got_bytes = !conn.buf.is_empty();
         let n = std::future::poll_fn(|cx| poll_read_buf(&mut conn.stream, cx, &mut conn.buf))
             .await
-            .map_err(|source| DirectError::Read { source, got_bytes })?;
+            .map_err(|source| WireError::Read { source, got_bytes })?;
         if n == 0 {
-            return Err(DirectError::Closed { got_bytes });
+            return Err(WireError::Closed { got_bytes });
         }
     }
 }
@@ -383,7 +203,7 @@ impl Upstream {
     pub(in crate::http) async fn exchange_direct<T>(
         &self,
         head: &[u8],
-        mut decode: impl FnMut(&mut BytesMut) -> Result<Option<T>, DirectError>,
+        mut decode: impl FnMut(&mut BytesMut) -> Result<Option<T>, WireError>,
     ) -> Result<(T, DirectConn), UpstreamError> {
         let attempt = async {
             let (mut conn, pooled) = self.checkout_direct(true).await?;
@@ -561,7 +381,7 @@ impl Drop for DirectBody {
 mod tests {
     use super::*;
 
-    fn head(wire: &str, head_only: bool) -> Result<Option<Head>, DirectError> {
+    fn head(wire: &str, head_only: bool) -> Result<Option<Head>, WireError> {
         parse_head(&mut BytesMut::from(wire), head_only)
     }
 
