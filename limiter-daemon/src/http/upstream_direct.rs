@@ -70,7 +70,7 @@ pub(super) fn eligible(req: &http::Request<Incoming>) -> bool {
 
 /// Why an exchange on the direct path failed.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum DirectError {
+pub(crate) enum DirectError {
     #[error("writing the request failed")]
     Write(#[source] io::Error),
     #[error("reading the response failed")]
@@ -104,7 +104,7 @@ impl DirectError {
 
 /// How the body after a response head is delimited.
 #[derive(Debug)]
-pub(super) enum Framing {
+pub(crate) enum Framing {
     Length(u64),
     Chunked(Chunked),
     UntilClose,
