@@ -320,6 +320,19 @@ pub(crate) fn inspect(buf: &[u8], cx: &Scope<'_>, up: &mut Vec<u8>) -> Inspected
         {
             return Inspected::HandOver;
         }
+        // The decision sees the client's fields as hyper's path shows them: before hop-by-hop
+        // fields go and `X-Forwarded-For` is folded (a trusted proxy's hops are read from it).
+        if cx.decider.reads_header(h.name.as_bytes()) {
+            match (
+                HeaderName::from_bytes(h.name.as_bytes()),
+                HeaderValue::from_bytes(h.value),
+            ) {
+                (Ok(n), Ok(v)) => {
+                    fields.append(n, v);
+                }
+                _ => return Inspected::HandOver,
+            }
+        }
         if is(h, "connection") {
             for token in h.value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
                 if token.eq_ignore_ascii_case(b"close") {
@@ -339,17 +352,6 @@ pub(crate) fn inspect(buf: &[u8], cx: &Scope<'_>, up: &mut Vec<u8>) -> Inspected
             continue;
         }
         has_host |= is(h, "host");
-        if cx.decider.reads_header(h.name.as_bytes()) {
-            match (
-                HeaderName::from_bytes(h.name.as_bytes()),
-                HeaderValue::from_bytes(h.value),
-            ) {
-                (Ok(n), Ok(v)) => {
-                    fields.append(n, v);
-                }
-                _ => return Inspected::HandOver,
-            }
-        }
         push_field(up, h.name.as_bytes(), h.value);
     }
     if !has_host {
