@@ -19,7 +19,11 @@ fn written_back(d: &Described) -> Vec<u8> {
             .headers
             .get_all(name)
             .iter()
-            .map(|v| Value::String(v.to_str().expect("accepted values are text").to_string()))
+            .map(|v| {
+                // Accepted from a JSON string, so UTF-8 (obs-text included).
+                let text = std::str::from_utf8(v.as_bytes()).expect("accepted values are UTF-8");
+                Value::String(text.to_string())
+            })
             .collect();
         headers.insert(name.as_str().to_string(), Value::Array(values));
     }
