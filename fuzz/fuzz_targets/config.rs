@@ -2,11 +2,10 @@
 //! the `[http]` table's validation and the effective-limits table) on arbitrary text.
 //!
 //! Environment overrides come from the text itself: a comment line `#env NAME=value` sets
-//! `NAME`, so seeds stay valid TOML. Inputs that may name a file to read (`*_file` keys) are skipped:
-//! the loader would read whatever path the fuzzer wrote, `/dev/zero` included.
+//! `NAME`, so seeds stay valid TOML. Inputs that may name a file to read (`*_file` keys) are
+//! skipped: the loader would read whatever path the fuzzer wrote, `/dev/zero` included.
 //!
 //! Besides "never panics":
-//! - loading is deterministic: the same text and environment give the same answer;
 //! - an error says something, and the line it names is a line of the text;
 //! - an accepted config's `[http]` table validates or is refused without a panic, and its
 //!   effective limits render.
@@ -34,13 +33,6 @@ fn names_a_file(text: &str) -> bool {
     text.lines()
         .any(|l| !l.trim_start().starts_with('#') && l.contains("file"))
         || ["/dev", "/proc", "/sys"].iter().any(|p| text.contains(p))
-}
-
-fn summary(r: &Result<Config, ConfigError>) -> String {
-    match r {
-        Ok(cfg) => effective_limits(cfg),
-        Err(e) => e.to_string(),
-    }
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -74,10 +66,4 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-    let again = Config::from_toml_str(text, path, &env);
-    assert_eq!(
-        summary(&again),
-        summary(&got),
-        "loading is not deterministic"
-    );
 });
