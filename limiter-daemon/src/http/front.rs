@@ -236,15 +236,15 @@ async fn refuse(stream: &mut TcpStream, resp: &Response<Bytes>, out: &mut Vec<u8
 }
 
 /// What [`inspect`] needs besides the bytes.
-struct Scope<'a> {
-    limits: HeaderLimits,
-    decider: &'a dyn Decider,
-    peer: IpAddr,
+pub(crate) struct Scope<'a> {
+    pub(crate) limits: HeaderLimits,
+    pub(crate) decider: &'a dyn Decider,
+    pub(crate) peer: IpAddr,
 }
 
 /// What the bytes at the front of the buffer are.
 #[derive(Debug)]
-enum Inspected {
+pub(crate) enum Inspected {
     Partial,
     Serve(Plan),
     HandOver,
@@ -254,19 +254,19 @@ enum Inspected {
 
 /// A request head this loop serves; its bytes stay at the front of the buffer until answered.
 #[derive(Debug)]
-struct Plan {
-    len: usize,
-    method: Method,
+pub(crate) struct Plan {
+    pub(crate) len: usize,
+    pub(crate) method: Method,
     /// The request target's path (without the query) within the head.
-    path: Range<usize>,
+    pub(crate) path: Range<usize>,
     /// The client sent `Connection: close`.
-    close: bool,
+    pub(crate) close: bool,
     /// The fields the decision may read, and no others.
-    fields: HeaderMap,
+    pub(crate) fields: HeaderMap,
 }
 
 impl Plan {
-    fn path<'b>(&self, head: &'b [u8]) -> &'b str {
+    pub(crate) fn path<'b>(&self, head: &'b [u8]) -> &'b str {
         // Checked to be UTF-8 by `inspect`.
         std::str::from_utf8(&head[self.path.clone()]).unwrap_or("/")
     }
@@ -274,7 +274,7 @@ impl Plan {
 
 /// Parses the request head at the front of `buf`; for a request this loop serves, writes the
 /// head to send upstream into `up`.
-fn inspect(buf: &[u8], cx: &Scope<'_>, up: &mut Vec<u8>) -> Inspected {
+pub(crate) fn inspect(buf: &[u8], cx: &Scope<'_>, up: &mut Vec<u8>) -> Inspected {
     // Left uninitialised: httparse initialises what it fills.
     let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
     let mut req = httparse::Request::new(&mut []);
@@ -442,7 +442,7 @@ async fn forward(
 
 /// Takes the upstream's final response head off `ubuf` and writes the client's response head
 /// into `out`; returns the body framing and, with the connection, whether it stays reusable.
-fn response_head(
+pub(crate) fn response_head(
     ubuf: &mut BytesMut,
     head_only: bool,
     decision: &Decision,

@@ -71,7 +71,7 @@ pub(super) fn eligible(req: &http::Request<Incoming>) -> bool {
 
 /// Why an exchange on the direct path failed.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum DirectError {
+pub(crate) enum DirectError {
     #[error("writing the request failed")]
     Write(#[source] io::Error),
     #[error("reading the response failed")]
@@ -105,7 +105,7 @@ impl DirectError {
 
 /// How the body after a response head is delimited.
 #[derive(Debug)]
-pub(super) enum Framing {
+pub(crate) enum Framing {
     Length(u64),
     Chunked(Chunked),
     UntilClose,
@@ -319,10 +319,13 @@ pub(super) fn body_framing(
         let text = std::str::from_utf8(h.value)
             .map_err(|_| DirectError::Malformed("Content-Length".into()))?;
         for part in text.split(',') {
-            let n: u64 = part
-                .trim()
-                .parse()
-                .map_err(|_| DirectError::Malformed(format!("Content-Length {text:?}")))?;
+            // `1*DIGIT` between optional whitespace (RFC 9110 §8.6): `u64::from_str` alone
+            // would take `+5`, and `str::trim` Unicode spaces, which then reach the client.
+            let digits = part.trim_matches([' ', '\t']);
+            let n = match digits.parse::<u64>() {
+                Ok(n) if digits.bytes().all(|b| b.is_ascii_digit()) => n,
+                _ => return Err(DirectError::Malformed(format!("Content-Length {text:?}"))),
+            };
             if length.is_some_and(|l| l != n) {
                 return Err(DirectError::Malformed(
                     "conflicting Content-Length values".into(),
@@ -705,6 +708,8 @@ mod tests {
         for wire in [
             "HTTP/1.1 200 OK\r\ncontent-length: 3, 4\r\n\r\n",
             "HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ncontent-length: +5\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ncontent-length: 5\u{a0}\r\n\r\n",
             "HTTP/1.1 101 Switching Protocols\r\n\r\n",
             "HTTP/1.1 2000 OK\r\n\r\n",
             "NOT HTTP\r\n\r\n",
