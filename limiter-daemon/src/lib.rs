@@ -20,6 +20,9 @@ pub mod clock;
 pub mod config;
 pub mod daemon;
 pub mod engine;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzz_entry;
 pub mod http;
 pub mod identity;
 pub mod kernel;

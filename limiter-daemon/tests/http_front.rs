@@ -376,3 +376,46 @@ async fn protocol_violations_are_refused_before_the_upstream() {
         assert_eq!(up.state.requests.load(Ordering::SeqCst), 1, "{path:?}");
     }
 }
+
+/// Behind a trusted proxy the client's address is in `X-Forwarded-For`: a decision that reads
+/// it (and any field it reads, hop-by-hop names included) must see it on the own loop as under
+/// hyper. The own loop used to fold the field away before handing the decision its fields,
+/// so every client behind a trusted proxy was counted as the proxy (found by the
+/// `request_head` fuzz target).
+#[tokio::test]
+async fn the_decision_sees_forwarded_for_and_hop_named_fields_it_reads_on_both_paths() {
+    struct Reads(std::sync::Arc<Scripted<DecideFn>>);
+    impl limiter_daemon::http::Decider for Reads {
+        fn decide(
+            &self,
+            req: &limiter_daemon::http::RequestView<'_>,
+        ) -> limiter_daemon::model::Decision {
+            self.0.decide(req)
+        }
+        fn reads_header(&self, name: &[u8]) -> bool {
+            name.eq_ignore_ascii_case(b"x-forwarded-for")
+                || name.eq_ignore_ascii_case(b"proxy-api-key")
+        }
+    }
+    let up = start_upstream().await;
+    for path in PATHS {
+        let decider = by_header();
+        let d = start(
+            settings(Some(up.addr), path),
+            std::sync::Arc::new(Reads(std::sync::Arc::clone(&decider))),
+        )
+        .await;
+        let got = converse(
+            d.proxy.unwrap(),
+            "GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 203.0.113.7\r\n\
+             Proxy-Api-Key: k\r\nx-forwarded-for: 10.0.0.2\r\nconnection: close\r\n\r\n",
+        )
+        .await;
+        assert_eq!(responses(&got, &[false])[0].status, 200, "{path:?}");
+        let seen = decider.seen.lock();
+        assert_eq!(seen.len(), 1);
+        let forwarded: Vec<_> = seen[0].headers.get_all("x-forwarded-for").iter().collect();
+        assert_eq!(forwarded, ["203.0.113.7", "10.0.0.2"], "{path:?}");
+        assert_eq!(seen[0].headers["proxy-api-key"], "k", "{path:?}");
+    }
+}

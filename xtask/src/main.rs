@@ -1,4 +1,4 @@
-//! Project tasks: `cargo xtask setup | build-ebpf | run | test | bench <what>`.
+//! Project tasks: `cargo xtask setup | build-ebpf | run | test | bench <what> | fuzz`.
 //!
 //! Every task that needs prerequisites runs the idempotent `scripts/setup.sh` first, so a fresh
 //! machine needs nothing done by hand.
@@ -39,6 +39,15 @@ enum Task {
     },
     /// Run a benchmark and print its table.
     Bench { what: BenchKind },
+    /// Set up, build the cargo-fuzz targets with the nightly, and run each for a while; fails
+    /// naming the targets that crashed (their inputs are kept under `fuzz/artifacts/`).
+    Fuzz {
+        /// Seconds per target.
+        #[arg(long, default_value_t = 30)]
+        seconds: u64,
+        /// Targets to run (default: all of `fuzz/fuzz_targets/`).
+        targets: Vec<String>,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -125,7 +134,12 @@ fn run(task: Task) -> Result<()> {
             build_ebpf()?;
             // The end-to-end tests start the real daemon binary, so build it before they run.
             sh(cargo().args(["build", "-p", "limiter-daemon", "--bins"]))?;
-            sh(cargo().args(["test", "--workspace"]).args(&rest))
+            sh(cargo().args(["test", "--workspace"]).args(&rest))?;
+            // A filtered run is someone chasing one test: no fuzzing pass then.
+            if rest.is_empty() {
+                fuzz(CI_FUZZ_SECONDS, &[])?;
+            }
+            Ok(())
         }
         Task::Bench { what } => {
             setup()?;
@@ -146,5 +160,89 @@ fn run(task: Task) -> Result<()> {
             ]))?;
             sh(cargo().args(["bench", "-p", "limiter-daemon", "--bench", name]))
         }
+        Task::Fuzz { seconds, targets } => {
+            setup()?;
+            fuzz(seconds, &targets)
+        }
     }
+}
+
+/// Seconds per fuzz target in `cargo xtask test` (the CI pass): six targets and the fuzz
+/// build from clean keep the pass near eight minutes on the 2-core build machine
+/// (docs/fuzzing.md).
+const CI_FUZZ_SECONDS: u64 = 20;
+
+/// Build options given to `cargo fuzz build` and, identical, to `cargo fuzz run` (which would
+/// rebuild otherwise). 16 codegen units: the build is the larger part of a short pass.
+const FUZZ_BUILD: [&str; 2] = ["--codegen-units", "16"];
+
+/// `cargo +nightly fuzz` in `fuzz/`, free of the stable toolchain's environment.
+fn cargo_fuzz() -> Command {
+    let mut c = Command::new("cargo");
+    c.current_dir(root().join("fuzz"))
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("RUSTC")
+        .env_remove("RUSTC_WRAPPER")
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .args(["+nightly", "fuzz"]);
+    c
+}
+
+/// Builds every fuzz target once, then runs each (or those named) for `seconds`. Each run
+/// starts from the committed corpus and the hand-written seeds and writes what it finds to the
+/// git-ignored `fuzz/corpus-run/`, so the committed corpus changes only by `cargo fuzz cmin`.
+fn fuzz(seconds: u64, only: &[String]) -> Result<()> {
+    let dir = root().join("fuzz");
+    let mut targets = Vec::new();
+    for entry in std::fs::read_dir(dir.join("fuzz_targets")).context("listing fuzz targets")? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+            if only.is_empty() || only.contains(&name) {
+                targets.push(name);
+            }
+        }
+    }
+    targets.sort();
+    if let Some(unknown) = only.iter().find(|t| !targets.contains(t)) {
+        bail!("no fuzz target {unknown:?} in fuzz/fuzz_targets/");
+    }
+    sh(cargo_fuzz().arg("build").args(FUZZ_BUILD))
+        .context("building the fuzz targets (`cargo xtask setup`)")?;
+    let mut crashed = Vec::new();
+    for t in &targets {
+        let scratch = dir.join("corpus-run").join(t);
+        std::fs::create_dir_all(&scratch)
+            .with_context(|| format!("creating {}", scratch.display()))?;
+        let mut run = cargo_fuzz();
+        run.args(["run", t]).args(FUZZ_BUILD).arg(&scratch);
+        for seeds in [dir.join("corpus").join(t), dir.join("seeds").join(t)] {
+            if seeds.is_dir() {
+                run.arg(seeds);
+            }
+        }
+        run.arg("--").args([
+            format!("-max_total_time={seconds}"),
+            "-rss_limit_mb=2048".into(),
+            "-timeout=10".into(),
+            "-print_final_stats=1".into(),
+        ]);
+        eprintln!("xtask: fuzzing {t} for {seconds} s");
+        if let Err(err) = sh(&mut run) {
+            eprintln!("xtask: fuzz target {t} failed: {err:#}");
+            crashed.push(t.as_str());
+        }
+    }
+    if !crashed.is_empty() {
+        bail!(
+            "fuzz targets crashed: {} (inputs under fuzz/artifacts/<target>/)",
+            crashed.join(", ")
+        );
+    }
+    eprintln!(
+        "xtask: {} fuzz targets ran {seconds} s each without a crash",
+        targets.len()
+    );
+    Ok(())
 }

@@ -13,12 +13,12 @@ use http::StatusCode;
 use crate::http::h1::chunked::Chunked;
 
 /// Response head fields accepted from the upstream (hyper's client default is 100).
-pub(in crate::http) const MAX_HEADERS: usize = 100;
+pub(crate) const MAX_HEADERS: usize = 100;
 /// Largest response head accepted from the upstream.
-pub(in crate::http) const MAX_HEAD_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Why an exchange on the direct path failed.
 #[derive(Debug, thiserror::Error)]
-pub(in crate::http) enum WireError {
+pub(crate) enum WireError {
     #[error("writing the request failed")]
     Write(#[source] io::Error),
     #[error("reading the response failed")]
@@ -37,7 +37,7 @@ pub(in crate::http) enum WireError {
 
 impl WireError {
     /// A failure that means "this pooled connection was already dead": nothing was answered.
-    pub(in crate::http) fn is_stale(&self) -> bool {
+    pub(crate) fn is_stale(&self) -> bool {
         matches!(
             self,
             WireError::Write(_)
@@ -52,14 +52,14 @@ impl WireError {
 
 /// How the body after a response head is delimited.
 #[derive(Debug)]
-pub(in crate::http) enum Framing {
+pub(crate) enum Framing {
     Length(u64),
     Chunked(Chunked),
     UntilClose,
 }
 
 impl Framing {
-    pub(in crate::http) fn is_complete(&self) -> bool {
+    pub(crate) fn is_complete(&self) -> bool {
         match self {
             Framing::Length(left) => *left == 0,
             Framing::Chunked(c) => c.is_done(),
@@ -70,19 +70,19 @@ impl Framing {
 
 /// What the framing fields of a final response head say.
 #[derive(Debug)]
-pub(in crate::http) struct BodyFraming {
+pub(crate) struct BodyFraming {
     /// `None`: no body.
-    pub(in crate::http) framing: Option<Framing>,
+    pub(crate) framing: Option<Framing>,
     /// Whether the connection may carry another exchange after this body.
-    pub(in crate::http) keep_alive: bool,
+    pub(crate) keep_alive: bool,
     /// `Content-Length` came beside `Transfer-Encoding`: it must not be passed on.
-    pub(in crate::http) drop_content_length: bool,
+    pub(crate) drop_content_length: bool,
 }
 
 /// Runs `f` on the final response head at the front of `buf`, skipping (and consuming) interim
 /// 1xx responses before it; returns `f`'s result and the head's length, leaving the head in
 /// `buf` for the caller to take. `None` when more bytes are needed.
-pub(in crate::http) fn with_final_head<T>(
+pub(crate) fn with_final_head<T>(
     buf: &mut BytesMut,
     mut f: impl FnMut(&httparse::Response<'_, '_>) -> Result<T, WireError>,
 ) -> Result<Option<(T, usize)>, WireError> {
@@ -118,14 +118,14 @@ pub(in crate::http) fn with_final_head<T>(
 }
 
 /// Whether a comma-separated field value lists `token` (case-insensitively).
-pub(in crate::http) fn lists_token(value: &[u8], token: &str) -> bool {
+pub(crate) fn lists_token(value: &[u8], token: &str) -> bool {
     value
         .split(|&b| b == b',')
         .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
 }
 
 /// The body framing of a final response head with status `code` (RFC 9112 §6.3).
-pub(in crate::http) fn body_framing(
+pub(crate) fn body_framing(
     code: u16,
     version: Option<u8>,
     headers: &[httparse::Header<'_>],
@@ -176,10 +176,13 @@ pub(in crate::http) fn body_framing(
         let text = std::str::from_utf8(h.value)
             .map_err(|_| WireError::Malformed("Content-Length".into()))?;
         for part in text.split(',') {
-            let n: u64 = part
-                .trim()
-                .parse()
-                .map_err(|_| WireError::Malformed(format!("Content-Length {text:?}")))?;
+            // `1*DIGIT` between optional whitespace (RFC 9110 §8.6): `u64::from_str` alone
+            // would take `+5`, and `str::trim` Unicode spaces, which then reach the client.
+            let digits = part.trim_matches([' ', '\t']);
+            let n = match digits.parse::<u64>() {
+                Ok(n) if digits.bytes().all(|b| b.is_ascii_digit()) => n,
+                _ => return Err(WireError::Malformed(format!("Content-Length {text:?}"))),
+            };
             if length.is_some_and(|l| l != n) {
                 return Err(WireError::Malformed(
                     "conflicting Content-Length values".into(),

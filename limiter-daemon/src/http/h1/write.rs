@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use http::Response;
 
-pub(in crate::http) fn push_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+pub(crate) fn push_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.extend_from_slice(name);
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);
@@ -15,7 +15,7 @@ pub(in crate::http) fn push_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) 
 }
 
 /// `Date` (when asked), `Connection: close` (when closing) and the blank line.
-pub(in crate::http) fn finish_head(out: &mut Vec<u8>, date: bool, close: bool) {
+pub(crate) fn finish_head(out: &mut Vec<u8>, date: bool, close: bool) {
     if date {
         out.extend_from_slice(b"date: ");
         out.extend_from_slice(httpdate::fmt_http_date(SystemTime::now()).as_bytes());
@@ -28,7 +28,7 @@ pub(in crate::http) fn finish_head(out: &mut Vec<u8>, date: bool, close: bool) {
 }
 
 /// A whole answer written by the daemon (429, 503, 431, 400, 502, 504).
-pub(in crate::http) fn write_answer(
+pub(crate) fn write_answer(
     out: &mut Vec<u8>,
     resp: &Response<Bytes>,
     head_only: bool,

@@ -27,7 +27,7 @@ const FLUSH_AT: usize = 64 * 1024;
 
 /// Sends `up` on the direct path and streams the answer to the client; whether the client
 /// connection may carry another request.
-pub(in crate::http) async fn forward(
+pub(crate) async fn forward(
     upstream: &Arc<Upstream>,
     stream: &mut TcpStream,
     up: &[u8],
@@ -56,7 +56,7 @@ pub(in crate::http) async fn forward(
 
 /// Takes the upstream's final response head off `ubuf` and writes the client's response head
 /// into `out`; returns the body framing and, with the connection, whether it stays reusable.
-pub(in crate::http) fn response_head(
+pub(crate) fn response_head(
     ubuf: &mut BytesMut,
     head_only: bool,
     decision: &Decision,
@@ -125,7 +125,7 @@ enum Pumped {
 
 /// Streams `body` after the head in `out`, re-chunked when the upstream's length is unknown;
 /// whether the client connection may carry another request.
-pub(in crate::http) async fn pump(
+pub(crate) async fn pump(
     stream: &mut TcpStream,
     mut body: DirectBody,
     rechunk: bool,

@@ -53,15 +53,15 @@ const REQUEST_LINE_ROOM: usize = 8 * 1024;
 const OUT_KEPT: usize = 8 * 1024;
 
 /// What every connection of one proxy thread shares.
-pub(in crate::http) struct Front {
-    pub(in crate::http) state: Arc<ProxyState>,
+pub(crate) struct Front {
+    pub(crate) state: Arc<ProxyState>,
     /// Serves connections handed over (see the module docs).
-    pub(in crate::http) hyper: hyper::server::conn::http1::Builder,
-    pub(in crate::http) header_read_timeout: Duration,
+    pub(crate) hyper: hyper::server::conn::http1::Builder,
+    pub(crate) header_read_timeout: Duration,
     /// `[http] own_loop`.
-    pub(in crate::http) own_loop: bool,
+    pub(crate) own_loop: bool,
     /// Cancelled at shutdown: idle connections close, busy ones after their current request.
-    pub(in crate::http) stop: CancellationToken,
+    pub(crate) stop: CancellationToken,
 }
 
 impl Front {
@@ -72,7 +72,7 @@ impl Front {
 }
 
 /// Serves one accepted connection until it closes.
-pub(in crate::http) async fn serve(front: Arc<Front>, mut stream: TcpStream, peer: SocketAddr) {
+pub(crate) async fn serve(front: Arc<Front>, mut stream: TcpStream, peer: SocketAddr) {
     let mut buf = BytesMut::new();
     let mut decided = None;
     if front.loop_enabled() {

@@ -34,7 +34,7 @@ use crate::model::Decision;
 const LINGER: Duration = Duration::from_secs(1);
 
 /// How a hold ended.
-pub(in crate::http) enum Waited {
+pub(crate) enum Waited {
     /// The delay is over: forward the request.
     Forward(Decision),
     /// The client hung up, or was answered 503 at the end of the shutdown grace period.
@@ -43,7 +43,7 @@ pub(in crate::http) enum Waited {
 
 /// Waits out `decision`'s delay on `stream`; the caller has already given back every buffer
 /// it does not need after the wait.
-pub(in crate::http) async fn wait(
+pub(crate) async fn wait(
     state: &ProxyState,
     stream: &mut TcpStream,
     decision: Decision,
@@ -93,7 +93,7 @@ async fn answer_and_close(stream: &mut TcpStream, resp: &Response<bytes::Bytes>,
 /// Decides the request at the front of `buf`, which the own loop hands to hyper, and waits out
 /// its hold here. `Some(None)`: hyper decides it as before (a head hyper will refuse with 431 or
 /// 400); `Some(Some(_))`: what hyper does with it; `None`: the connection is done.
-pub(in crate::http) async fn decide_before_hyper(
+pub(crate) async fn decide_before_hyper(
     state: &ProxyState,
     stream: &mut TcpStream,
     buf: &mut BytesMut,

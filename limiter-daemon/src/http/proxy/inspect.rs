@@ -20,18 +20,18 @@ use crate::http::render::problem;
 
 /// Request fields parsed per head; a head with more gets `431` (the configured limit must be
 /// below this for the loop to run at all).
-pub(in crate::http) const MAX_FIELDS: usize = 128;
+pub(crate) const MAX_FIELDS: usize = 128;
 
 /// What [`inspect`] needs besides the bytes.
-pub(in crate::http) struct Scope<'a> {
-    pub(in crate::http) limits: HeaderLimits,
-    pub(in crate::http) decider: &'a dyn Decider,
-    pub(in crate::http) peer: IpAddr,
+pub(crate) struct Scope<'a> {
+    pub(crate) limits: HeaderLimits,
+    pub(crate) decider: &'a dyn Decider,
+    pub(crate) peer: IpAddr,
 }
 
 /// What the bytes at the front of the buffer are.
 #[derive(Debug)]
-pub(in crate::http) enum Inspected {
+pub(crate) enum Inspected {
     Partial,
     Serve(Plan),
     HandOver,
@@ -41,19 +41,19 @@ pub(in crate::http) enum Inspected {
 
 /// A request head this loop serves; its bytes stay at the front of the buffer until answered.
 #[derive(Debug)]
-pub(in crate::http) struct Plan {
-    pub(in crate::http) len: usize,
-    pub(in crate::http) method: Method,
+pub(crate) struct Plan {
+    pub(crate) len: usize,
+    pub(crate) method: Method,
     /// The request target's path (without the query) within the head.
-    pub(in crate::http) path: Range<usize>,
+    pub(crate) path: Range<usize>,
     /// The client sent `Connection: close`.
-    pub(in crate::http) close: bool,
+    pub(crate) close: bool,
     /// The fields the decision may read, and no others.
-    pub(in crate::http) fields: HeaderMap,
+    pub(crate) fields: HeaderMap,
 }
 
 impl Plan {
-    pub(in crate::http) fn path<'b>(&self, head: &'b [u8]) -> &'b str {
+    pub(crate) fn path<'b>(&self, head: &'b [u8]) -> &'b str {
         // Checked to be UTF-8 by `inspect`.
         std::str::from_utf8(&head[self.path.clone()]).unwrap_or("/")
     }
@@ -61,7 +61,7 @@ impl Plan {
 
 /// Parses the request head at the front of `buf`; for a request this loop serves, writes the
 /// head to send upstream into `up`.
-pub(in crate::http) fn inspect(buf: &[u8], cx: &Scope<'_>, up: &mut Vec<u8>) -> Inspected {
+pub(crate) fn inspect(buf: &[u8], cx: &Scope<'_>, up: &mut Vec<u8>) -> Inspected {
     // Left uninitialised: httparse initialises what it fills.
     let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
     let mut req = httparse::Request::new(&mut []);

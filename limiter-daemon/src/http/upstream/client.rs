@@ -95,14 +95,11 @@ impl Upstream {
         self.pool.load()
     }
 
-    pub(in crate::http) fn host_header(&self) -> Option<&HeaderValue> {
+    pub(crate) fn host_header(&self) -> Option<&HeaderValue> {
         self.host_header.as_ref()
     }
 
-    pub(in crate::http) fn failed(
-        &self,
-        source: Box<dyn std::error::Error + Send + Sync>,
-    ) -> UpstreamError {
+    pub(crate) fn failed(&self, source: Box<dyn std::error::Error + Send + Sync>) -> UpstreamError {
         self.counters.failed.fetch_add(1, Ordering::Relaxed);
         UpstreamError::Failed {
             authority: self.authority.clone(),
@@ -111,7 +108,7 @@ impl Upstream {
     }
 
     /// `exchange` bounded by the response-head timeout (→ [`UpstreamError::Timeout`]).
-    pub(in crate::http) async fn within_response_timeout<T>(
+    pub(crate) async fn within_response_timeout<T>(
         &self,
         exchange: impl std::future::Future<Output = Result<T, UpstreamError>>,
     ) -> Result<T, UpstreamError> {
@@ -129,7 +126,7 @@ impl Upstream {
 
     /// A direct-path connection: an idle one (when `reuse`; then `true`) or a new one, waiting
     /// in line when the connection cap is reached.
-    pub(in crate::http) async fn checkout_direct(
+    pub(crate) async fn checkout_direct(
         &self,
         reuse: bool,
     ) -> Result<(DirectConn, bool), UpstreamError> {
@@ -141,7 +138,7 @@ impl Upstream {
         }
     }
 
-    pub(in crate::http) fn put_back_direct(&self, conn: DirectConn) {
+    pub(crate) fn put_back_direct(&self, conn: DirectConn) {
         self.pool.put_back(Conn::Direct(conn));
     }
 
@@ -161,9 +158,7 @@ impl Upstream {
     }
 
     /// A fresh TCP connection: resolve, connect within the timeout, `TCP_NODELAY`.
-    pub(in crate::http) async fn connect_stream(
-        &self,
-    ) -> Result<tokio::net::TcpStream, UpstreamError> {
+    pub(crate) async fn connect_stream(&self) -> Result<tokio::net::TcpStream, UpstreamError> {
         let attempt = async {
             let mut last = None;
             for addr in tokio::net::lookup_host(self.target.as_str()).await? {
@@ -240,7 +235,7 @@ impl Upstream {
     }
 
     /// The path for requests with a body: hyper's client.
-    pub(in crate::http) async fn send_with_body(
+    pub(crate) async fn send_with_body(
         self: &Arc<Self>,
         req: Request<Incoming>,
     ) -> Result<Response<HyperBody>, UpstreamError> {

@@ -9,18 +9,18 @@ use crate::http::proxy::request_body::RequestBody;
 use crate::http::upstream::pool::{Kind, Pooled, Slot};
 
 /// Read-buffer growth per read.
-pub(in crate::http) const READ_SIZE: usize = 16 * 1024;
+pub(crate) const READ_SIZE: usize = 16 * 1024;
 
 /// A pooled upstream connection and whatever it has read past the last exchange; its slot
 /// under the connection cap is given back when it closes.
-pub(in crate::http) struct DirectConn {
-    pub(in crate::http) stream: TcpStream,
-    pub(in crate::http) buf: BytesMut,
+pub(crate) struct DirectConn {
+    pub(crate) stream: TcpStream,
+    pub(crate) buf: BytesMut,
     _slot: Slot,
 }
 
 impl DirectConn {
-    pub(in crate::http) fn new(stream: TcpStream, slot: Slot) -> Self {
+    pub(crate) fn new(stream: TcpStream, slot: Slot) -> Self {
         DirectConn {
             stream,
             buf: BytesMut::with_capacity(READ_SIZE),
@@ -30,7 +30,7 @@ impl DirectConn {
 }
 
 /// A connection kept by the pool, of either client path.
-pub(in crate::http) enum Conn {
+pub(crate) enum Conn {
     Direct(DirectConn),
     Hyper(SendRequest<RequestBody>),
 }

@@ -44,7 +44,7 @@ use crate::http::upstream::pool::Slot;
 const RESPONSE_FIELDS_ADDED: usize = 10;
 
 /// Whether `req` may take the direct path.
-pub(in crate::http) fn eligible(req: &http::Request<Incoming>) -> bool {
+pub(crate) fn eligible(req: &http::Request<Incoming>) -> bool {
     matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS)
         && req.body().is_end_stream()
 }
@@ -183,7 +183,7 @@ async fn exchange<T>(
 
 impl Upstream {
     /// Sends a bodyless idempotent request on the direct path; see the module docs.
-    pub(in crate::http) async fn send_direct(
+    pub(crate) async fn send_direct(
         self: &Arc<Self>,
         parts: request::Parts,
     ) -> Result<Response<DirectBody>, UpstreamError> {
@@ -200,7 +200,7 @@ impl Upstream {
     /// Sends the encoded request `head` (bodyless, idempotent) on a pooled connection, retrying
     /// once on a fresh one if the pooled one was dead, and reads until `decode` takes the
     /// response head; all within the response timeout. The body is left on the connection.
-    pub(in crate::http) async fn exchange_direct<T>(
+    pub(crate) async fn exchange_direct<T>(
         &self,
         head: &[u8],
         mut decode: impl FnMut(&mut BytesMut) -> Result<Option<T>, WireError>,
@@ -224,10 +224,7 @@ impl Upstream {
         self.within_response_timeout(attempt).await
     }
 
-    pub(in crate::http) async fn connect_direct(
-        &self,
-        slot: Slot,
-    ) -> Result<DirectConn, UpstreamError> {
+    pub(crate) async fn connect_direct(&self, slot: Slot) -> Result<DirectConn, UpstreamError> {
         Ok(DirectConn::new(self.connect_stream().await?, slot))
     }
 }
@@ -246,7 +243,7 @@ pub struct DirectBody {
 impl DirectBody {
     /// The body after a response head taken off `conn`; a body that is already complete (none,
     /// or all of it buffered and nothing more) gives its connection back at once.
-    pub(in crate::http) fn new(
+    pub(crate) fn new(
         conn: DirectConn,
         framing: Option<Framing>,
         keep_alive: bool,
@@ -510,6 +507,8 @@ mod tests {
         for wire in [
             "HTTP/1.1 200 OK\r\ncontent-length: 3, 4\r\n\r\n",
             "HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ncontent-length: +5\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ncontent-length: 5\u{a0}\r\n\r\n",
             "HTTP/1.1 101 Switching Protocols\r\n\r\n",
             "HTTP/1.1 2000 OK\r\n\r\n",
             "NOT HTTP\r\n\r\n",

@@ -30,7 +30,7 @@ use crate::http::upstream::error::UpstreamCounters;
 
 /// Which client path a connection belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(in crate::http) enum Kind {
+pub(crate) enum Kind {
     Direct,
     Hyper,
 }
@@ -45,7 +45,7 @@ impl Kind {
 }
 
 /// A connection the pool can keep.
-pub(in crate::http) trait Pooled: Send + 'static {
+pub(crate) trait Pooled: Send + 'static {
     fn kind(&self) -> Kind;
     /// Whether it can carry another exchange (the upstream has not closed it, …).
     fn reusable(&self) -> bool;
@@ -53,7 +53,7 @@ pub(in crate::http) trait Pooled: Send + 'static {
 
 /// Leave to open one connection: whoever holds it holds one place under the cap, given back
 /// when it is dropped. A connection carries its slot for as long as it is open.
-pub(in crate::http) struct Slot {
+pub(crate) struct Slot {
     pool: Option<Arc<dyn Release>>,
 }
 
@@ -76,7 +76,7 @@ trait Release: Send + Sync {
 }
 
 /// What a checkout gets.
-pub(in crate::http) enum Grant<C> {
+pub(crate) enum Grant<C> {
     /// A connection of the kind asked for, idle or just done with an exchange.
     Conn(C),
     /// Leave to open a new one.
@@ -95,7 +95,7 @@ struct State<C> {
     waiters: VecDeque<Waiter<C>>,
 }
 
-pub(in crate::http) struct Pool<C> {
+pub(crate) struct Pool<C> {
     state: Mutex<State<C>>,
     cap: usize,
     max_idle: usize,
@@ -108,7 +108,7 @@ pub(in crate::http) struct Pool<C> {
 /// belongs to is in use).
 #[derive(Debug, thiserror::Error)]
 #[error("the upstream connection pool is gone")]
-pub(in crate::http) struct PoolGone;
+pub(crate) struct PoolGone;
 
 /// Counts a request as waiting while it exists.
 struct Waiting<'a>(&'a UpstreamCounters);
@@ -120,7 +120,7 @@ impl Drop for Waiting<'_> {
 }
 
 impl<C: Pooled> Pool<C> {
-    pub(in crate::http) fn new(
+    pub(crate) fn new(
         cap: usize,
         max_idle: usize,
         idle_timeout: Duration,
@@ -146,20 +146,20 @@ impl<C: Pooled> Pool<C> {
     }
 
     /// Connections open now (idle or in use) and requests waiting for one.
-    pub(in crate::http) fn load(&self) -> (usize, usize) {
+    pub(crate) fn load(&self) -> (usize, usize) {
         let st = self.state.lock();
         (st.open, st.waiters.len())
     }
 
     /// Idle connections kept now.
-    pub(in crate::http) fn idle(&self) -> usize {
+    pub(crate) fn idle(&self) -> usize {
         let st = self.state.lock();
         st.idle.iter().map(Vec::len).sum()
     }
 
     /// A connection of `kind` (an idle one when `reuse` and one is fresh), or leave to open
     /// one, waiting in line when the cap is reached.
-    pub(in crate::http) async fn checkout(
+    pub(crate) async fn checkout(
         self: &Arc<Self>,
         kind: Kind,
         reuse: bool,
@@ -213,7 +213,7 @@ impl<C: Pooled> Pool<C> {
 
     /// Takes back a connection done with its exchange: to the first waiter, to the idle list,
     /// or closed.
-    pub(in crate::http) fn put_back(self: &Arc<Self>, mut conn: C) {
+    pub(crate) fn put_back(self: &Arc<Self>, mut conn: C) {
         let kind = conn.kind();
         let mut st = self.state.lock();
         loop {
