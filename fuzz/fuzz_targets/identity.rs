@@ -27,14 +27,14 @@ use std::sync::{Arc, OnceLock};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use libfuzzer_sys::fuzz_target;
 use limiter_daemon::config::{Config, EnvMap};
-use limiter_daemon::model::{KeyStatus, Tier};
 use limiter_daemon::identity::client_ip::{group, normalize};
 use limiter_daemon::identity::hash::IdentityHasher;
+use limiter_daemon::identity::key_cache::LookupFailed;
 use limiter_daemon::identity::key_cache::{KeyCache, KeyLookup};
 use limiter_daemon::identity::session::has_session_cookie;
 use limiter_daemon::identity::{reads_header, Caller, IdentityResolver, Subject};
 use limiter_daemon::model::KeyRecord;
-use limiter_daemon::identity::key_cache::LookupFailed;
+use limiter_daemon::model::{KeyStatus, Tier};
 
 const SECRET: &str = "fuzz-jwt-secret-0123456789abcdef";
 const NOW_MS: u64 = 1_800_000_000_000;

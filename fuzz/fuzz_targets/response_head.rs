@@ -20,12 +20,10 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use limiter_daemon::model::{
-    Action, Decision, DelayKind, Reason, Tier, WindowKind, WindowState,
-};
 use limiter_daemon::fuzz_entry::{response_head, BodyKind};
 use limiter_daemon::http::h1::hop::is_hop_by_hop_name;
 use limiter_daemon::http::render::response::{is_rate_limit_field, write_header_lines};
+use limiter_daemon::model::{Decision, DelayKind, Reason, Tier, WindowKind, WindowState};
 
 fn window(kind: WindowKind, limit: u64, remaining: u64, window_secs: u64) -> WindowState {
     WindowState {
@@ -38,21 +36,10 @@ fn window(kind: WindowKind, limit: u64, remaining: u64, window_secs: u64) -> Win
 }
 
 fn decision(which: u8) -> Decision {
-    let mut d = Decision {
-        action: Action::Allow,
-        tier: Tier::Anon,
-        reason: None,
-        retry_after_secs: None,
-        delay: Duration::ZERO,
-        delay_kind: None,
-        windows: vec![window(WindowKind::Hourly, 600, 599, 3600)],
-        warn_remaining: None,
-        identity: "ip:fuzz".into(),
-        upgrade: None,
-        key_status: None,
-        lockout_level: None,
-        cost: 1,
-    };
+    let mut d = Decision::builder(Tier::Anon, "ip:fuzz")
+        .window(window(WindowKind::Hourly, 600, 599, 3600))
+        .cost(1)
+        .build();
     match which & 3 {
         0 => {}
         1 => {
@@ -61,18 +48,14 @@ fn decision(which: u8) -> Decision {
             d.windows.push(window(WindowKind::Daily, 10_000, 3, 86_400));
         }
         2 => {
-            d.action = Action::Delay;
-            d.delay = Duration::from_secs(5);
-            d.delay_kind = Some(DelayKind::Soft);
+            d.hold(Duration::from_secs(5), DelayKind::Soft);
             d.windows.push(window(WindowKind::Daily, 1_000, 0, 86_400));
         }
         _ => {
             // A reject whose answer the client gets from the upstream is not reachable, but the
             // rewrite must still hold together with every field the renderer can write.
-            d.action = Action::Reject;
+            d.reject(Reason::KeyHourly, 42);
             d.tier = Tier::Sponsor;
-            d.reason = Some(Reason::KeyHourly);
-            d.retry_after_secs = Some(42);
             d.windows = vec![
                 window(WindowKind::Burst, 2_000, 0, 60),
                 window(WindowKind::Hourly, 120_000, 7, 3600),
