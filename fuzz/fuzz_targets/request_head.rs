@@ -58,13 +58,13 @@ fn run(wire: &[u8], peer: IpAddr, host: Option<&HeaderValue>) -> (RequestHead, V
 
 fuzz_target!(|wire: &[u8]| {
     // Vary the peer's family and whether the proxy has a `Host` to add, from the input itself.
-    let peer: IpAddr = if wire.len() % 2 == 0 {
+    let peer: IpAddr = if wire.len().is_multiple_of(2) {
         "198.51.100.7".parse().unwrap()
     } else {
         "2001:db8::7".parse().unwrap()
     };
     let host_value = HeaderValue::from_static("up:8080");
-    let host = (wire.len() % 3 != 0).then_some(&host_value);
+    let host = (!wire.len().is_multiple_of(3)).then_some(&host_value);
     let (got, up) = run(wire, peer, host);
     match got {
         RequestHead::Partial | RequestHead::HandOver => {}
