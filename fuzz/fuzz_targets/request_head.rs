@@ -58,7 +58,7 @@ fn run(wire: &[u8], peer: IpAddr) -> (RequestHead, Vec<u8>) {
 
 fuzz_target!(|wire: &[u8]| {
     // Vary the peer's family from the input itself.
-    let peer: IpAddr = if wire.len() % 2 == 0 {
+    let peer: IpAddr = if wire.len().is_multiple_of(2) {
         "198.51.100.7".parse().unwrap()
     } else {
         "2001:db8::7".parse().unwrap()

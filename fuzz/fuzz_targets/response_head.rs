@@ -66,8 +66,11 @@ fn decision(which: u8) -> Decision {
     d
 }
 
+/// Field names (lower case) and values, in order.
+type Fields = Vec<(String, Vec<u8>)>;
+
 /// The upstream's final head, parsed independently: status, its fields, bytes before its end.
-fn final_head(mut wire: &[u8]) -> Option<(u16, Vec<(String, Vec<u8>)>, usize)> {
+fn final_head(mut wire: &[u8]) -> Option<(u16, Fields, usize)> {
     let mut taken = 0;
     loop {
         let mut fields = [httparse::EMPTY_HEADER; 100];
@@ -101,7 +104,7 @@ fn trim_ows(mut value: &[u8]) -> &[u8] {
     value
 }
 
-fn lower_fields(block: &[u8]) -> Vec<(String, Vec<u8>)> {
+fn lower_fields(block: &[u8]) -> Fields {
     let mut fields = [httparse::EMPTY_HEADER; 32];
     let Ok(httparse::Status::Complete(_)) = httparse::parse_headers(block, &mut fields) else {
         panic!(
@@ -150,7 +153,7 @@ fuzz_target!(|data: &[u8]| {
         "exactly the head is taken"
     );
 
-    let ours: Vec<(String, Vec<u8>)> = resp
+    let ours: Fields = resp
         .headers
         .iter()
         .map(|h| (h.name.to_ascii_lowercase(), h.value.to_vec()))
