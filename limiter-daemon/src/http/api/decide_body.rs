@@ -84,6 +84,11 @@ fn invalid(field: impl Into<String>, message: impl Into<String>) -> DescribeErro
 
 /// Parses and checks a `/v1/decide` body; `limits` bound the described headers.
 pub fn parse(body: &[u8], limits: HeaderLimits) -> Result<Described, DescribeError> {
+    // JSON text is UTF-8 (RFC 8259 §8.1); serde_json checks only the strings it decodes, not
+    // those it skips (unknown fields), so a body that is not JSON would otherwise pass.
+    if let Err(e) = std::str::from_utf8(body) {
+        return Err(DescribeError::NotJson(format!("not UTF-8 ({e})")));
+    }
     let mut ctx = Ctx {
         expect: Expect::Object,
         fault: None,
@@ -368,6 +373,21 @@ impl<'de> Visitor<'de> for ValueSeed<'_, 'de> {
 
 #[cfg(test)]
 mod tests {
+    /// Found by the `decide_body` fuzz target: invalid UTF-8 in a field the parser skips.
+    #[test]
+    fn a_body_that_is_not_utf8_is_not_json() {
+        let body = b"{\"ip\":\"2001:db8::1\",\"path\":\"/a\",\"x\":\"\xe4ders\"}";
+        let limits = HeaderLimits {
+            max_count: 64,
+            max_bytes: 16 * 1024,
+        };
+        assert!(matches!(
+            super::parse(body, limits),
+            Err(DescribeError::NotJson(_))
+        ));
+        assert!(serde_json::from_slice::<serde_json::Value>(body).is_err());
+    }
+
     use super::*;
 
     const LIMITS: HeaderLimits = HeaderLimits {
