@@ -51,11 +51,14 @@ fuzz_target!(|body: &[u8]| {
                 "{:?}",
                 d.path
             );
-            let sent: Value = serde_json::from_slice(body).unwrap();
-            let sent_path = sent["path"].as_str().unwrap();
-            assert!(sent_path.starts_with(&d.path));
-            if sent.get("method").is_none_or(Value::is_null) {
-                assert_eq!(d.method, http::Method::GET);
+            // serde_json's `Value` refuses numbers past f64 (`1e800`) that JSON's grammar allows
+            // and the parser skips in unknown fields: compare with it only when it reads the body.
+            if let Ok(sent) = serde_json::from_slice::<Value>(body) {
+                let sent_path = sent["path"].as_str().unwrap();
+                assert!(sent_path.starts_with(&d.path));
+                if sent.get("method").is_none_or(Value::is_null) {
+                    assert_eq!(d.method, http::Method::GET);
+                }
             }
             for name in ["x-forwarded-for", "forwarded", "x-real-ip"] {
                 assert!(!d.headers.contains_key(name), "{name} kept");
