@@ -5,49 +5,14 @@
 //! Before `[http] api_max_body`, axum's 2 MiB default and a `serde_json::Value` of the body
 //! took one 1.5 MB request from 33 to 218 MB, and 16 at once to 268 MB.
 
+mod daemon_support;
+
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::net::TcpStream;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        limiter_tests::process::terminate(&mut self.0, Duration::from_secs(5));
-    }
-}
-
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-}
-
-fn start(dir: &Path, api: SocketAddr) -> Daemon {
-    let config = dir.join("limiter.toml");
-    // Defaults for every limit: the defaults are what is under test.
-    std::fs::write(
-        &config,
-        format!(
-            "[kernel]\nmode = \"off\"\n[store]\nstate_dir = \"{}\"\n[http]\napi_listen = [\"{api}\"]\n\
-             [metrics]\nlisten = \"\"\n",
-            dir.join("state").display()
-        ),
-    )
-    .unwrap();
-    Daemon(
-        Command::new(env!("CARGO_BIN_EXE_limiter-daemon"))
-            .args(["run", "--config"])
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start limiter-daemon"),
-    )
-}
+use daemon_support::{free_addr, start};
 
 /// One `POST /v1/decide` on its own connection: the status, or `None` when the daemon closed
 /// the connection first (it may stop reading an oversized body and reset the connection
@@ -137,7 +102,7 @@ fn sixteen_concurrent_maximal_bodies_leave_rss_growth_under_50_mb() {
     const LIMIT_KIB: u64 = 50 * 1024;
     let dir = tempfile::tempdir().unwrap();
     let api = free_addr();
-    let d = start(dir.path(), api);
+    let d = start(dir.path(), api, "listen = \"\"");
     let pid = d.0.id();
     let shapes = shapes(64 * 1024);
     assert!(shapes[3].1.len() > 1_500_000, "{}", shapes[3].1.len());

@@ -3,25 +3,22 @@
 //! its API listener, and `kernel_attached 0` when the dataplane is off; state files found
 //! corrupt at start counted and named in `/readyz`. Also: `listen = ""` turns the listener off.
 
+mod daemon_support;
+
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-struct Daemon(Child);
+use daemon_support::{free_addr, Daemon};
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _killed = self.0.kill();
-        let _reaped = self.0.wait();
-    }
-}
-
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
+/// The daemon with its metrics listener on `listen` ("" = off), namespace `stella`.
+fn start(dir: &Path, api: SocketAddr, listen: &str) -> Daemon {
+    daemon_support::start(
+        dir,
+        api,
+        &format!("listen = \"{listen}\"\nnamespace = \"stella\""),
+    )
 }
 
 /// One HTTP/1.1 exchange (`Connection: close`): (status, body).
@@ -60,28 +57,6 @@ fn listening_sockets(pid: u32) -> usize {
             cols.get(3) == Some(&"0A") && cols.get(9).is_some_and(|i| inodes.iter().any(|x| x == i))
         })
         .count()
-}
-
-fn start(dir: &Path, api: SocketAddr, metrics_listen: &str) -> Daemon {
-    let config = dir.join("limiter.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[kernel]\nmode = \"off\"\n[store]\nstate_dir = \"{}\"\n[http]\napi_listen = [\"{api}\"]\n\
-             [metrics]\nlisten = \"{metrics_listen}\"\nnamespace = \"stella\"\n",
-            dir.join("state").display()
-        ),
-    )
-    .unwrap();
-    Daemon(
-        Command::new(env!("CARGO_BIN_EXE_limiter-daemon"))
-            .args(["run", "--config"])
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start limiter-daemon"),
-    )
 }
 
 #[test]
