@@ -15,13 +15,21 @@ fn a_crawler_politely_at_its_hourly_limit_earns_no_strike() {
     let peer = "198.51.100.7";
     let spent = spend_the_hour_politely().len();
     let decisions = drive(&r.engine, &r.clock, peer, &polite_crawler_after_budget());
-    assert!(decisions[..spent].iter().all(|d| d.action() == Action::Allow));
+    assert!(decisions[..spent]
+        .iter()
+        .all(|d| d.action() == Action::Allow));
     let after = &decisions[spent..];
-    let refused = after.iter().filter(|d| d.action() == Action::Reject).count();
+    let refused = after
+        .iter()
+        .filter(|d| d.action() == Action::Reject)
+        .count();
     assert!(refused > 4_000, "the budgets stay spent: {refused} refused");
     for (i, d) in after.iter().enumerate() {
         assert!(
-            matches!(d.reason(), None | Some(Reason::Hourly) | Some(Reason::Daily)),
+            matches!(
+                d.reason(),
+                None | Some(Reason::Hourly) | Some(Reason::Daily)
+            ),
             "request {i} after exhaustion: {d:?}"
         );
         assert_eq!(d.lockout_level, None, "request {i}: {d:?}");
@@ -46,7 +54,9 @@ fn a_runaway_loop_after_its_budget_is_spent_is_locked_out() {
     let peer = "198.51.100.8";
     let spent = spend_the_hour_politely().len();
     let decisions = drive(&r.engine, &r.clock, peer, &runaway_loop_after_budget());
-    assert!(decisions[..spent].iter().all(|d| d.action() == Action::Allow));
+    assert!(decisions[..spent]
+        .iter()
+        .all(|d| d.action() == Action::Allow));
     let after = &decisions[spent..];
     assert_eq!(
         after[0].reason(),
@@ -70,7 +80,10 @@ fn a_runaway_loop_after_its_budget_is_spent_is_locked_out() {
     // Retry-After is the later of the lockout and the hourly rollover still ahead.
     let hour_left = first.window(WindowKind::Hourly).unwrap().reset_secs;
     assert_eq!(first.retry_after_secs(), Some(hour_left.max(65).max(60)));
-    assert!(first_at < 25, "about 100 in the window already: struck within 25");
+    assert!(
+        first_at < 25,
+        "about 100 in the window already: struck within 25"
+    );
     // While locked out: `locked`, no further strike.
     let (second_at, second) = struck[1];
     assert!(after[first_at + 1..second_at]
@@ -82,7 +95,10 @@ fn a_runaway_loop_after_its_budget_is_spent_is_locked_out() {
         (Some(Reason::Burst), Some(2)),
         "the escalation continues at the next burst: {second:?}"
     );
-    assert_eq!(r.engine.lockouts().strikes(ip(peer)).unwrap(), struck.len() as u32);
+    assert_eq!(
+        r.engine.lockouts().strikes(ip(peer)).unwrap(),
+        struck.len() as u32
+    );
 
     // Each lockout reached the kernel with its level, doubling.
     let locks = r.sink.locks();

@@ -664,7 +664,11 @@ fn refused_requests_count_toward_the_burst_alike_on_both_stores() {
         for (i, (w, g)) in want.iter().zip(&got).enumerate() {
             assert_eq!(outcome_of(g), outcome_of(w), "{name}: request {i}");
         }
-        assert_eq!(sink.locks(), embedded.sink.locks(), "{name}: the kernel's view");
+        assert_eq!(
+            sink.locks(),
+            embedded.sink.locks(),
+            "{name}: the kernel's view"
+        );
         if name == "runaway" {
             assert!(sink.locks().len() >= 2, "{:?}", sink.locks());
         } else {
