@@ -171,6 +171,8 @@ fn engine_rules_hold_over_valkey_and_hosts_share_state() {
             "request {n}"
         );
     }
+    // The next request after the burst window has room again (sooner it is a 121st in 60 s).
+    clock.advance_ms(66_000);
     let d = b.decide(&req("192.0.2.3"));
     assert_eq!((d.reason(), d.lockout_level), (Some(Reason::Hourly), None));
     assert_eq!(a.lockouts().strikes(ip("192.0.2.3")).unwrap(), 0);
@@ -624,4 +626,53 @@ fn a_frozen_server_costs_one_timeout_then_counting_goes_local() {
         started.elapsed()
     );
     drop(frozen);
+}
+
+/// The burst test counts every request that arrives, refused ones included, in the Valkey
+/// script as in the reference: a crawler politely at its hourly limit and a runaway loop after
+/// its budget is spent (the schedules of `engine_burst_after_budget.rs`) get the same decisions,
+/// step by step, strikes and lockouts included, from the embedded store and from Valkey.
+#[test]
+fn refused_requests_count_toward_the_burst_alike_on_both_stores() {
+    let Some(server) = start() else { return };
+    for (n, (name, schedule)) in [
+        ("polite", polite_crawler_after_budget()),
+        ("runaway", runaway_loop_after_budget()),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let embedded = rig("");
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(T0);
+        let store = Arc::new(
+            ValkeyStore::open(&server.addr, &format!("conf{n}:"), HashMode::Hmac, None).unwrap(),
+        );
+        let sink = Arc::new(RecordingSink::default());
+        let valkey = Engine::with_options(
+            Arc::new(config("", dir.path())),
+            store,
+            sink.clone(),
+            Arc::new(clock.clone()),
+            EngineOptions {
+                key_refresh: KeyRefresh::Manual,
+            },
+        );
+        let peer = "203.0.113.50";
+        let want = drive(&embedded.engine, &embedded.clock, peer, &schedule);
+        let got = drive(&valkey, &clock, peer, &schedule);
+        for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+            assert_eq!(outcome_of(g), outcome_of(w), "{name}: request {i}");
+        }
+        assert_eq!(
+            sink.locks(),
+            embedded.sink.locks(),
+            "{name}: the kernel's view"
+        );
+        if name == "runaway" {
+            assert!(sink.locks().len() >= 2, "{:?}", sink.locks());
+        } else {
+            assert!(sink.locks().is_empty());
+        }
+    }
 }

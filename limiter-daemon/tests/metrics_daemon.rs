@@ -77,7 +77,7 @@ fn run_serves_metrics_health_and_readiness_on_its_own_listener() {
     assert_eq!(status, 200);
     assert!(
         text.contains(
-            "\nstella_decisions_total{tier=\"anon\",action=\"allow\",reason=\"none\"} 2\n"
+            "\nstella_decisions_total{tier=\"anon\",action=\"allow\",reason=\"none\",shadow=\"false\"} 2\n"
         ),
         "{text}"
     );

@@ -180,7 +180,7 @@ async fn decisions_hits_histogram_strikes_and_lockouts_are_scraped() {
     assert_eq!(
         must(
             &before,
-            r#"limiter_decisions_total{tier="anon",action="reject",reason="burst"}"#
+            r#"limiter_decisions_total{tier="anon",action="reject",reason="burst",shadow="false"}"#
         ),
         0.0
     );
@@ -210,7 +210,7 @@ async fn decisions_hits_histogram_strikes_and_lockouts_are_scraped() {
         must(
             &t,
             &format!(
-                r#"limiter_decisions_total{{tier="anon",action="{action}",reason="{reason}"}}"#
+                r#"limiter_decisions_total{{tier="anon",action="{action}",reason="{reason}",shadow="false"}}"#
             ),
         )
     };

@@ -11,6 +11,7 @@
 //! Every section is validated here, once, `[http]` included ([`Config::http`]): callers get
 //! checked values and every field error carries the file and line.
 
+pub mod engine;
 pub mod env;
 pub mod error;
 pub mod http;
@@ -32,6 +33,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+pub use engine::EngineSettings;
 pub use env::{env_from_process, EnvMap, ENV_VARS};
 pub use error::ConfigError;
 pub use http::HttpSettings;
@@ -50,6 +52,8 @@ pub use upgrade::UpgradePaths;
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
+    #[serde(default)]
+    pub engine: engine::RawEngine,
     #[serde(default)]
     pub tiers: tiers::RawTiers,
     #[serde(default)]
@@ -79,6 +83,8 @@ pub struct RawConfig {
 /// The validated configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
+    /// `[engine]`: shadow mode for everything.
+    pub engine: EngineSettings,
     pub tiers: TierTable,
     pub quota: QuotaSettings,
     pub routes: RouteTable,
@@ -131,16 +137,20 @@ impl Config {
         QuotaSettings::apply_env(&mut raw.quota, env, &mut env_applied)?;
         let identity = IdentitySettings::validate(raw.identity)?;
         let kernel = KernelSettings::validate(raw.kernel, identity.ipv6_prefix)?;
+        let session_daily = raw.tiers.session.daily;
+        let tiers = TierTable::validate(raw.tiers)?;
+        let upgrade = UpgradePaths::validate(raw.upgrade, tiers.auth_multiplier)?;
         Ok(Config {
-            tiers: TierTable::validate(raw.tiers)?,
-            quota: QuotaSettings::validate(raw.quota)?,
+            engine: EngineSettings::validate(raw.engine),
+            tiers,
+            quota: QuotaSettings::validate(raw.quota, session_daily)?,
             routes: RouteTable::validate(raw.routes, raw.default_route)?,
             identity,
             jwt: raw.jwt.map(JwtSettings::validate).transpose()?,
             keys: KeySettings::validate(raw.keys)?,
             lockout: LockoutSettings::validate(raw.lockout)?,
             store: StoreSettings::validate(raw.store)?,
-            upgrade: UpgradePaths::validate(raw.upgrade)?,
+            upgrade,
             kernel,
             metrics: metrics::MetricsSettings::validate(raw.metrics)?,
             http: HttpSettings::validate(raw.http)?,
@@ -199,6 +209,7 @@ mod tests {
         assert_eq!(c.tiers.sponsor.hourly.get(), 120_000);
         assert_eq!(c.quota.anon.get(), 1_000);
         assert_eq!(c.quota.token.get(), 10_000);
+        assert_eq!(c.quota.session, c.quota.anon, "a cookie is forgeable");
         assert_eq!(c.quota.warn_threshold, 200);
         assert_eq!(c.quota.soft_window, 30);
         assert_eq!(c.keys.prefix, "rsa");

@@ -16,7 +16,7 @@ use crate::model::Tier;
 pub struct RawQuota {
     /// `L_anon`.
     pub anon: Option<u32>,
-    /// `L_jwt`: token holders and the session rung.
+    /// `L_jwt`: token holders (a valid JWT), whatever their rung.
     pub token: Option<u32>,
     /// Sponsor daily quota; absent means none.
     pub sponsor: Option<u32>,
@@ -30,6 +30,9 @@ pub struct RawQuota {
 pub struct QuotaSettings {
     pub anon: NonZeroU32,
     pub token: NonZeroU32,
+    /// The session rung (`[tiers.session] daily`, default `anon`: a forged cookie buys no
+    /// scan quota).
+    pub session: NonZeroU32,
     pub sponsor: Option<NonZeroU32>,
     pub soft_delay: Duration,
     /// Units past the limit that get the soft delay; beyond them, the hard delay.
@@ -44,7 +47,7 @@ impl QuotaSettings {
     pub fn daily_for(&self, tier: Tier) -> Option<NonZeroU32> {
         match tier {
             Tier::Anon => Some(self.anon),
-            Tier::Session => Some(self.token),
+            Tier::Session => Some(self.session),
             Tier::Sponsor => self.sponsor,
         }
     }
@@ -73,7 +76,8 @@ impl QuotaSettings {
         Ok(())
     }
 
-    pub fn validate(raw: RawQuota) -> Result<Self, ConfigError> {
+    /// Validates `raw`; `session_daily` is `[tiers.session] daily`.
+    pub fn validate(raw: RawQuota, session_daily: Option<u32>) -> Result<Self, ConfigError> {
         let sponsor = match raw.sponsor {
             None => None,
             Some(v) => Some(positive("quota.sponsor", Some(v), 0)?),
@@ -90,8 +94,13 @@ impl QuotaSettings {
                 ),
             ));
         }
+        let anon = positive("quota.anon", raw.anon, 1_000)?;
         Ok(QuotaSettings {
-            anon: positive("quota.anon", raw.anon, 1_000)?,
+            anon,
+            session: match session_daily {
+                None => anon,
+                Some(v) => positive("tiers.session.daily", Some(v), 0)?,
+            },
             token: positive("quota.token", raw.token, 10_000)?,
             sponsor,
             soft_delay,

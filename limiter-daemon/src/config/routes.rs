@@ -46,6 +46,7 @@ pub struct RawRoute {
     pub limits: Option<Vec<LimitName>>,
     pub over_quota: Option<OverQuota>,
     pub key_limit: Option<bool>,
+    pub shadow: Option<bool>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -55,6 +56,7 @@ pub struct RawDefaultRoute {
     pub limits: Option<Vec<LimitName>>,
     pub over_quota: Option<OverQuota>,
     pub key_limit: Option<bool>,
+    pub shadow: Option<bool>,
 }
 
 /// Which windows count a route's requests.
@@ -112,6 +114,8 @@ pub struct Route {
     pub over_quota: OverQuota,
     /// Whether an API key's own `hourly_limit` applies here.
     pub key_limit: bool,
+    /// Shadow mode on this route alone (`[engine] shadow` is every route).
+    pub shadow: bool,
 }
 
 impl Route {
@@ -189,6 +193,7 @@ impl RouteTable {
                 limits: r.limits,
                 over_quota: r.over_quota,
                 key_limit: r.key_limit,
+                shadow: r.shadow,
             };
             routes.push(route(Some(r.prefix), methods, &field("cost"), rules)?);
         }
@@ -228,6 +233,7 @@ fn route(
             .unwrap_or(Limits::ALL),
         over_quota: rules.over_quota.unwrap_or(OverQuota::Reject),
         key_limit: rules.key_limit.unwrap_or(false),
+        shadow: rules.shadow.unwrap_or(false),
     })
 }
 

@@ -25,6 +25,9 @@ pub struct RawSessionTier {
     pub burst: Option<u32>,
     /// Session budget = anonymous budget × this.
     pub multiplier: Option<u32>,
+    /// Daily quota of the session rung; absent means `[quota] anon` (`QUOTA_ANON`): a cookie
+    /// is presence only and forgeable. Raise it only where sessions are verified upstream.
+    pub daily: Option<u32>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]

@@ -1,5 +1,6 @@
 //! `[upgrade]`: where a 429 tells the caller to go for the next rung.
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -27,7 +28,9 @@ pub struct UpgradePaths {
 }
 
 impl UpgradePaths {
-    pub fn validate(raw: RawUpgrade) -> Result<Self, ConfigError> {
+    /// Validates `raw`; `multiplier` is the session budget's multiple of the anonymous one
+    /// (`[tiers.session] multiplier`), which the anonymous sentence quotes.
+    pub fn validate(raw: RawUpgrade, multiplier: NonZeroU32) -> Result<Self, ConfigError> {
         let check = |field: &str, v: Option<String>, d: &str| -> Result<String, ConfigError> {
             let v = v.unwrap_or_else(|| d.to_string());
             if v.is_empty() || v.chars().any(char::is_control) {
@@ -42,7 +45,8 @@ impl UpgradePaths {
         let account = check("upgrade.account", raw.account, "/account")?;
         Ok(UpgradePaths {
             anon_hint: format!(
-                "Sign in at {login} for the session allowance (10x the anonymous budget)."
+                "Sign in at {login} for the session allowance ({multiplier}x the anonymous \
+                 budget)."
             )
             .into(),
             session_hint: format!("Get an API key at {account} for the sponsor allowance.").into(),

@@ -2,10 +2,11 @@
 //! check-and-count → reason, delay, reminder, strike.
 //!
 //! When several windows refuse, the reason is the refusing window of lowest rank in the window
-//! table ([`crate::model::WINDOWS`]: `hourly`, `key_hourly`, `daily`, then `burst`). Spending a
-//! budget is a pricing question (no strike); only a burst violation on an otherwise admissible
-//! request is misbehaviour and earns a strike, so a caller politely sitting at an exhausted
-//! budget is never escalated into a lockout.
+//! table ([`crate::model::WINDOWS`]: `burst`, then `hourly`, `key_hourly`, `daily`). Spending a
+//! budget is a pricing question (no strike); a burst is misbehaviour happening now and earns a
+//! strike, whatever budget is spent besides. The burst window counts every request that
+//! arrives, refused or not, so a loop hammering a spent budget is still struck and locked out,
+//! while a caller politely sitting at its limit, at or below its burst rate, never is.
 
 use super::request::RequestInfo;
 use super::Engine;
@@ -66,6 +67,26 @@ fn limits(cfg: &Config, caller: &Caller, route: &Route) -> PerWindow<Option<Limi
     })
 }
 
+/// What a decision may do beyond answering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Counted: strike, lock and push verified tiers to the kernel.
+    Enforce,
+    /// Counted in shadow mode: a strike that would have been made is only noted.
+    Shadow,
+    /// Nothing counted, nothing struck (admin explain).
+    DryRun,
+}
+
+/// The hourly budget of `limits`: the tighter of tier budget and key limit, as
+/// [`Decision::hourly_limit`] reads them from the windows.
+fn hourly_budget(limits: &PerWindow<Option<Limit>>) -> Option<u64> {
+    [WindowKind::Hourly, WindowKind::KeyHourly]
+        .into_iter()
+        .filter_map(|k| limits[k].map(|l| u64::from(l.max)))
+        .min()
+}
+
 /// A decision skeleton: allow, no windows.
 pub(crate) fn base_decision(cfg: &Config, tier: Tier, identity: String) -> Decision {
     Decision::new(tier, identity, cfg.upgrade.hint(tier))
@@ -99,12 +120,41 @@ impl Engine {
         count: bool,
     ) -> Decision {
         let cfg = &*rt.cfg;
+        let route = cfg.routes.matching(req.method, req.path);
+        let shadow = cfg.engine.shadow || route.shadow;
+        let mut d = self.judge(rt, req, route, now, count, shadow);
+        if shadow {
+            // Made and counted like any other; only the enforcing is left out.
+            d.shadow(false);
+        }
+        d
+    }
+
+    /// The decision for `req` on `route`. In `shadow` mode nothing is struck or pushed to the
+    /// kernel; a strike that would have been made is recorded in the decision's shadow.
+    fn judge(
+        &self,
+        rt: &super::Runtime,
+        req: &RequestInfo<'_>,
+        route: &Route,
+        now: u64,
+        count: bool,
+        shadow: bool,
+    ) -> Decision {
+        let cfg = &*rt.cfg;
         let caller = rt
             .resolver
             .resolve(cfg, &self.key_cache, req.peer, req.headers, now);
         let id = caller.id_key(&self.hasher);
         let mut d = base_decision(cfg, caller.tier, id.display());
         d.key_status = caller.key_status;
+        let creq = CountRequest {
+            id,
+            now_ms: now,
+            cost: route.cost.get(),
+            limits: limits(cfg, &caller, route),
+        };
+        d.hourly_budget = hourly_budget(&creq.limits);
 
         let lists = &rt.lists;
         if lists.allows(caller.ip) {
@@ -122,13 +172,6 @@ impl Engine {
             }
         }
 
-        let route = cfg.routes.matching(req.method, req.path);
-        let creq = CountRequest {
-            id,
-            now_ms: now,
-            cost: route.cost.get(),
-            limits: limits(cfg, &caller, route),
-        };
         d.cost = creq.cost;
         let outcome = if count {
             match self.store.gate_and_count(caller.group, &creq) {
@@ -151,7 +194,12 @@ impl Engine {
                 return d;
             }
         };
-        self.finish(cfg, &caller, d, &outcome, now, count)
+        let mode = match (count, shadow) {
+            (false, _) => Mode::DryRun,
+            (true, false) => Mode::Enforce,
+            (true, true) => Mode::Shadow,
+        };
+        self.finish(cfg, &caller, d, &outcome, now, mode)
     }
 
     fn finish(
@@ -161,7 +209,7 @@ impl Engine {
         mut d: Decision,
         o: &CountOutcome,
         now: u64,
-        count: bool,
+        mode: Mode,
     ) -> Decision {
         d.windows = windows_of(o);
         if let Some(daily) = &o.uses[WindowKind::Daily] {
@@ -179,13 +227,15 @@ impl Engine {
                 .max()
                 .unwrap_or(1000);
             d.reject(reason, ceil_secs(worst).max(1));
-            if reason == Reason::Burst && count {
+            if reason == Reason::Burst && mode == Mode::Enforce {
                 let frees_ms = o.uses[WindowKind::Burst].map_or(0, |w| w.reset_ms);
                 self.burst_strike(cfg, &mut d, caller.group, now, frees_ms);
+            } else if reason == Reason::Burst && mode == Mode::Shadow {
+                d.shadow(true);
             }
             return d;
         }
-        if count && caller.is_verified() {
+        if mode == Mode::Enforce && caller.is_verified() {
             let refresh = u64::try_from(cfg.kernel.tier_ttl.as_millis() / 2).unwrap_or(u64::MAX);
             self.tiers.push(
                 &*self.sink,

@@ -38,7 +38,9 @@ pub fn lock_duration(s: &LockoutSettings, level: u32, r: f64) -> Duration {
 
 impl Engine {
     /// Strikes `ip` for a burst refused at `now_ms` whose window frees capacity in `frees_ms`,
-    /// and makes `d` say so: the lockout's level, and `Retry-After` = the lockout left.
+    /// and makes `d` say so: the lockout's level, and `Retry-After` = the lockout left, or the
+    /// time until the other refusing windows have room when that is later (a spent hourly
+    /// budget outlasts a first lockout).
     pub(crate) fn burst_strike(
         &self,
         cfg: &Config,
@@ -49,8 +51,9 @@ impl Engine {
     ) {
         let lock = self.strike(cfg, ip, now_ms, frees_ms);
         d.lockout_level = Some(lock.level);
-        if let Some(reason) = d.reason() {
-            d.reject(reason, ceil_secs(lock.remaining_ms(now_ms)).max(1));
+        if let (Some(reason), Some(before)) = (d.reason(), d.retry_after_secs()) {
+            let locked = ceil_secs(lock.remaining_ms(now_ms)).max(1);
+            d.reject(reason, locked.max(before));
         }
     }
 

@@ -42,6 +42,8 @@ pub struct DecisionLabels {
     pub action: &'static str,
     /// `none` unless the action is `reject`.
     pub reason: &'static str,
+    /// `true`: made in shadow mode; action and reason are what enforcing would have done.
+    pub shadow: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -62,14 +64,16 @@ pub struct LevelLabel {
 /// Handles to the per-decision series.
 #[derive(Debug)]
 pub struct DecisionMetrics {
-    /// `[tier][outcome]`, see [`OUTCOMES`].
-    decisions: [[Counter; OUTCOMES]; 3],
+    /// `[shadow][tier][outcome]`, see [`OUTCOMES`].
+    decisions: [[[Counter; OUTCOMES]; 3]; 2],
     soft_hits: Counter,
     hard_hits: Counter,
     delay: DurationHistogram,
     decide_time: DurationHistogram,
     keys: [Counter; 4],
     strikes: Counter,
+    /// Strikes shadow mode would have recorded (none was).
+    shadow_strikes: Counter,
     /// Levels are unbounded in principle (capped durations, not capped levels), so this one
     /// stays a family; it is touched only when a lockout is made.
     lockouts: Family<LevelLabel, Counter>,
@@ -106,23 +110,27 @@ impl DecisionMetrics {
         let decisions_family = Family::<DecisionLabels, Counter>::default();
         reg.register(
             "decisions",
-            "Decisions made, by tier, action (allow, delay, reject) and reject reason",
+            "Decisions made, by tier, action (allow, delay, reject), reject reason and shadow \
+             (true: what shadow mode would have done)",
             decisions_family.clone(),
         );
-        let decisions = TIERS.map(|tier| {
-            std::array::from_fn(|i| {
-                let (action, reason) = match i {
-                    0 => ("allow", "none"),
-                    1 => ("delay", "none"),
-                    n => ("reject", REASONS[n - 2].as_str()),
-                };
-                decisions_family
-                    .get_or_create(&DecisionLabels {
-                        tier: tier.as_str(),
-                        action,
-                        reason,
-                    })
-                    .clone()
+        let decisions = ["false", "true"].map(|shadow| {
+            TIERS.map(|tier| {
+                std::array::from_fn(|i| {
+                    let (action, reason) = match i {
+                        0 => ("allow", "none"),
+                        1 => ("delay", "none"),
+                        n => ("reject", REASONS[n - 2].as_str()),
+                    };
+                    decisions_family
+                        .get_or_create(&DecisionLabels {
+                            tier: tier.as_str(),
+                            action,
+                            reason,
+                            shadow,
+                        })
+                        .clone()
+                })
             })
         });
         let soft_hits = Counter::default();
@@ -168,6 +176,12 @@ impl DecisionMetrics {
             "Strikes recorded (burst violations; each one locks the caller out)",
             strikes.clone(),
         );
+        let shadow_strikes = Counter::default();
+        reg.register(
+            "shadow_strikes",
+            "Strikes shadow mode would have recorded (nothing was struck or locked)",
+            shadow_strikes.clone(),
+        );
         let lockouts = Family::<LevelLabel, Counter>::default();
         reg.register(
             "lockouts",
@@ -182,6 +196,7 @@ impl DecisionMetrics {
             decide_time,
             keys,
             strikes,
+            shadow_strikes,
             lockouts,
         }
     }
@@ -193,7 +208,17 @@ impl DecisionMetrics {
 
     /// Records one decision.
     pub fn observe(&self, d: &Decision) {
-        self.decisions[tier_index(d.tier)][outcome_index(d.action(), d.reason())].inc();
+        let tier = tier_index(d.tier);
+        match d.shadowed() {
+            None => self.decisions[0][tier][outcome_index(d.action(), d.reason())].inc(),
+            Some(s) => {
+                let reason = (s.action() == Action::Reject).then(|| s.reason()).flatten();
+                if s.would_strike() {
+                    self.shadow_strikes.inc();
+                }
+                self.decisions[1][tier][outcome_index(s.action(), reason)].inc()
+            }
+        };
         if d.action() == Action::Delay {
             match d.delay_kind() {
                 Some(DelayKind::Soft) => self.soft_hits.inc(),

@@ -2,6 +2,10 @@
 //!
 //! Fields may be added; existing names and meanings stay, because the proxy, the decision API
 //! and the nginx endpoint all render responses from these values.
+//!
+//! Shadow mode is part of the value: [`Decision::shadow`] moves the verdict into a [`Shadow`]
+//! (what enforcing would have done) and leaves an allow, so every surface forwards the request
+//! and can still say what would have happened.
 
 use std::time::Duration;
 
@@ -87,6 +91,47 @@ impl Verdict {
     }
 }
 
+/// What an enforcing engine would have done with a request that shadow mode let through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shadow {
+    verdict: Verdict,
+    would_strike: bool,
+}
+
+impl Shadow {
+    /// The verdict enforcing would have given.
+    pub fn verdict(&self) -> Verdict {
+        self.verdict
+    }
+
+    pub fn action(&self) -> Action {
+        self.verdict.action()
+    }
+
+    /// Why: a reject's reason, `daily` for a delay (only the daily quota delays), `None` for an
+    /// allow.
+    pub fn reason(&self) -> Option<Reason> {
+        match self.verdict {
+            Verdict::Allow => None,
+            Verdict::Delay { .. } => Some(Reason::Daily),
+            Verdict::Reject { reason, .. } => Some(reason),
+        }
+    }
+
+    /// The delay enforcing would have held the request for (`Duration::ZERO` unless delayed).
+    pub fn delay(&self) -> Duration {
+        match self.verdict {
+            Verdict::Delay { delay, .. } => delay,
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// Whether enforcing would have recorded a strike (and a lockout) for this request.
+    pub fn would_strike(&self) -> bool {
+        self.would_strike
+    }
+}
+
 /// A decision: everything a response needs, whatever surface renders it. Built by
 /// [`Decision::new`] (an allow with no windows) and moved to its verdict by
 /// [`Decision::reject`] or [`Decision::hold`]; the verdict is private, so no surface can
@@ -110,6 +155,11 @@ pub struct Decision {
     pub lockout_level: Option<u32>,
     /// Units this request cost (route weight) when it was counted.
     pub cost: u32,
+    /// The hourly budget for this caller on this route when no window reports it (a lockout
+    /// counts nothing): every 429 names it.
+    pub hourly_budget: Option<u64>,
+    /// Set in shadow mode: what enforcing would have done (the verdict is then an allow).
+    shadow: Option<Shadow>,
 }
 
 impl Decision {
@@ -125,7 +175,26 @@ impl Decision {
             key_status: None,
             lockout_level: None,
             cost: 0,
+            hourly_budget: None,
+            shadow: None,
         }
+    }
+
+    /// Shadow mode: keeps the verdict as what would have happened and turns this into an allow.
+    /// `would_strike`: enforcing would have struck. A decision already shadowed stays as it is.
+    pub fn shadow(&mut self, would_strike: bool) {
+        if self.shadow.is_none() {
+            self.shadow = Some(Shadow {
+                verdict: self.verdict,
+                would_strike,
+            });
+            self.verdict = Verdict::Allow;
+        }
+    }
+
+    /// What enforcing would have done, when this decision was made in shadow mode.
+    pub fn shadowed(&self) -> Option<Shadow> {
+        self.shadow
     }
 
     /// Turns this into a 429 for `reason`, retry after `retry_after_secs`.
@@ -192,12 +261,14 @@ impl Decision {
     pub fn window(&self, kind: WindowKind) -> Option<&WindowState> {
         self.windows.iter().find(|w| w.kind == kind)
     }
-    /// The hourly budget that applied (the tighter of tier budget and key limit, if both did).
+    /// The hourly budget that applied (the tighter of tier budget and key limit, if both did);
+    /// without windows (a lockout), the budget that would have applied.
     pub fn hourly_limit(&self) -> Option<u64> {
         let tier = self.window(WindowKind::Hourly).map(|w| w.limit);
         let key = self.window(WindowKind::KeyHourly).map(|w| w.limit);
         match (tier, key) {
             (Some(a), Some(b)) => Some(a.min(b)),
+            (None, None) => self.hourly_budget,
             (a, b) => a.or(b),
         }
     }
@@ -238,6 +309,15 @@ impl DecisionBuilder {
     }
     pub fn hold(mut self, delay: Duration, kind: DelayKind) -> Self {
         self.0.hold(delay, kind);
+        self
+    }
+    pub fn hourly_budget(mut self, budget: u64) -> Self {
+        self.0.hourly_budget = Some(budget);
+        self
+    }
+    /// Shadow mode: what was set so far becomes what would have happened.
+    pub fn shadow(mut self, would_strike: bool) -> Self {
+        self.0.shadow(would_strike);
         self
     }
     pub fn build(self) -> Decision {

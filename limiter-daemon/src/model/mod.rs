@@ -9,7 +9,7 @@ pub mod records;
 pub mod tier;
 pub mod window;
 
-pub use decision::{Action, Decision, DecisionBuilder, DelayKind, KeyStatus, Verdict};
+pub use decision::{Action, Decision, DecisionBuilder, DelayKind, KeyStatus, Shadow, Verdict};
 pub use records::{KeyRecord, ListEntry, ListKind, LockCause, Lockout, StrikeRecord};
 pub use tier::Tier;
 pub use window::{Counts, PerWindow, Reason, Shape, WindowKind, WindowSpec, WindowState, WINDOWS};

@@ -129,10 +129,16 @@ pub struct WindowSpec {
     pub span_ms: u64,
     pub shape: Shape,
     pub counts: Counts,
+    /// Whether a request this window sees counts in it even when it is refused (by this
+    /// window or any other). The burst window does: it measures what arrives, so a loop
+    /// hammering after its budget is spent is still a burst. Budgets count only what they
+    /// admit.
+    pub counts_refused: bool,
     /// What a reject by this window says.
     pub reason: Reason,
-    /// When several windows refuse, the lowest rank names the reason (a spent budget before a
-    /// burst, so a caller sitting at an exhausted budget is not struck for it).
+    /// When several windows refuse, the lowest rank names the reason. A burst comes first: it
+    /// is the only refusal that earns a strike, and it only refuses a caller above its burst
+    /// rate, whatever else is spent. Then the spent budgets, hourly before key and daily.
     pub rank: u8,
 }
 
@@ -152,8 +158,9 @@ const SPECS: [WindowSpec; WindowKind::COUNT] = [
         span_ms: BURST_SPAN_MS,
         shape: Shape::Sliding,
         counts: Counts::Requests,
+        counts_refused: true,
         reason: Reason::Burst,
-        rank: 3,
+        rank: 0,
     },
     WindowSpec {
         kind: WindowKind::Hourly,
@@ -162,8 +169,9 @@ const SPECS: [WindowSpec; WindowKind::COUNT] = [
         span_ms: HOUR_MS,
         shape: Shape::Fixed,
         counts: Counts::Units,
+        counts_refused: false,
         reason: Reason::Hourly,
-        rank: 0,
+        rank: 1,
     },
     WindowSpec {
         kind: WindowKind::Daily,
@@ -172,8 +180,9 @@ const SPECS: [WindowSpec; WindowKind::COUNT] = [
         span_ms: DAY_MS,
         shape: Shape::Fixed,
         counts: Counts::Units,
+        counts_refused: false,
         reason: Reason::Daily,
-        rank: 2,
+        rank: 3,
     },
     WindowSpec {
         kind: WindowKind::KeyHourly,
@@ -182,8 +191,9 @@ const SPECS: [WindowSpec; WindowKind::COUNT] = [
         span_ms: HOUR_MS,
         shape: Shape::Fixed,
         counts: Counts::Units,
+        counts_refused: false,
         reason: Reason::KeyHourly,
-        rank: 1,
+        rank: 2,
     },
 ];
 

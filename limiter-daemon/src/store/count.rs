@@ -1,6 +1,8 @@
 //! One atomic check-and-count: the single operation a store performs per decision. It checks
 //! every window of one identity and, only if none refuses, counts the request in all of them.
-//! A refused request consumes nothing (so "admitted" is what every window counts).
+//! A refused request consumes no budget; only windows that count every arrival
+//! ([`WindowSpec::counts_refused`]: the burst) count it anyway, so a caller hammering a spent
+//! budget still fills its burst window and a caller at or below its burst rate never does.
 //!
 //! [`apply`] is the reference semantics on one identity's [`Entry`], a loop over the window
 //! table ([`crate::model::WINDOWS`]): a window refuses when what it would hold after the request
@@ -43,7 +45,8 @@ pub struct CountRequest {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WindowUse {
     pub limit: u32,
-    /// Count after this request (admitted) or before it (refused).
+    /// Count after this request when the window counted it (admitted, or a window that counts
+    /// refused requests too), else before it.
     pub used: u32,
     /// Milliseconds until the window frees capacity (fixed windows: until rollover).
     pub reset_ms: u64,
@@ -151,14 +154,16 @@ pub fn apply(e: &mut Entry, req: &CountRequest) -> CountOutcome {
     let admitted = !refused.0.contains(&true);
     let uses = req.limits.map(|k, limit| {
         let limit = (*limit)?;
-        let add = k.spec().counts.per_request(req.cost);
+        let spec = k.spec();
+        let add = spec.counts.per_request(req.cost);
+        let counted = admitted || spec.counts_refused;
         let mut c = e.counter(k);
-        if admitted {
+        if counted {
             c.add(now, add);
         }
         Some(WindowUse {
             limit: limit.max,
-            used: if admitted {
+            used: if counted {
                 used[k].saturating_add(add)
             } else {
                 used[k]

@@ -237,3 +237,55 @@ impl Rig {
         self.clock.now_ms()
     }
 }
+
+/// One step of a traffic schedule: advance the clock this many milliseconds, then send one
+/// request.
+pub type Schedule = Vec<u64>;
+
+/// Spends the anonymous hourly budget (600) politely, 100 requests a minute: six minutes.
+pub fn spend_the_hour_politely() -> Schedule {
+    vec![600; 600]
+}
+
+/// After [`spend_the_hour_politely`]: 100 requests a minute for an hour (below the 120 burst).
+pub fn polite_crawler_after_budget() -> Schedule {
+    let mut s = spend_the_hour_politely();
+    s.extend(std::iter::repeat_n(600, 6_000));
+    s
+}
+
+/// After [`spend_the_hour_politely`]: a runaway loop at 600 requests a minute for five minutes.
+pub fn runaway_loop_after_budget() -> Schedule {
+    let mut s = spend_the_hour_politely();
+    s.extend(std::iter::repeat_n(100, 3_000));
+    s
+}
+
+/// Runs `schedule` from `peer` through `engine`, every decision in order.
+pub fn drive(engine: &Engine, clock: &ManualClock, peer: &str, schedule: &[u64]) -> Vec<Decision> {
+    let headers = HeaderMap::new();
+    schedule
+        .iter()
+        .map(|&gap| {
+            clock.advance_ms(gap);
+            engine.decide(&RequestInfo {
+                peer: ip(peer),
+                method: "GET",
+                path: "/",
+                headers: &headers,
+            })
+        })
+        .collect()
+}
+
+/// What two stores must agree on for one decision (identities differ: each store has its own
+/// hashing secret).
+pub fn outcome_of(d: &Decision) -> (Action, Option<Reason>, Option<u64>, Option<u32>, String) {
+    (
+        d.action(),
+        d.reason(),
+        d.retry_after_secs(),
+        d.lockout_level,
+        format!("{:?}", d.windows),
+    )
+}

@@ -5,7 +5,8 @@
 //! "headers": {"cookie": "session=…"}}` (`method` defaults to GET, `headers` to none; a header
 //! value may be a string or a list of strings).
 //! Answer: `{"action", "tier", "reason", "delayMs", "retryAfter", "headers"}` plus, for a
-//! reject, `problem`: the 429 body the caller should send. Malformed input → 400 naming the field;
+//! reject, `problem`: the 429 body the caller should send. In shadow mode the action is `allow`
+//! and `shadow` says what enforcing would have done: `{"action", "reason", "delayMs"}`. Malformed input → 400 naming the field;
 //! more header values or bytes than `[http] max_header_count` / `max_header_bytes` → 431; a body
 //! over `[http] api_max_body` → 413 (the body is parsed in [`crate::http::api::decide_body`]).
 
@@ -100,6 +101,13 @@ pub async fn decide(
     });
     if rejected {
         out["problem"] = rejection_problem(&d, &state.hints).to_value();
+    }
+    if let Some(s) = d.shadowed() {
+        out["shadow"] = json!({
+            "action": s.action().as_str(),
+            "reason": s.reason().map(|r| r.as_str()),
+            "delayMs": u64::try_from(s.delay().as_millis()).unwrap_or(u64::MAX),
+        });
     }
     axum::Json(out).into_response()
 }

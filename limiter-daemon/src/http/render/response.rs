@@ -10,6 +10,8 @@
 //! - IETF draft `RateLimit-Policy` (one named policy per window, `"burst";q=120;w=60`) and
 //!   `RateLimit` (the same names with remaining units and seconds to reset, `"burst";r=0;t=12`).
 //! - `Retry-After` on 429 and 503; `x-quota-warning` when the daily quota is nearly used up.
+//! - Shadow mode: `x-ratelimit-shadow: <action>; reason=<reason>`, what enforcing would have
+//!   done (`allow; reason=none`, `delay; reason=daily`, `reject; reason=burst`, …).
 
 use std::cell::RefCell;
 
@@ -30,6 +32,7 @@ pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-r
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 pub const X_QUOTA_WARNING: HeaderName = HeaderName::from_static("x-quota-warning");
+pub const X_RATELIMIT_SHADOW: HeaderName = HeaderName::from_static("x-ratelimit-shadow");
 
 /// How problem documents are typed: `about:blank` unless `[http] problem_type_base` is set,
 /// then the base with the reason appended. (The `upgrade` sentence comes with the decision.)
@@ -251,6 +254,7 @@ pub fn is_rate_limit_field(name: &[u8]) -> bool {
         RATELIMIT_POLICY.as_str(),
         RATELIMIT.as_str(),
         X_QUOTA_WARNING.as_str(),
+        X_RATELIMIT_SHADOW.as_str(),
         RETRY_AFTER.as_str(),
     ]
     .iter()
@@ -298,6 +302,12 @@ fn render(d: &Decision, h: &mut impl FieldSink) {
     if rejected {
         v.num(retry_after(d));
         h.rendered(RETRY_AFTER, &mut v);
+    }
+    if let Some(s) = d.shadowed() {
+        v.str(s.action().as_str())
+            .str("; reason=")
+            .str(s.reason().map_or("none", Reason::as_str));
+        h.rendered(X_RATELIMIT_SHADOW, &mut v);
     }
 }
 

@@ -4,13 +4,14 @@
 -- The windows are the rows of the window table (model/window.rs), in its order; n of them.
 -- KEYS: 1..n one per window: a sliding window's hash (5 s slot -> count), a fixed window's
 --       counter (window index in the name); n+1 (optional) the caller's lockout (JSON, until_ms)
--- ARGV: now_ms, cost, then 5 per window: limit (0 = not applied), refuses (1/0: 0 counts but
---       never refuses), per request (1: counts 1; 0: counts cost), span ms, sliding (1/0)
+-- ARGV: now_ms, cost, then 6 per window: limit (0 = not applied), refuses (1/0: 0 counts but
+--       never refuses), per request (1: counts 1; 0: counts cost), span ms, sliding (1/0),
+--       counts refused (1: counts every request that arrives, admitted or not; the burst)
 -- Reply: {2, lockout JSON} when locked (nothing counted), else
 --        {admitted 1/0, refusal flags (window i: bit i-1), then per window: used, reset ms}
 local now = tonumber(ARGV[1])
 local cost = tonumber(ARGV[2])
-local n = (#ARGV - 2) / 5
+local n = (#ARGV - 2) / 6
 if KEYS[n + 1] then
   local body = redis.call('GET', KEYS[n + 1])
   if body then
@@ -25,7 +26,7 @@ local slot_ms = 5000
 local slot = math.floor(now / slot_ms)
 local w = {}
 for i = 1, n do
-  local a = 2 + (i - 1) * 5
+  local a = 2 + (i - 1) * 6
   local add = cost
   if ARGV[a + 3] == '1' then add = 1 end
   w[i] = {
@@ -34,6 +35,7 @@ for i = 1, n do
     add = add,
     span = tonumber(ARGV[a + 4]),
     sliding = ARGV[a + 5] == '1',
+    always = ARGV[a + 6] == '1',
     used = 0,
     oldest = -1,
   }
@@ -75,19 +77,22 @@ end
 local function rollover(span)
   return (math.floor(now / span) + 1) * span - now
 end
-if admitted then
-  for i = 1, n do
-    local x = w[i]
-    if x.limit > 0 then
-      if x.sliding then
-        redis.call('HINCRBY', KEYS[i], string.format('%d', slot), x.add)
-        redis.call('PEXPIRE', KEYS[i], string.format('%d', x.span + 10000))
-        x.used = x.used + x.add
-        if x.oldest < 0 then x.oldest = slot end
-      else
-        x.used = redis.call('INCRBY', KEYS[i], x.add)
-        redis.call('PEXPIRE', KEYS[i], string.format('%d', rollover(x.span) + 60000))
-      end
+for i = 1, n do
+  local x = w[i]
+  if x.limit > 0 and (admitted or x.always) then
+    if x.sliding then
+      local field = string.format('%d', slot)
+      local held = redis.call('HINCRBY', KEYS[i], field, x.add)
+      -- A slot holds at most 65535, as the embedded store's u16 slots do: refused requests
+      -- count here too, so a flood can reach it.
+      local over = math.max(held - 65535, 0)
+      if over > 0 then redis.call('HSET', KEYS[i], field, 65535) end
+      redis.call('PEXPIRE', KEYS[i], string.format('%d', x.span + 10000))
+      x.used = x.used + x.add - over
+      if x.oldest < 0 then x.oldest = slot end
+    else
+      x.used = redis.call('INCRBY', KEYS[i], x.add)
+      redis.call('PEXPIRE', KEYS[i], string.format('%d', rollover(x.span) + 60000))
     end
   end
 end

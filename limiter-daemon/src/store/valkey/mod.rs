@@ -221,7 +221,8 @@ impl ValkeyStore {
                 .arg(u8::from(limit.is_some_and(|l| l.refuse)))
                 .arg(u8::from(spec.counts == Counts::Requests))
                 .arg(spec.span_ms)
-                .arg(u8::from(spec.shape == Shape::Sliding));
+                .arg(u8::from(spec.shape == Shape::Sliding))
+                .arg(u8::from(spec.counts_refused));
         }
         let slot = usize::try_from(req.id.as_u64() % pool::POOL as u64).unwrap_or(0);
         self.pool
