@@ -105,6 +105,13 @@ async fn serve(config: Config, http: HttpSettings, shutdown: &Shutdown) -> anyho
     let metrics_listen = config.metrics.listen;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let store = crate::store::open(&config.store, clock.now_ms()).context("opening the store")?;
+    // Counters to disk every snapshot_interval and once more at stop (embedded store only).
+    shutdown.spawn(crate::store::embedded::snapshotter::run(
+        Arc::clone(&store),
+        Arc::clone(&clock),
+        config.store.snapshot_interval,
+        shutdown.token(),
+    ));
     let engine = Arc::new(Engine::new(Arc::new(config), store, sink, clock));
     metrics.attach_engine(Arc::clone(&engine));
     let decider = Arc::new(MeteredDecider::new(engine, Arc::clone(&metrics)));

@@ -21,6 +21,8 @@ pub struct RawKeys {
     pub negative_ttl: Option<String>,
     /// Most key ids the cache remembers.
     pub cache_capacity: Option<usize>,
+    /// Most lookups in flight for keys presented from one source address (grouped).
+    pub max_pending_per_source: Option<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,6 +33,9 @@ pub struct KeySettings {
     pub cache_ttl: Duration,
     pub negative_ttl: Duration,
     pub cache_capacity: usize,
+    /// Lookups in flight per source address; past it a new key counts as no key until they
+    /// land, so invented key ids cannot buy store lookups without bound.
+    pub max_pending_per_source: NonZeroU32,
 }
 
 pub(crate) fn duration(
@@ -83,6 +88,11 @@ impl KeySettings {
                 Duration::from_secs(10),
             )?,
             cache_capacity,
+            max_pending_per_source: positive(
+                "keys.max_pending_per_source",
+                raw.max_pending_per_source,
+                8,
+            )?,
         })
     }
 }

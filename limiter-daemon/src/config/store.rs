@@ -38,6 +38,8 @@ pub struct RawStore {
     pub max_identities: Option<usize>,
     /// How often idle identities are swept out.
     pub sweep_interval: Option<String>,
+    /// How often the embedded store writes its counters to `state_dir` (also at shutdown).
+    pub snapshot_interval: Option<String>,
     /// `host:port` of the Valkey server (backend = "valkey").
     pub valkey_address: Option<String>,
     /// Namespaces every Valkey key (default `limiter:`).
@@ -53,6 +55,8 @@ pub struct StoreSettings {
     pub hash_secret: Option<Vec<u8>>,
     pub max_identities: usize,
     pub sweep_interval: Duration,
+    /// Embedded store: how often counters are snapshotted (a crash loses at most this much).
+    pub snapshot_interval: Duration,
     pub valkey_address: Option<String>,
     pub key_prefix: String,
 }
@@ -69,6 +73,7 @@ impl std::fmt::Debug for StoreSettings {
             )
             .field("max_identities", &self.max_identities)
             .field("sweep_interval", &self.sweep_interval)
+            .field("snapshot_interval", &self.snapshot_interval)
             .field("valkey_address", &self.valkey_address)
             .field("key_prefix", &self.key_prefix)
             .finish()
@@ -140,6 +145,17 @@ impl StoreSettings {
                 "must be longer than zero",
             ));
         }
+        let snapshot_interval = duration(
+            "store.snapshot_interval",
+            raw.snapshot_interval,
+            Duration::from_secs(10),
+        )?;
+        if snapshot_interval < Duration::from_millis(100) {
+            return Err(ConfigError::invalid(
+                "store.snapshot_interval",
+                "must be at least 100ms (each snapshot writes every tracked identity)",
+            ));
+        }
         let state_dir = raw
             .state_dir
             .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR));
@@ -182,6 +198,7 @@ impl StoreSettings {
             hash_secret,
             max_identities,
             sweep_interval,
+            snapshot_interval,
         })
     }
 }

@@ -2,6 +2,10 @@
 //!
 //! - A key ID never seen before answers [`KeyCheck::Pending`] (the caller is metered one rung
 //!   down) and queues a lookup; once it lands the key settles to verified or invalid.
+//! - Lookups in flight are bounded per source address (`keys.max_pending_per_source`): past
+//!   the bound a new key answers [`KeyCheck::Deferred`] and counts as no key until that
+//!   source's lookups land, so a caller inventing key ids buys at most that many lookups at a
+//!   time (and each answer is then negatively cached).
 //! - Unknown and revoked keys are cached as negative answers for `negative_ttl`, and keep
 //!   answering invalid while they are refreshed: metered down, never up.
 //! - Verified answers are served for `cache_ttl`, then served stale while refreshed.
@@ -10,7 +14,8 @@
 //! Lookups run on a background thread ([`KeyCache::spawn_refresher`]) or, in tests, when the
 //! test calls [`KeyCache::process_pending`], so "the lookup landed" is a step the test takes.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -38,6 +43,9 @@ pub enum KeyCheck {
     Verified(Arc<KeyRecord>),
     /// Not known yet; a lookup is queued.
     Pending,
+    /// Not known yet, and the presenting address already has its bound of lookups in flight:
+    /// no lookup is queued and the caller is metered as if it presented no key.
+    Deferred,
     /// Unknown, revoked or wrong secret.
     Invalid,
 }
@@ -54,9 +62,27 @@ enum Slot {
 
 #[derive(Default)]
 struct Queue {
-    pending: HashSet<String>,
+    /// Key ids in flight, with the source address whose request queued the lookup.
+    pending: HashMap<String, IpAddr>,
+    /// Lookups in flight per source address (no entry: none).
+    per_source: HashMap<IpAddr, u32>,
     order: VecDeque<String>,
     stop: bool,
+}
+
+impl Queue {
+    /// Marks `id`'s lookup as landed (or abandoned), releasing its source's share.
+    fn finish(&mut self, id: &str) {
+        let Some(source) = self.pending.remove(id) else {
+            return;
+        };
+        if let Some(n) = self.per_source.get_mut(&source) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_source.remove(&source);
+            }
+        }
+    }
 }
 
 const SLOT_SHARDS: usize = 16;
@@ -83,6 +109,7 @@ pub struct KeyCache {
     negative_ttl_ms: u64,
     /// Per shard.
     capacity: usize,
+    max_pending_per_source: u32,
     lookups: AtomicU64,
 }
 
@@ -101,6 +128,7 @@ impl KeyCache {
             ttl_ms: u64::try_from(settings.cache_ttl.as_millis()).unwrap_or(u64::MAX),
             negative_ttl_ms: u64::try_from(settings.negative_ttl.as_millis()).unwrap_or(u64::MAX),
             capacity: settings.cache_capacity.div_ceil(SLOT_SHARDS).max(1),
+            max_pending_per_source: settings.max_pending_per_source.get(),
             lookups: AtomicU64::new(0),
         }
     }
@@ -126,8 +154,17 @@ impl KeyCache {
         self.lookups.load(Ordering::Relaxed)
     }
 
-    /// Answers from memory; never waits for the backend.
-    pub fn check(&self, id: &str, secret: &str, now_ms: u64) -> KeyCheck {
+    /// What the cache holds: (answers cached, lookups in flight, sources with lookups in
+    /// flight). Tests check these stay bounded.
+    pub fn held(&self) -> (usize, usize, usize) {
+        let answers = self.shards.iter().map(|s| s.slots.read().len()).sum();
+        let q = self.queue.lock();
+        (answers, q.pending.len(), q.per_source.len())
+    }
+
+    /// Answers from memory; never waits for the backend. `source` is the (grouped) client
+    /// address that presented the key: its lookups in flight are bounded.
+    pub fn check(&self, id: &str, secret: &str, source: IpAddr, now_ms: u64) -> KeyCheck {
         let shard = self.shard(id);
         shard.consulted.fetch_add(1, Ordering::Relaxed);
         let (answer, refresh) = {
@@ -144,10 +181,15 @@ impl KeyCache {
                 }
             }
         };
-        if refresh {
-            self.request(id);
+        if !refresh {
+            return answer;
         }
-        answer
+        let queued = self.request(id, source);
+        match answer {
+            KeyCheck::Pending if !queued => KeyCheck::Deferred,
+            // A refresh refused by the bound keeps serving the cached answer.
+            answer => answer,
+        }
     }
 
     fn compare(&self, record: &Arc<KeyRecord>, secret: &str) -> KeyCheck {
@@ -163,15 +205,23 @@ impl KeyCache {
         }
     }
 
-    fn request(&self, id: &str) {
+    /// Queues a lookup of `id` for `source`. True when `id` is in flight afterwards (queued
+    /// now or before); false when a bound refused it.
+    fn request(&self, id: &str, source: IpAddr) -> bool {
         let mut q = self.queue.lock();
-        if q.pending.len() >= MAX_QUEUED || q.pending.contains(id) {
-            return;
+        if q.pending.contains_key(id) {
+            return true;
         }
-        q.pending.insert(id.to_string());
+        let in_flight = q.per_source.get(&source).copied().unwrap_or(0);
+        if q.pending.len() >= MAX_QUEUED || in_flight >= self.max_pending_per_source {
+            return false;
+        }
+        q.pending.insert(id.to_string(), source);
+        *q.per_source.entry(source).or_insert(0) += 1;
         q.order.push_back(id.to_string());
         drop(q);
         self.wake.notify_one();
+        true
     }
 
     /// Forget what is known about `id` and answer invalid from now on (revocation).
@@ -193,14 +243,14 @@ impl KeyCache {
             Ok(None) => Slot::Absent { fetched_ms: now_ms },
             Err(err) => {
                 tracing::warn!(error = %err, "API key lookup failed; keeping the cached answer");
-                self.queue.lock().pending.remove(id);
+                self.queue.lock().finish(id);
                 return;
             }
         };
         let mut slots = self.shard(id).slots.write();
         // Still "in flight" until the answer is stored, so concurrent requests for the same id
         // do not queue a second lookup.
-        self.queue.lock().pending.remove(id);
+        self.queue.lock().finish(id);
         if slots.len() >= self.capacity && !slots.contains_key(id) {
             // Negative answers go first; if the cache is full of real keys, drop one at random.
             slots.retain(|_, s| matches!(s, Slot::Known { .. }));

@@ -126,7 +126,7 @@ impl IdentityResolver {
             // The shape is checked first: a wrong shape never reaches the cache.
             match api_key::parse_key(text, &cfg.keys.prefix) {
                 None => caller.key_status = Some(KeyStatus::Malformed),
-                Some(k) => match keys.check(k.id, k.secret, now_ms) {
+                Some(k) => match keys.check(k.id, k.secret, group, now_ms) {
                     KeyCheck::Verified(record) => {
                         caller.tier = record.tier;
                         caller.subject = Subject::Key(record);
@@ -137,6 +137,9 @@ impl IdentityResolver {
                         caller.tier = caller.tier.max(Tier::Sponsor.below());
                         caller.key_status = Some(KeyStatus::Pending);
                     }
+                    // Lookups for this address are bounded: the key adds nothing until they
+                    // land (the status says the key is not settled yet).
+                    KeyCheck::Deferred => caller.key_status = Some(KeyStatus::Pending),
                     KeyCheck::Invalid => caller.key_status = Some(KeyStatus::Invalid),
                 },
             }

@@ -22,6 +22,16 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError
 
 /// Writes bytes atomically; `private` makes the file readable by its owner only.
 pub fn write_bytes(path: &Path, bytes: &[u8], private: bool) -> Result<(), StoreError> {
+    write_with(path, private, |w| w.write_all(bytes))
+}
+
+/// Writes what `fill` produces atomically, streamed through a buffer (large files, such as the
+/// counter snapshot, are never held in memory whole).
+pub fn write_with(
+    path: &Path,
+    private: bool,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), StoreError> {
     let err = |source| StoreError::Write {
         path: path.to_path_buf(),
         source,
@@ -35,8 +45,10 @@ pub fn write_bytes(path: &Path, bytes: &[u8], private: bool) -> Result<(), Store
             use std::os::unix::fs::OpenOptionsExt;
             opts.mode(0o600);
         }
-        let mut f = opts.open(&tmp).map_err(err)?;
-        f.write_all(bytes).map_err(err)?;
+        let f = opts.open(&tmp).map_err(err)?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
+        fill(&mut w).map_err(err)?;
+        let f = w.into_inner().map_err(|e| err(e.into_error()))?;
         f.sync_all().map_err(err)?;
     }
     fs::rename(&tmp, path).map_err(err)?;

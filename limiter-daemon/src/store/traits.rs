@@ -36,6 +36,12 @@ pub trait CountStore: Send + Sync + 'static {
     fn remote_errors(&self) -> u64 {
         0
     }
+
+    /// Writes the in-memory counters to disk so a restart keeps them (blocking I/O: call it off
+    /// the request path). `None`: this store keeps its counters elsewhere (Valkey).
+    fn persist_counters(&self, _now_ms: u64) -> Result<Option<usize>, StoreError> {
+        Ok(None)
+    }
 }
 
 /// The records side: what operators and lockouts keep.

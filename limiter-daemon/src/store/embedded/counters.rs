@@ -92,6 +92,32 @@ impl Counters {
             .map(|e| Usage::of(e, now_ms))
     }
 
+    /// The identities of shard `i` with anything counted at `now_ms`, copied out under the
+    /// shard's lock (one shard at a time: a snapshot never holds more than one lock, and only
+    /// for the copy).
+    pub fn copy_shard(&self, i: usize, now_ms: u64) -> Vec<(IdKey, Entry)> {
+        let shard = self.shards[i].lock();
+        shard
+            .map
+            .iter()
+            .filter(|(_, e)| !e.is_stale(now_ms))
+            .map(|(k, e)| (*k, *e))
+            .collect()
+    }
+
+    /// Puts back an identity read from a snapshot (at start, before any request). Past the
+    /// ceiling the rest is dropped: the same bound as counting.
+    pub fn restore(&self, id: IdKey, entry: Entry) -> bool {
+        let mut shard = self.shard(&id).lock();
+        if shard.map.len() >= self.per_shard_cap {
+            return false;
+        }
+        if shard.map.insert(id, entry).is_none() {
+            self.len.fetch_add(1, Ordering::Relaxed);
+        }
+        true
+    }
+
     /// Sweeps every shard now (tests and periodic maintenance).
     pub fn sweep_all(&self, now_ms: u64) {
         for s in self.shards.iter() {

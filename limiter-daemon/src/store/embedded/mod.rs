@@ -1,15 +1,21 @@
-//! The embedded store (default; no server): counters in memory ([`counters`]), keys, strikes,
-//! lockouts and lists persisted in the state directory ([`persisted`]), identities hashed with
-//! a secret generated once into the state directory unless one is configured.
+//! The embedded store (default; no server): counters in memory ([`counters`]) and snapshotted
+//! into the state directory ([`snapshot`], written by [`snapshotter`] every
+//! `store.snapshot_interval` and at shutdown), keys, strikes, lockouts and lists persisted there
+//! on every change ([`persisted`]), identities hashed with a secret generated once into the
+//! state directory unless one is configured.
 
 pub mod counters;
 pub mod persisted;
+pub mod snapshot;
+pub mod snapshotter;
 
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use ipnet::IpNet;
+use parking_lot::Mutex;
+use std::path::PathBuf;
 
 use self::counters::Counters;
 use self::persisted::Persisted;
@@ -32,6 +38,9 @@ pub struct EmbeddedStore {
     persisted: Persisted,
     hasher: IdentityHasher,
     corrupt: Vec<CorruptFile>,
+    dir: PathBuf,
+    /// Serialises snapshot writes (the periodic one and the final one never interleave).
+    snapshot_lock: Mutex<()>,
 }
 
 impl EmbeddedStore {
@@ -52,15 +61,30 @@ impl EmbeddedStore {
                 None => IdentityHasher::hmac(&load_or_create_secret(dir, now_ms, &mut corrupt)?),
             },
         };
+        let counters = Counters::new(
+            settings.max_identities,
+            u64::try_from(settings.sweep_interval.as_millis()).unwrap_or(u64::MAX),
+        );
+        let (loaded, bad) = snapshot::load(dir, &counters, now_ms)?;
+        corrupt.extend(bad);
+        if loaded > 0 {
+            tracing::info!(identities = loaded, "counters restored from the snapshot");
+        }
         Ok(EmbeddedStore {
-            counters: Counters::new(
-                settings.max_identities,
-                u64::try_from(settings.sweep_interval.as_millis()).unwrap_or(u64::MAX),
-            ),
+            counters,
             persisted,
             hasher,
             corrupt,
+            dir: dir.clone(),
+            snapshot_lock: Mutex::new(()),
         })
+    }
+
+    /// Writes the counter snapshot now (what [`snapshotter::run`] calls off the request path).
+    /// Returns how many identities it holds.
+    pub fn snapshot_counters(&self, now_ms: u64) -> Result<usize, StoreError> {
+        let _one_at_a_time = self.snapshot_lock.lock();
+        snapshot::write(&self.dir, &self.counters, now_ms)
     }
 
     pub fn counters(&self) -> &Counters {
@@ -111,6 +135,10 @@ impl CountStore for EmbeddedStore {
 
     fn gate_and_count(&self, ip: IpAddr, req: &CountRequest) -> Result<Gate, StoreError> {
         lockout_then_count(self, ip, req)
+    }
+
+    fn persist_counters(&self, now_ms: u64) -> Result<Option<usize>, StoreError> {
+        self.snapshot_counters(now_ms).map(Some)
     }
 }
 

@@ -1,0 +1,143 @@
+//! Budgets survive a restart of the real binary (`limiter-daemon run`, embedded store): the
+//! counters are snapshotted into the state directory on SIGTERM, so a caller that spent 10 of
+//! a daily budget of 20 has 10 left after the restart; `kill -9` loses at most one snapshot
+//! interval; a corrupt snapshot is set aside and the daemon starts.
+
+mod daemon_support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use daemon_support::{free_addr, Daemon};
+
+const SNAPSHOT: &str = "counters.snapshot";
+
+/// The daemon with a daily quota of 20 for anonymous callers (the hourly budget out of the
+/// way, so an hour rolling over mid-test changes nothing).
+fn start(dir: &Path, api: SocketAddr, snapshot_interval: &str) -> Daemon {
+    let config = dir.join("limiter.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[kernel]\nmode = \"off\"\n[store]\nstate_dir = \"{}\"\nsnapshot_interval = \"{snapshot_interval}\"\n\
+             [http]\napi_listen = [\"{api}\"]\n[metrics]\nlisten = \"\"\n\
+             [tiers.anon]\nhourly = 100000\n[quota]\nanon = 20\n",
+            dir.join("state").display()
+        ),
+    )
+    .unwrap();
+    Daemon(
+        Command::new(env!("CARGO_BIN_EXE_limiter-daemon"))
+            .args(["run", "--config"])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start limiter-daemon"),
+    )
+}
+
+/// `/v1/decide` for `ip` (waiting for the listener the first time): the answer's `action`.
+fn decide(api: SocketAddr, ip: &str) -> String {
+    let body = format!(r#"{{"ip":"{ip}","path":"/"}}"#);
+    let answer = limiter_tests::poll(Duration::from_secs(20), "/v1/decide", || {
+        let mut s = TcpStream::connect(api).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(
+            s,
+            "POST /v1/decide HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).ok()?;
+        out.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+    });
+    let v: serde_json::Value = serde_json::from_str(&answer).expect(&answer);
+    v["action"].as_str().expect(&answer).to_string()
+}
+
+/// Stops the daemon with `signal` and waits for it to exit (SIGTERM: by itself, cleanly).
+fn stop(mut d: Daemon, signal: libc::c_int) {
+    let pid = libc::pid_t::try_from(d.0.id()).unwrap();
+    // SAFETY: kill(2) on the child this test spawned and has not reaped.
+    unsafe {
+        libc::kill(pid, signal);
+    }
+    let status = limiter_tests::poll(Duration::from_secs(20), "the daemon to exit", || {
+        d.0.try_wait().ok().flatten()
+    });
+    if signal == libc::SIGTERM {
+        assert!(status.success(), "a clean stop: {status:?}");
+    }
+}
+
+fn spend(api: SocketAddr, ip: &str, n: usize) {
+    for i in 0..n {
+        assert_eq!(decide(api, ip), "allow", "request {}", i + 1);
+    }
+}
+
+#[test]
+fn a_budget_survives_a_restart_with_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = free_addr();
+    // An interval far longer than the test: only the final snapshot can carry the count.
+    let d = start(dir.path(), api, "1h");
+    spend(api, "203.0.113.5", 10);
+    stop(d, libc::SIGTERM);
+    assert!(dir.path().join("state").join(SNAPSHOT).is_file());
+
+    let api = free_addr();
+    let _d = start(dir.path(), api, "1h");
+    spend(api, "203.0.113.5", 10);
+    assert_eq!(decide(api, "203.0.113.5"), "reject", "the 21st of the day");
+    assert_eq!(
+        decide(api, "203.0.113.6"),
+        "allow",
+        "another caller is fresh"
+    );
+}
+
+#[test]
+fn kill_9_loses_at_most_the_snapshot_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = free_addr();
+    let d = start(dir.path(), api, "200ms");
+    spend(api, "203.0.113.7", 10);
+    // Wait for a periodic snapshot written after the 10th request: the file is replaced by a
+    // rename, so a snapshot newer than now has a newer modification time.
+    let file = dir.path().join("state").join(SNAPSHOT);
+    let spent_at = std::time::SystemTime::now();
+    limiter_tests::poll(Duration::from_secs(20), "a snapshot after spending", || {
+        let m = std::fs::metadata(&file).ok()?.modified().ok()?;
+        (m > spent_at).then_some(())
+    });
+    stop(d, libc::SIGKILL);
+
+    let api = free_addr();
+    let _d = start(dir.path(), api, "200ms");
+    spend(api, "203.0.113.7", 10);
+    assert_eq!(decide(api, "203.0.113.7"), "reject");
+}
+
+#[test]
+fn a_corrupt_snapshot_is_set_aside_and_the_daemon_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join(SNAPSHOT), b"LIMCNT01 torn").unwrap();
+    let api = free_addr();
+    let _d = start(dir.path(), api, "10s");
+    spend(api, "203.0.113.8", 20);
+    assert_eq!(decide(api, "203.0.113.8"), "reject");
+    let aside: Vec<String> = std::fs::read_dir(&state)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("{SNAPSHOT}.corrupt-")))
+        .collect();
+    assert_eq!(aside.len(), 1, "the bad file kept as evidence: {aside:?}");
+}
