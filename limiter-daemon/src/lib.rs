@@ -14,6 +14,7 @@
 //!   [`app::shutdown::Shutdown`] handed to every background task.
 //! - [`daemon`]: the older path to `app::run`, kept for callers.
 
+pub mod admin;
 pub mod app;
 pub mod cli;
 pub mod clock;
