@@ -19,6 +19,7 @@ pub mod app;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod ctl;
 pub mod daemon;
 pub mod engine;
 #[cfg(feature = "fuzzing")]
