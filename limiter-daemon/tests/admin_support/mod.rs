@@ -156,6 +156,18 @@ impl Daemon {
     /// Writes the config (kernel off unless `kernel` replaces that section) and starts the
     /// daemon; returns once the admin API answers.
     pub fn start(dir: &Path, kernel: &str, extra: &str) -> Daemon {
+        Daemon::start_with(dir, kernel, extra, Vec::new(), Vec::new())
+    }
+
+    /// As [`Daemon::start`], the command prefixed by `wrapper`, with `env` added. With a
+    /// wrapper the daemon may be in another namespace: only the token file is waited for.
+    pub fn start_with(
+        dir: &Path,
+        kernel: &str,
+        extra: &str,
+        wrapper: Vec<String>,
+        env: Vec<(String, String)>,
+    ) -> Daemon {
         let up = upstream();
         let (admin, proxy, api) = (free_addr(), free_addr(), free_addr());
         let config = dir.join("limiter.toml");
@@ -182,8 +194,8 @@ impl Daemon {
             proxy,
             api,
             stderr: dir.join("stderr.log"),
-            wrapper: Vec::new(),
-            env: Vec::new(),
+            wrapper,
+            env,
         };
         d.spawn();
         d
