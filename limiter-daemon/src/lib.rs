@@ -14,10 +14,12 @@
 //!   [`app::shutdown::Shutdown`] handed to every background task.
 //! - [`daemon`]: the older path to `app::run`, kept for callers.
 
+pub mod admin;
 pub mod app;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod ctl;
 pub mod daemon;
 pub mod engine;
 #[cfg(feature = "fuzzing")]

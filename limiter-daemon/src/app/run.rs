@@ -64,7 +64,7 @@ pub fn run(path: &Path, ifaces: Vec<String>) -> anyhow::Result<()> {
         let shutdown = Shutdown::new();
         shutdown.trigger_on(signals.recv());
         let grace = http.shutdown_grace;
-        let served = serve(config, http, &shutdown).await;
+        let served = serve(config, http, path, &shutdown).await;
         // Whatever ended serving (a signal or a failure), stop the rest, within the grace.
         shutdown.wait_drained(grace).await;
         served?;
@@ -77,7 +77,12 @@ pub fn run(path: &Path, ifaces: Vec<String>) -> anyhow::Result<()> {
 
 /// Starts the dataplane and the engine, spawns the metrics listener on `shutdown` and serves
 /// HTTP until `shutdown` is triggered.
-async fn serve(config: Config, http: HttpSettings, shutdown: &Shutdown) -> anyhow::Result<()> {
+async fn serve(
+    config: Config,
+    http: HttpSettings,
+    path: &Path,
+    shutdown: &Shutdown,
+) -> anyhow::Result<()> {
     // Inside the runtime: the dataplane spawns its log, event and expiry tasks.
     let metrics = Metrics::new(&config.metrics.namespace);
     let (sink, kernel): (Arc<dyn EnforcementSink>, _) =
@@ -98,6 +103,10 @@ async fn serve(config: Config, http: HttpSettings, shutdown: &Shutdown) -> anyho
                 (Arc::new(NoKernel), None)
             }
         };
+    let admin_kernel = crate::admin::state::KernelView {
+        mode: config.kernel.mode,
+        maps: kernel.as_ref().map(|k| Arc::clone(&k.maps)),
+    };
     metrics.attach_kernel(KernelSource {
         mode: config.kernel.mode,
         attached: kernel,
@@ -114,6 +123,18 @@ async fn serve(config: Config, http: HttpSettings, shutdown: &Shutdown) -> anyho
     ));
     let engine = Arc::new(Engine::new(Arc::new(config), store, sink, clock));
     metrics.attach_engine(Arc::clone(&engine));
+    // The admin API, on the same shutdown. The reload hook is wired by the reload work (None:
+    // the endpoint answers 503).
+    let admin =
+        crate::admin::server::start(Arc::clone(&engine), admin_kernel, path.to_path_buf(), None);
+    if let Some(admin) = admin.await? {
+        let stop = shutdown.cancelled();
+        shutdown.spawn(async move {
+            if let Err(err) = admin.run(stop).await {
+                tracing::warn!(error = %format!("{err:#}"), "admin API failed");
+            }
+        });
+    }
     let decider = Arc::new(MeteredDecider::new(engine, Arc::clone(&metrics)));
     let hints = Hints::from_settings(&http);
     let server = HttpServer::bind(&http, hints, decider).await?;

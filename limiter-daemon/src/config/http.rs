@@ -63,7 +63,8 @@ pub struct RawHttp {
     /// Bodyless HTTP/1.1 requests are served by the proxy's own loop (default true); see
     /// `http::front`.
     pub own_loop: Option<bool>,
-    /// `[http.admin]` belongs to the admin API, which validates it; passed over here.
+    /// Refused: the admin API is configured in `[admin]` (a table here was once accepted and
+    /// ignored, which left operators believing they had configured it).
     pub admin: Option<toml::Table>,
 }
 
@@ -199,6 +200,13 @@ fn api_max_body(
 
 impl HttpSettings {
     pub fn validate(raw: RawHttp) -> Result<Self, ConfigError> {
+        if raw.admin.is_some() {
+            return Err(ConfigError::invalid(
+                "http.admin",
+                "the admin API is configured in its own section: move this table to `[admin]` \
+                 (fields `listen`, `token_file`)",
+            ));
+        }
         let upstream = match raw.upstream {
             None => None,
             Some(s) => {

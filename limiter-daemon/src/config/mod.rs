@@ -11,6 +11,7 @@
 //! Every section is validated here, once, `[http]` included ([`Config::http`]): callers get
 //! checked values and every field error carries the file and line.
 
+pub mod admin;
 pub mod engine;
 pub mod env;
 pub mod error;
@@ -33,6 +34,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+pub use admin::AdminSettings;
 pub use engine::EngineSettings;
 pub use env::{env_from_process, EnvMap, ENV_VARS};
 pub use error::ConfigError;
@@ -78,6 +80,8 @@ pub struct RawConfig {
     pub metrics: metrics::RawMetrics,
     #[serde(default)]
     pub http: http::RawHttp,
+    #[serde(default)]
+    pub admin: admin::RawAdmin,
 }
 
 /// The validated configuration.
@@ -100,6 +104,8 @@ pub struct Config {
     pub metrics: metrics::MetricsSettings,
     /// The HTTP surfaces: listeners, upstream, timeouts, bounds on held requests.
     pub http: HttpSettings,
+    /// The admin API's listener and token source.
+    pub admin: AdminSettings,
     /// Environment variables that overrode the file, with their values.
     pub env_applied: Vec<(&'static str, u32)>,
 }
@@ -154,6 +160,7 @@ impl Config {
             kernel,
             metrics: metrics::MetricsSettings::validate(raw.metrics)?,
             http: HttpSettings::validate(raw.http)?,
+            admin: AdminSettings::validate(raw.admin)?,
             env_applied,
         })
     }
@@ -275,12 +282,13 @@ mod tests {
 
     #[test]
     fn http_section_is_validated_with_the_rest() {
-        let c = parse(
-            "[http]\napi_listen = [\"127.0.0.1:8081\"]\n[http.admin]\ntoken = \"x\"\n",
-            &[],
-        )
-        .unwrap();
+        let c = parse("[http]\napi_listen = [\"127.0.0.1:8081\"]\n", &[]).unwrap();
         assert_eq!(c.http.api_listen, ["127.0.0.1:8081".parse().unwrap()]);
+        let err = parse("[http]\n[http.admin]\ntoken = \"x\"\n", &[]).unwrap_err();
+        assert!(
+            err.to_string().contains("`http.admin`") && err.to_string().contains("[admin]"),
+            "{err}"
+        );
         let err = parse("[quota]\nanon = 5\n\n[http]\nmax_held = 0\n", &[]).unwrap_err();
         let text = err.to_string();
         assert!(

@@ -13,6 +13,8 @@ pub enum EngineError {
     BadKeyId { id: String },
     #[error("lockout duration must be longer than zero")]
     ZeroDuration,
+    #[error("{net} is wider than a lockout may be (at least /{min}); use the deny list for wider ranges")]
+    LockPrefixTooWide { net: ipnet::IpNet, min: u8 },
     #[error("could not find a free API key id")]
     NoFreeKeyId,
 }

@@ -1,4 +1,5 @@
-//! Lockout administration: list, query, lift (also from the kernel), and lock by hand.
+//! Lockout administration: list, query, lift (also from the kernel), and lock by hand, one
+//! address (the lockout map) or a CIDR (the deny trie with a deadline).
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -6,7 +7,9 @@ use std::time::Duration;
 use super::strikes::decayed_strikes;
 use super::{Engine, EngineError};
 use crate::identity::client_ip;
-use crate::model::{LockCause, Lockout};
+use ipnet::IpNet;
+
+use crate::model::{ListEntry, ListKind, LockCause, Lockout};
 
 pub struct LockoutManager<'a> {
     engine: &'a Engine,
@@ -74,5 +77,167 @@ impl LockoutManager<'_> {
         self.engine.store.put_lockout(l, None)?;
         self.engine.sink.lock(g, duration, l.level);
         Ok(l)
+    }
+}
+
+/// Deny-list entries made by a CIDR lockout carry this before the operator's reason, so the
+/// lockout listing finds them and the deny list still shows why they are there.
+pub const CIDR_LOCKOUT_MARK: &str = "lockout: ";
+
+/// Shortest prefixes a CIDR lockout may have: wider nets are deny-list material.
+pub const MIN_V4_PREFIX: u8 = 8;
+pub const MIN_V6_PREFIX: u8 = 16;
+
+/// One active lockout as the admin API lists it: an address (the lockout map) or a CIDR (the
+/// deny trie, with a deadline).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockoutItem {
+    pub net: IpNet,
+    pub until_ms: u64,
+    pub level: u32,
+    pub reason: String,
+    /// `strikes` (made by the engine) or `operator` (the admin API or the kernel CLI).
+    pub source: &'static str,
+}
+
+/// Where a lockout of `net` goes: a single address (grouped) or a range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockTarget {
+    Addr(IpAddr),
+    Net(IpNet),
+}
+
+impl LockTarget {
+    /// Checks the prefix range (IPv4 /8–/32, IPv6 /16–/128); a full-length prefix is one address.
+    pub fn of(net: IpNet) -> Result<LockTarget, EngineError> {
+        let net = net.trunc();
+        let min = match net {
+            IpNet::V4(_) => MIN_V4_PREFIX,
+            IpNet::V6(_) => MIN_V6_PREFIX,
+        };
+        if net.prefix_len() < min {
+            return Err(EngineError::LockPrefixTooWide { net, min });
+        }
+        if net.prefix_len() == net.max_prefix_len() {
+            Ok(LockTarget::Addr(net.addr()))
+        } else {
+            Ok(LockTarget::Net(net))
+        }
+    }
+}
+
+fn item_of(l: &Lockout) -> LockoutItem {
+    LockoutItem {
+        net: IpNet::from(l.ip),
+        until_ms: l.until_ms,
+        level: l.level,
+        reason: match l.cause {
+            LockCause::Burst => "burst".to_string(),
+            LockCause::Manual => "manual".to_string(),
+        },
+        source: match l.cause {
+            LockCause::Burst => "strikes",
+            LockCause::Manual => "operator",
+        },
+    }
+}
+
+impl LockoutManager<'_> {
+    /// Every active lockout, addresses and CIDRs, ordered by address then prefix (the order
+    /// the admin API pages through).
+    pub fn all(&self) -> Result<Vec<LockoutItem>, EngineError> {
+        let now = self.engine.clock.now_ms();
+        let mut items: Vec<LockoutItem> = self.list()?.iter().map(item_of).collect();
+        for e in self.engine.store.list(ListKind::Deny)? {
+            let (Some(reason), Some(until)) =
+                (e.comment.strip_prefix(CIDR_LOCKOUT_MARK), e.until_ms)
+            else {
+                continue;
+            };
+            if e.is_active(now) {
+                items.push(LockoutItem {
+                    net: e.net,
+                    until_ms: until,
+                    level: 1,
+                    reason: reason.to_string(),
+                    source: "operator",
+                });
+            }
+        }
+        items.sort_by(|a, b| {
+            (a.net.addr(), a.net.prefix_len()).cmp(&(b.net.addr(), b.net.prefix_len()))
+        });
+        Ok(items)
+    }
+
+    /// Locks `net` for `duration`: an address into the lockout map (and the store's lockout), a
+    /// range into the deny trie with a deadline (and the store's deny list). One call writes both
+    /// the store and the kernel.
+    pub fn lock_target(
+        &self,
+        target: LockTarget,
+        duration: Duration,
+        reason: &str,
+    ) -> Result<LockoutItem, EngineError> {
+        match target {
+            LockTarget::Addr(ip) => {
+                let l = self.lock(ip, duration)?;
+                Ok(LockoutItem {
+                    reason: if reason.is_empty() {
+                        "manual".into()
+                    } else {
+                        reason.into()
+                    },
+                    ..item_of(&l)
+                })
+            }
+            LockTarget::Net(net) => {
+                if duration.is_zero() {
+                    return Err(EngineError::ZeroDuration);
+                }
+                let now = self.engine.clock.now_ms();
+                let until =
+                    now.saturating_add(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX));
+                self.engine.lists().add(
+                    ListKind::Deny,
+                    ListEntry {
+                        net,
+                        until_ms: Some(until),
+                        comment: format!("{CIDR_LOCKOUT_MARK}{reason}"),
+                    },
+                )?;
+                Ok(LockoutItem {
+                    net,
+                    until_ms: until,
+                    level: 1,
+                    reason: reason.to_string(),
+                    source: "operator",
+                })
+            }
+        }
+    }
+
+    /// Lifts the lockout of `target` from the store and the kernel; `false` when there was none
+    /// (a range must have been locked as a lockout, not deny-listed, to be lifted here).
+    pub fn lift_target(&self, target: LockTarget) -> Result<bool, EngineError> {
+        match target {
+            LockTarget::Addr(ip) => {
+                let had = self.get(ip)?.is_some();
+                let removed = self.lift(ip)?;
+                Ok(had || removed.is_some())
+            }
+            LockTarget::Net(net) => {
+                let is_lockout = self
+                    .engine
+                    .store
+                    .list(ListKind::Deny)?
+                    .iter()
+                    .any(|e| e.net == net && e.comment.starts_with(CIDR_LOCKOUT_MARK));
+                if !is_lockout {
+                    return Ok(false);
+                }
+                self.engine.lists().remove(ListKind::Deny, &net)
+            }
+        }
     }
 }

@@ -1,6 +1,11 @@
 //! `limiter-daemon kernel …` and `detach`: operator commands that work on the pinned maps
 //! directly, so an operator can act while the daemon is stopped.
 //!
+//! `lock` and `unlock` first look for a running daemon (the config's `[admin] listen`): when one
+//! answers they go through its admin API, so the store and the kernel agree; with the daemon
+//! down they write the pins, and `unlock` also lifts the store's lockout when the config's store
+//! can be opened (else the next start would push it back).
+//!
 //! Arguments are parsed by clap value parsers: a bad IP, CIDR or duration is a usage error with a
 //! message naming the value, and the process exits with code 2 (other failures exit 1).
 
@@ -25,6 +30,9 @@ pub struct KernelArgs {
     /// bpffs directory holding the limiter's pinned maps and links.
     #[arg(long, global = true, default_value = DEFAULT_PIN_PATH)]
     pub pin_path: PathBuf,
+    /// The daemon's config: where its admin API and store are (for `lock` and `unlock`).
+    #[arg(long, global = true, default_value = "/etc/limiter/limiter.toml")]
+    pub config: PathBuf,
     #[command(subcommand)]
     pub command: KernelCommand,
 }
@@ -141,28 +149,120 @@ fn open(pin_path: &Path) -> anyhow::Result<KernelMaps> {
     Ok(KernelMaps::open(&PinLayout::new(pin_path))?)
 }
 
+fn load_config(path: &Path) -> Option<crate::config::Config> {
+    match crate::config::Config::load(path, &crate::config::env_from_process()) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            eprintln!(
+                "note: config {} not usable ({e}); working on the pins only",
+                path.display()
+            );
+            None
+        }
+    }
+}
+
+/// `Ok(true)` when a running daemon's admin API took the request.
+fn via_admin(
+    cfg: Option<&crate::config::Config>,
+    method: http::Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> anyhow::Result<Option<http::StatusCode>> {
+    let Some(target) = cfg.and_then(super::admin_call::AdminTarget::from_config) else {
+        return Ok(None);
+    };
+    match target.call(method, path, body)? {
+        None => Ok(None),
+        Some((status, _)) if status.is_success() || status == http::StatusCode::NOT_FOUND => {
+            Ok(Some(status))
+        }
+        Some((status, v)) => anyhow::bail!(
+            "the running daemon's admin API at {} refused: {status} {}",
+            target.addr,
+            v.get("detail")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("")
+        ),
+    }
+}
+
+/// Lifts the store's lockout of `ip` (daemon down), so the next start does not restore it.
+fn lift_in_store(cfg: Option<&crate::config::Config>, ip: IpAddr) -> String {
+    let Some(cfg) = cfg else {
+        return "the store was not updated (no usable config)".to_string();
+    };
+    let now = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
+    let group = crate::identity::client_ip::group(ip, cfg.identity.ipv6_prefix);
+    match crate::store::open(&cfg.store, now).map(|s| s.remove_lockout(group)) {
+        Ok(Ok(Some(_))) => "lifted in the store too".to_string(),
+        Ok(Ok(None)) => "the store held no lockout for it".to_string(),
+        Ok(Err(e)) | Err(e) => format!(
+            "the store could not be updated ({}): the next start may restore it",
+            super::error::chain(&e)
+        ),
+    }
+}
+
 /// Runs one `kernel` subcommand, printing its result on stdout.
 pub fn run_kernel(args: KernelArgs) -> anyhow::Result<()> {
-    let maps = open(&args.pin_path)?;
     match args.command {
         KernelCommand::Lock {
             ip,
             duration,
             level,
         } => {
-            maps.lock(ip, duration, level)?;
+            let cfg = load_config(&args.config);
+            let body = serde_json::json!({ "ip": ip.to_string(), "for": format!("{}s", duration.as_secs().max(1)) });
+            if via_admin(
+                cfg.as_ref(),
+                http::Method::POST,
+                "/admin/v1/lockouts",
+                Some(body),
+            )?
+            .is_some()
+            {
+                out!(
+                    "locked {ip} for {} through the running daemon's admin API (store and kernel)",
+                    humantime::format_duration(duration)
+                );
+                return Ok(());
+            }
+            open(&args.pin_path)?.lock(ip, duration, level)?;
             out!(
-                "locked {ip} for {} (level {level})",
+                "locked {ip} for {} (level {level}) in the pins (daemon not running)",
                 humantime::format_duration(duration)
             );
+            return Ok(());
         }
         KernelCommand::Unlock { ip } => {
-            if maps.unlock(ip)? {
-                out!("unlocked {ip}");
-            } else {
-                out!("{ip} was not locked");
+            let cfg = load_config(&args.config);
+            let path = format!("/admin/v1/lockouts/{}", ip);
+            match via_admin(cfg.as_ref(), http::Method::DELETE, &path, None)? {
+                Some(s) if s.is_success() => {
+                    out!("unlocked {ip} through the running daemon's admin API (store and kernel)");
+                    return Ok(());
+                }
+                Some(_) => {
+                    out!("{ip} was not locked (the running daemon's admin API has no lockout for it)");
+                    return Ok(());
+                }
+                None => {}
             }
+            let kernel = open(&args.pin_path)?.unlock(ip)?;
+            let store = lift_in_store(cfg.as_ref(), ip);
+            if kernel {
+                out!("unlocked {ip} in the pins (daemon not running); {store}");
+            } else {
+                out!("{ip} was not locked in the pins (daemon not running); {store}");
+            }
+            return Ok(());
         }
+        _ => {}
+    }
+    let maps = open(&args.pin_path)?;
+    match args.command {
+        KernelCommand::Lock { .. } | KernelCommand::Unlock { .. } => {}
         KernelCommand::Allow { cidr } => {
             maps.allow_add(cidr)?;
             out!("allowed {cidr}");

@@ -17,6 +17,7 @@
 //! - [`status`]: the `kernel status` report; [`cli`]: the `kernel`, `detach` and `run` commands.
 
 pub mod addr;
+pub mod admin_call;
 pub mod cli;
 pub mod clock;
 pub mod dataplane;

@@ -1,0 +1,154 @@
+//! `/admin/v1/keys`: issue (the whole key in the answer, this once; the store keeps its hash),
+//! list and show (never a secret or its hash), revoke (metered down on the next request).
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{blocking, rfc3339};
+use crate::admin::body::JsonBody;
+use crate::admin::problem::AdminError;
+use crate::admin::state::AdminState;
+use crate::engine::keys::IssueKey;
+use crate::model::{KeyRecord, Tier};
+
+/// Parses a tier name as the config and the API write it.
+pub fn parse_tier(s: &str) -> Result<Tier, String> {
+    match s {
+        "anon" => Ok(Tier::Anon),
+        "session" => Ok(Tier::Session),
+        "sponsor" => Ok(Tier::Sponsor),
+        _ => Err(format!("{s:?} is not a tier (anon, session, sponsor)")),
+    }
+}
+
+pub fn record_json(r: &KeyRecord) -> Value {
+    json!({
+        "id": r.id,
+        "tier": r.tier.as_str(),
+        "hourlyLimit": r.hourly_limit,
+        "label": r.label,
+        "createdAt": rfc3339(r.created_ms),
+        "revoked": r.is_revoked(),
+        "revokedAt": r.revoked_ms.map(rfc3339),
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Issue {
+    #[serde(default)]
+    tier: Option<String>,
+    #[serde(default)]
+    hourly_limit: Option<u64>,
+    #[serde(default)]
+    owner: Option<String>,
+    #[serde(default)]
+    note: Option<String>,
+}
+
+pub async fn issue(
+    State(state): State<AdminState>,
+    JsonBody(req): JsonBody<Issue>,
+) -> Result<(StatusCode, Json<Value>), AdminError> {
+    let tier = req
+        .tier
+        .as_deref()
+        .map(parse_tier)
+        .transpose()
+        .map_err(|m| AdminError::bad("tier", m))?;
+    let hourly_limit = match req.hourly_limit {
+        None => None,
+        Some(0) => {
+            return Err(AdminError::unprocessable(
+                "hourlyLimit",
+                "must be at least 1",
+            ))
+        }
+        Some(n) => Some(u32::try_from(n).map_err(|_| {
+            AdminError::unprocessable("hourlyLimit", format!("at most {}", u32::MAX))
+        })?),
+    };
+    let owner = req.owner.unwrap_or_default();
+    let note = req.note.unwrap_or_default();
+    for (field, v) in [("owner", &owner), ("note", &note)] {
+        if v.len() > 200 || v.chars().any(char::is_control) {
+            return Err(AdminError::unprocessable(
+                field,
+                "at most 200 bytes, no control characters",
+            ));
+        }
+    }
+    // The record has one free-text label: the owner, then the note.
+    let label = [owner.as_str(), note.as_str()]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(" — ");
+    let issued = blocking(&state, move |e| {
+        e.keys().issue(IssueKey {
+            hourly_limit,
+            tier,
+            label,
+        })
+    })
+    .await?
+    .map_err(|e| AdminError::engine(e, "body"))?;
+    tracing::info!(id = %issued.record.id, tier = issued.record.tier.as_str(), "API key issued");
+    let mut out = record_json(&issued.record);
+    out["key"] = json!(issued.token);
+    out["owner"] = json!(owner);
+    out["note"] = json!(note);
+    Ok((StatusCode::CREATED, Json(out)))
+}
+
+pub async fn list(State(state): State<AdminState>) -> Result<Json<Value>, AdminError> {
+    let mut keys = blocking(&state, |e| e.keys().list())
+        .await?
+        .map_err(|e| AdminError::engine(e, "id"))?;
+    keys.sort_by_key(|k| k.created_ms);
+    let items: Vec<Value> = keys.iter().map(record_json).collect();
+    Ok(Json(json!({ "items": items })))
+}
+
+pub async fn show(
+    State(state): State<AdminState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, AdminError> {
+    let lookup = id.clone();
+    let rec = blocking(&state, move |e| e.keys().get(&lookup))
+        .await?
+        .map_err(|e| AdminError::engine(e, "id"))?;
+    match rec {
+        Some(r) => Ok(Json(record_json(&r))),
+        None => Err(AdminError::not_found(
+            "id",
+            format!("no API key with id {id}"),
+        )),
+    }
+}
+
+pub async fn revoke(
+    State(state): State<AdminState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, AdminError> {
+    let lookup = id.clone();
+    let rec = blocking(&state, move |e| {
+        e.keys().revoke(&lookup)?;
+        e.keys().get(&lookup)
+    })
+    .await?
+    .map_err(|e| AdminError::engine(e, "id"))?;
+    match rec {
+        Some(r) => {
+            tracing::info!(id = %r.id, "API key revoked");
+            Ok(Json(record_json(&r)))
+        }
+        None => Err(AdminError::not_found(
+            "id",
+            format!("no API key with id {id}"),
+        )),
+    }
+}

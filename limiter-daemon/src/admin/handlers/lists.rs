@@ -1,0 +1,126 @@
+//! `/admin/v1/lists/{allow,deny}`: list, add and remove CIDRs, in the store and the kernel's
+//! tries at once. Allow entries do not expire; deny entries may (`for`).
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::lockouts::net_text;
+use super::{blocking, rfc3339, secs_left};
+use crate::admin::body::JsonBody;
+use crate::admin::problem::AdminError;
+use crate::admin::state::AdminState;
+use crate::kernel::cli::{parse_cidr, parse_duration};
+use crate::model::{ListEntry, ListKind};
+
+fn kind(s: &str) -> Result<ListKind, AdminError> {
+    match s {
+        "allow" => Ok(ListKind::Allow),
+        "deny" => Ok(ListKind::Deny),
+        _ => Err(AdminError::not_found(
+            "kind",
+            format!("{s:?}: the lists are `allow` and `deny`"),
+        )),
+    }
+}
+
+fn entry_json(e: &ListEntry, now: u64) -> Value {
+    json!({
+        "cidr": e.net.to_string(),
+        "until": e.until_ms.map(rfc3339),
+        "remainingSecs": e.until_ms.map(|u| secs_left(u, now)),
+        "reason": e.comment,
+    })
+}
+
+pub async fn list(
+    State(state): State<AdminState>,
+    Path(k): Path<String>,
+) -> Result<Json<Value>, AdminError> {
+    let k = kind(&k)?;
+    let (entries, now) = blocking(&state, move |e| (e.lists().list(k), e.clock().now_ms())).await?;
+    let entries = entries.map_err(|e| AdminError::engine(e, "cidr"))?;
+    let items: Vec<Value> = entries
+        .iter()
+        .filter(|e| e.is_active(now))
+        .map(|e| entry_json(e, now))
+        .collect();
+    Ok(Json(json!({ "items": items })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddEntry {
+    cidr: String,
+    #[serde(default, rename = "for")]
+    duration: Option<String>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+pub async fn add(
+    State(state): State<AdminState>,
+    Path(k): Path<String>,
+    JsonBody(req): JsonBody<AddEntry>,
+) -> Result<(StatusCode, Json<Value>), AdminError> {
+    let k = kind(&k)?;
+    let net = parse_cidr(&req.cidr).map_err(|m| AdminError::bad("cidr", m))?;
+    let duration = req
+        .duration
+        .as_deref()
+        .map(parse_duration)
+        .transpose()
+        .map_err(|m| AdminError::bad("for", m))?;
+    if k == ListKind::Allow && duration.is_some() {
+        return Err(AdminError::unprocessable(
+            "for",
+            "allow-list entries do not expire; leave `for` out",
+        ));
+    }
+    let reason = req.reason.unwrap_or_default();
+    if reason.len() > 200 {
+        return Err(AdminError::unprocessable("reason", "at most 200 bytes"));
+    }
+    let (res, now) = blocking(&state, move |e| {
+        let now = e.clock().now_ms();
+        let entry = ListEntry {
+            net,
+            until_ms: duration
+                .map(|d| now.saturating_add(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))),
+            comment: reason,
+        };
+        (e.lists().add(k, entry.clone()).map(|()| entry), now)
+    })
+    .await?;
+    let entry = res.map_err(|e| AdminError::engine(e, "cidr"))?;
+    tracing::info!(cidr = %net_text(&entry.net), list = ?k, "list entry added");
+    Ok((StatusCode::CREATED, Json(entry_json(&entry, now))))
+}
+
+pub async fn remove(
+    State(state): State<AdminState>,
+    Path((k, cidr)): Path<(String, String)>,
+) -> Result<Json<Value>, AdminError> {
+    let k = kind(&k)?;
+    let net = parse_cidr(&cidr).map_err(|m| AdminError::bad("cidr", m))?;
+    let removed = blocking(&state, move |e| e.lists().remove(k, &net))
+        .await?
+        .map_err(|e| AdminError::engine(e, "cidr"))?;
+    if !removed {
+        return Err(AdminError::not_found(
+            "cidr",
+            format!(
+                "{net} is not on the {} list",
+                if k == ListKind::Allow {
+                    "allow"
+                } else {
+                    "deny"
+                }
+            ),
+        ));
+    }
+    tracing::info!(cidr = %net, list = ?k, "list entry removed");
+    Ok(Json(json!({ "cidr": net.to_string(), "removed": true })))
+}

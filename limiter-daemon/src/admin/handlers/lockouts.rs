@@ -1,0 +1,141 @@
+//! `/admin/v1/lockouts`: list (paginated), add (an address into the lockout map, a CIDR into
+//! the deny trie with a deadline) and lift, each in the store and the kernel at once.
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use ipnet::IpNet;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{blocking, rfc3339, secs_left};
+use crate::admin::body::JsonBody;
+use crate::admin::problem::AdminError;
+use crate::admin::state::AdminState;
+use crate::engine::lockouts::{LockTarget, LockoutItem};
+use crate::kernel::cli::{parse_cidr, parse_duration};
+
+/// Page size when `limit` is absent, and the largest accepted.
+pub const DEFAULT_PAGE: usize = 100;
+pub const MAX_PAGE: usize = 1000;
+
+/// An address prints bare, a range with its prefix.
+pub fn net_text(net: &IpNet) -> String {
+    if net.prefix_len() == net.max_prefix_len() {
+        net.addr().to_string()
+    } else {
+        net.to_string()
+    }
+}
+
+pub fn item_json(i: &LockoutItem, now_ms: u64) -> Value {
+    json!({
+        "ip": net_text(&i.net),
+        "until": rfc3339(i.until_ms),
+        "remainingSecs": secs_left(i.until_ms, now_ms),
+        "level": i.level,
+        "reason": i.reason,
+        "source": i.source,
+    })
+}
+
+/// `ip` as a lockout target: an address or a CIDR within the allowed prefixes.
+pub fn target(field: &str, text: &str) -> Result<LockTarget, AdminError> {
+    let net = parse_cidr(text).map_err(|m| AdminError::bad(field, m))?;
+    LockTarget::of(net).map_err(|e| AdminError::engine(e, field))
+}
+
+pub async fn list(
+    State(state): State<AdminState>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, AdminError> {
+    if let Some(k) = q.keys().find(|k| *k != "limit" && *k != "cursor") {
+        return Err(AdminError::bad(
+            k,
+            "unknown query parameter (use `limit` and `cursor`)",
+        ));
+    }
+    let limit = match q.get("limit") {
+        None => DEFAULT_PAGE,
+        Some(s) => match s.parse::<usize>() {
+            Ok(n) if (1..=MAX_PAGE).contains(&n) => n,
+            _ => {
+                return Err(AdminError::bad(
+                    "limit",
+                    format!("{s:?}: expected a whole number from 1 to {MAX_PAGE}"),
+                ))
+            }
+        },
+    };
+    let cursor = match q.get("cursor") {
+        None => None,
+        Some(s) => Some(s.parse::<IpNet>().map_err(|_| {
+            AdminError::bad(
+                "cursor",
+                format!("{s:?} is not a cursor (pass `nextCursor` back as it was)"),
+            )
+        })?),
+    };
+    let (items, now) = blocking(&state, |e| (e.lockouts().all(), e.clock().now_ms())).await?;
+    let items = items.map_err(|e| AdminError::engine(e, "ip"))?;
+    let after = |i: &LockoutItem| match cursor {
+        None => true,
+        Some(c) => (i.net.addr(), i.net.prefix_len()) > (c.addr(), c.prefix_len()),
+    };
+    let page: Vec<&LockoutItem> = items.iter().filter(|i| after(i)).take(limit + 1).collect();
+    let next = (page.len() > limit).then(|| page[limit - 1].net.to_string());
+    let out: Vec<Value> = page.iter().take(limit).map(|i| item_json(i, now)).collect();
+    Ok(Json(json!({ "items": out, "nextCursor": next })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddLockout {
+    ip: String,
+    #[serde(rename = "for")]
+    duration: String,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+pub async fn add(
+    State(state): State<AdminState>,
+    JsonBody(req): JsonBody<AddLockout>,
+) -> Result<(StatusCode, Json<Value>), AdminError> {
+    let target = target("ip", &req.ip)?;
+    let duration = parse_duration(&req.duration).map_err(|m| AdminError::bad("for", m))?;
+    let reason = req.reason.unwrap_or_default();
+    if reason.len() > 200 {
+        return Err(AdminError::unprocessable("reason", "at most 200 bytes"));
+    }
+    let (made, now) = blocking(&state, move |e| {
+        (
+            e.lockouts().lock_target(target, duration, &reason),
+            e.clock().now_ms(),
+        )
+    })
+    .await?;
+    let item = made.map_err(|e| AdminError::engine(e, "ip"))?;
+    tracing::info!(ip = %net_text(&item.net), secs = duration.as_secs(), source = "admin", "lockout made");
+    Ok((StatusCode::CREATED, Json(item_json(&item, now))))
+}
+
+pub async fn remove(
+    State(state): State<AdminState>,
+    Path(ip): Path<String>,
+) -> Result<Json<Value>, AdminError> {
+    let target = target("ip", &ip)?;
+    let lifted = blocking(&state, move |e| e.lockouts().lift_target(target))
+        .await?
+        .map_err(|e| AdminError::engine(e, "ip"))?;
+    if !lifted {
+        return Err(AdminError::not_found(
+            "ip",
+            format!("{ip} is not locked out"),
+        ));
+    }
+    tracing::info!(%ip, source = "admin", "lockout lifted");
+    Ok(Json(json!({ "ip": ip, "lifted": true })))
+}

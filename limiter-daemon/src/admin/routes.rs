@@ -1,0 +1,128 @@
+//! The route table: every admin route with its method, its path pattern and an example path.
+//! [`router`] is built from [`table`], and [`route_list`] exports the same rows, so a test can
+//! walk every route the router serves (a route added without the token check fails it).
+
+use axum::middleware;
+use axum::routing::{delete, get, post, MethodRouter};
+use axum::Router;
+
+use super::auth::require_token;
+use super::handlers::{clients, config, explain, kernel, keys, lists, lockouts, reload};
+use super::problem::AdminError;
+use super::state::AdminState;
+
+/// One row of the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RouteSpec {
+    pub method: &'static str,
+    /// The axum pattern (`{ip}` for a path parameter).
+    pub path: &'static str,
+    /// A concrete path that matches the pattern.
+    pub example: &'static str,
+}
+
+const fn spec(method: &'static str, path: &'static str, example: &'static str) -> RouteSpec {
+    RouteSpec {
+        method,
+        path,
+        example,
+    }
+}
+
+/// Every route with its handler.
+pub fn table() -> Vec<(RouteSpec, MethodRouter<AdminState>)> {
+    vec![
+        (
+            spec(
+                "GET",
+                "/admin/v1/clients/{ip}",
+                "/admin/v1/clients/192.0.2.1",
+            ),
+            get(clients::show),
+        ),
+        (
+            spec("GET", "/admin/v1/lockouts", "/admin/v1/lockouts"),
+            get(lockouts::list),
+        ),
+        (
+            spec("POST", "/admin/v1/lockouts", "/admin/v1/lockouts"),
+            post(lockouts::add),
+        ),
+        (
+            spec(
+                "DELETE",
+                "/admin/v1/lockouts/{ip}",
+                "/admin/v1/lockouts/192.0.2.1",
+            ),
+            delete(lockouts::remove),
+        ),
+        (
+            spec("GET", "/admin/v1/lists/{kind}", "/admin/v1/lists/deny"),
+            get(lists::list),
+        ),
+        (
+            spec("POST", "/admin/v1/lists/{kind}", "/admin/v1/lists/deny"),
+            post(lists::add),
+        ),
+        (
+            spec(
+                "DELETE",
+                "/admin/v1/lists/{kind}/{cidr}",
+                "/admin/v1/lists/deny/198.51.100.0%2F24",
+            ),
+            delete(lists::remove),
+        ),
+        (
+            spec("POST", "/admin/v1/keys", "/admin/v1/keys"),
+            post(keys::issue),
+        ),
+        (
+            spec("GET", "/admin/v1/keys", "/admin/v1/keys"),
+            get(keys::list),
+        ),
+        (
+            spec("GET", "/admin/v1/keys/{id}", "/admin/v1/keys/0000abcd"),
+            get(keys::show),
+        ),
+        (
+            spec("DELETE", "/admin/v1/keys/{id}", "/admin/v1/keys/0000abcd"),
+            delete(keys::revoke),
+        ),
+        (
+            spec("GET", "/admin/v1/kernel", "/admin/v1/kernel"),
+            get(kernel::show),
+        ),
+        (
+            spec("POST", "/admin/v1/explain", "/admin/v1/explain"),
+            post(explain::explain),
+        ),
+        (
+            spec("GET", "/admin/v1/config", "/admin/v1/config"),
+            get(config::show),
+        ),
+        (
+            spec("POST", "/admin/v1/reload", "/admin/v1/reload"),
+            post(reload::reload),
+        ),
+    ]
+}
+
+/// The rows of [`table`] without their handlers.
+pub fn route_list() -> Vec<RouteSpec> {
+    table().into_iter().map(|(s, _)| s).collect()
+}
+
+async fn not_found() -> AdminError {
+    AdminError::not_found("path", "no such admin endpoint (see docs/admin-api.md)")
+}
+
+/// The admin router: every route of [`table`] and the fallback behind the token check.
+pub fn router(state: AdminState) -> Router {
+    let mut r: Router<AdminState> = Router::new();
+    for (s, handler) in table() {
+        r = r.route(s.path, handler);
+    }
+    r.fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), require_token))
+        .with_state(state)
+}

@@ -1,0 +1,71 @@
+//! The admin listener: bound before the daemon reports ready (a taken port is a start-up
+//! error), served until the app's shutdown fires.
+
+use std::net::SocketAddr;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+
+use super::routes::router;
+use super::state::AdminState;
+
+pub struct AdminServer {
+    listener: TcpListener,
+    state: AdminState,
+}
+
+impl AdminServer {
+    pub async fn bind(addr: SocketAddr, state: AdminState) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("binding the admin API on {addr} ([admin] listen)"))?;
+        Ok(AdminServer { listener, state })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `stop` completes; requests in flight then finish.
+    pub async fn run(
+        self,
+        stop: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        axum::serve(self.listener, router(self.state))
+            .with_graceful_shutdown(stop)
+            .await
+            .context("serving the admin API")
+    }
+}
+
+/// Resolves the token (logging where it is, never what), builds the state and binds
+/// `[admin] listen`; `None` when the admin API is off.
+pub async fn start(
+    engine: std::sync::Arc<crate::engine::Engine>,
+    kernel: super::state::KernelView,
+    config_path: std::path::PathBuf,
+    reload: Option<super::state::ReloadFn>,
+) -> anyhow::Result<Option<AdminServer>> {
+    let cfg = engine.config();
+    let Some(addr) = cfg.admin.listen else {
+        tracing::warn!("admin API disabled (admin.listen = \"\")");
+        return Ok(None);
+    };
+    let env = std::env::var(crate::config::admin::TOKEN_ENV).ok();
+    let (token, source) = super::token::resolve(&cfg, env)?;
+    match &source {
+        super::token::TokenSource::Generated(p) => {
+            tracing::info!(path = %p.display(), "admin token generated (mode 0600); limiterctl reads it from there")
+        }
+        super::token::TokenSource::StateFile(p) | super::token::TokenSource::File(p) => {
+            tracing::info!(path = %p.display(), "admin token read from file")
+        }
+        super::token::TokenSource::Env => {
+            tracing::info!("admin token taken from {}", crate::config::admin::TOKEN_ENV)
+        }
+    }
+    let state = AdminState::new(engine, kernel, config_path, reload, &token);
+    let server = AdminServer::bind(addr, state).await?;
+    tracing::info!(addr = %server.local_addr()?, "admin API listening");
+    Ok(Some(server))
+}

@@ -1,0 +1,52 @@
+//! What every admin handler shares: the engine, the kernel maps when the dataplane runs, the
+//! config file's path (for `GET /admin/v1/config`), the reload hook and the token's digest.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::config::kernel::KernelMode;
+use crate::config::ConfigError;
+use crate::engine::Engine;
+use crate::kernel::maps::KernelMaps;
+
+/// The reload hook the app provides: `Ok` lists the changes applied, `Err` is the refusal (its
+/// field and line, when the variant has them, go into the 422 problem).
+pub type ReloadFn = Arc<dyn Fn() -> Result<Vec<String>, ConfigError> + Send + Sync>;
+
+/// The kernel half as the admin API sees it.
+#[derive(Clone)]
+pub struct KernelView {
+    pub mode: KernelMode,
+    /// `None`: userspace-only (mode `off`, or `auto` that could not attach).
+    pub maps: Option<Arc<KernelMaps>>,
+}
+
+#[derive(Clone)]
+pub struct AdminState {
+    pub engine: Arc<Engine>,
+    pub kernel: KernelView,
+    /// The file the daemon was started with.
+    pub config_path: PathBuf,
+    /// `None`: the endpoint answers 503 "reload not wired".
+    pub reload: Option<ReloadFn>,
+    /// SHA-256 of the token: compared to the digest of what a request presents.
+    pub(crate) token_digest: [u8; 32],
+}
+
+impl AdminState {
+    pub fn new(
+        engine: Arc<Engine>,
+        kernel: KernelView,
+        config_path: PathBuf,
+        reload: Option<ReloadFn>,
+        token: &str,
+    ) -> Self {
+        AdminState {
+            engine,
+            kernel,
+            config_path,
+            reload,
+            token_digest: super::auth::digest(token.as_bytes()),
+        }
+    }
+}

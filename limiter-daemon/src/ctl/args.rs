@@ -1,0 +1,339 @@
+//! limiterctl's command line, and the admin request each verb makes. Every value is checked by
+//! a clap value parser, so a bad one is a usage error (exit 2) naming the value.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use ipnet::IpNet;
+use serde_json::{json, Value};
+
+use crate::admin::handlers::keys::parse_tier;
+use crate::kernel::cli::{parse_cidr, parse_duration, parse_ip};
+use crate::model::Tier;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "limiterctl",
+    version,
+    about = "Operate a running limiter-daemon over its admin API"
+)]
+pub struct Ctl {
+    /// Print the daemon's JSON instead of tables (may stand anywhere on the line).
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(flatten)]
+    pub conn: Conn,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where the daemon is and how to authenticate.
+#[derive(Debug, Args)]
+pub struct Conn {
+    /// Admin API base URL, e.g. http://127.0.0.1:9465 (else LIMITER_ADMIN_URL, else the config).
+    #[arg(long, global = true, env = "LIMITER_ADMIN_URL")]
+    pub url: Option<String>,
+    /// Admin token (else LIMITER_ADMIN_TOKEN, else the config's token file or <state_dir>/admin-token).
+    #[arg(
+        long,
+        global = true,
+        env = "LIMITER_ADMIN_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// The daemon's config, read for the address and token when they are not given.
+    #[arg(long, global = true, default_value = "/etc/limiter/limiter.toml")]
+    pub config: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// One client's windows, strikes, lockout and kernel entries.
+    Clients {
+        #[command(subcommand)]
+        cmd: ClientsCmd,
+    },
+    /// Lockouts: list, add (an IP or CIDR), remove.
+    Lockouts {
+        #[command(subcommand)]
+        cmd: LockoutsCmd,
+    },
+    /// The allow list.
+    Allow {
+        #[command(subcommand)]
+        cmd: ListCmd,
+    },
+    /// The deny list.
+    Deny {
+        #[command(subcommand)]
+        cmd: ListCmd,
+    },
+    /// API keys: issue, list, show, revoke.
+    Keys {
+        #[command(subcommand)]
+        cmd: KeysCmd,
+    },
+    /// The kernel dataplane: mode, interfaces, counters, map fill.
+    Kernel,
+    /// What the daemon would decide for a request (counts nothing).
+    Explain {
+        #[arg(long, value_parser = parse_ip)]
+        ip: std::net::IpAddr,
+        #[arg(long, default_value = "GET", value_parser = parse_method)]
+        method: String,
+        #[arg(long, default_value = "/", value_parser = parse_path)]
+        path: String,
+        /// A request header, `Name: value` (repeatable).
+        #[arg(long = "header", value_parser = parse_header)]
+        headers: Vec<(String, String)>,
+    },
+    /// The effective config, secrets redacted.
+    Config,
+    /// Validate the config file and apply it.
+    Reload,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClientsCmd {
+    Show {
+        #[arg(value_parser = parse_ip)]
+        ip: std::net::IpAddr,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LockoutsCmd {
+    List,
+    Add {
+        /// An address or a CIDR (IPv4 /8–/32, IPv6 /16–/128).
+        #[arg(value_parser = parse_lock_target)]
+        ip: IpNet,
+        #[arg(long = "for", value_parser = parse_duration)]
+        duration: Duration,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    Remove {
+        #[arg(value_parser = parse_lock_target)]
+        ip: IpNet,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ListCmd {
+    List,
+    Add {
+        #[arg(value_parser = parse_cidr)]
+        cidr: IpNet,
+        #[arg(long = "for", value_parser = parse_duration)]
+        duration: Option<Duration>,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    Remove {
+        #[arg(value_parser = parse_cidr)]
+        cidr: IpNet,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCmd {
+    Issue {
+        #[arg(long, value_parser = parse_tier)]
+        tier: Option<Tier>,
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        hourly_limit: Option<u32>,
+        #[arg(long)]
+        owner: Option<String>,
+        #[arg(long)]
+        note: Option<String>,
+    },
+    List,
+    Show {
+        #[arg(value_parser = parse_key_id)]
+        id: String,
+    },
+    Revoke {
+        #[arg(value_parser = parse_key_id)]
+        id: String,
+    },
+}
+
+fn parse_lock_target(s: &str) -> Result<IpNet, String> {
+    let net = parse_cidr(s)?;
+    crate::engine::lockouts::LockTarget::of(net).map_err(|e| e.to_string())?;
+    Ok(net)
+}
+
+fn parse_key_id(s: &str) -> Result<String, String> {
+    let ok = s.len() == 8
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a key id (8 lower-case hex digits, as `keys list` shows)"
+        ))
+    }
+}
+
+fn parse_method(s: &str) -> Result<String, String> {
+    http::Method::from_bytes(s.as_bytes())
+        .map(|m| m.as_str().to_string())
+        .map_err(|_| format!("{s:?} is not an HTTP method"))
+}
+
+fn parse_path(s: &str) -> Result<String, String> {
+    if s.starts_with('/') {
+        Ok(s.to_string())
+    } else {
+        Err(format!("{s:?}: a path starts with `/`"))
+    }
+}
+
+fn parse_header(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once(':')
+        .ok_or_else(|| format!("{s:?}: write a header as 'Name: value'"))?;
+    let k = k.trim();
+    http::HeaderName::from_bytes(k.as_bytes())
+        .map_err(|_| format!("{k:?} is not a header name"))?;
+    Ok((k.to_string(), v.trim().to_string()))
+}
+
+/// One admin request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    pub method: http::Method,
+    pub path: String,
+    pub body: Option<Value>,
+    /// Follow `nextCursor` and join the pages' `items`.
+    pub paged: bool,
+}
+
+fn get(path: String) -> Request {
+    Request {
+        method: http::Method::GET,
+        path,
+        body: None,
+        paged: false,
+    }
+}
+
+fn post(path: String, body: Value) -> Request {
+    Request {
+        method: http::Method::POST,
+        path,
+        body: Some(body),
+        paged: false,
+    }
+}
+
+fn delete(path: String) -> Request {
+    Request {
+        method: http::Method::DELETE,
+        path,
+        body: None,
+        paged: false,
+    }
+}
+
+/// A CIDR in a path segment (`/` as `%2F`).
+fn seg(net: &IpNet) -> String {
+    crate::admin::handlers::lockouts::net_text(net).replace('/', "%2F")
+}
+
+fn list_requests(kind: &str, cmd: &ListCmd) -> Request {
+    match cmd {
+        ListCmd::List => get(format!("/admin/v1/lists/{kind}")),
+        ListCmd::Add {
+            cidr,
+            duration,
+            reason,
+        } => {
+            let mut b = json!({ "cidr": cidr.to_string() });
+            if let Some(d) = duration {
+                b["for"] = json!(format!("{}s", d.as_secs().max(1)));
+            }
+            if let Some(r) = reason {
+                b["reason"] = json!(r);
+            }
+            post(format!("/admin/v1/lists/{kind}"), b)
+        }
+        ListCmd::Remove { cidr } => delete(format!("/admin/v1/lists/{kind}/{}", seg(cidr))),
+    }
+}
+
+/// The request a verb makes.
+pub fn request(cmd: &Command) -> Request {
+    match cmd {
+        Command::Clients {
+            cmd: ClientsCmd::Show { ip },
+        } => get(format!("/admin/v1/clients/{ip}")),
+        Command::Lockouts { cmd } => match cmd {
+            LockoutsCmd::List => Request {
+                paged: true,
+                ..get("/admin/v1/lockouts".into())
+            },
+            LockoutsCmd::Add {
+                ip,
+                duration,
+                reason,
+            } => {
+                let mut b = json!({ "ip": crate::admin::handlers::lockouts::net_text(ip),
+                                    "for": format!("{}s", duration.as_secs().max(1)) });
+                if let Some(r) = reason {
+                    b["reason"] = json!(r);
+                }
+                post("/admin/v1/lockouts".into(), b)
+            }
+            LockoutsCmd::Remove { ip } => delete(format!("/admin/v1/lockouts/{}", seg(ip))),
+        },
+        Command::Allow { cmd } => list_requests("allow", cmd),
+        Command::Deny { cmd } => list_requests("deny", cmd),
+        Command::Keys { cmd } => match cmd {
+            KeysCmd::Issue {
+                tier,
+                hourly_limit,
+                owner,
+                note,
+            } => {
+                let mut b = json!({});
+                if let Some(t) = tier {
+                    b["tier"] = json!(t.as_str());
+                }
+                if let Some(h) = hourly_limit {
+                    b["hourlyLimit"] = json!(h);
+                }
+                if let Some(o) = owner {
+                    b["owner"] = json!(o);
+                }
+                if let Some(n) = note {
+                    b["note"] = json!(n);
+                }
+                post("/admin/v1/keys".into(), b)
+            }
+            KeysCmd::List => get("/admin/v1/keys".into()),
+            KeysCmd::Show { id } => get(format!("/admin/v1/keys/{id}")),
+            KeysCmd::Revoke { id } => delete(format!("/admin/v1/keys/{id}")),
+        },
+        Command::Kernel => get("/admin/v1/kernel".into()),
+        Command::Explain {
+            ip,
+            method,
+            path,
+            headers,
+        } => {
+            let h: serde_json::Map<String, Value> =
+                headers.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+            post(
+                "/admin/v1/explain".into(),
+                json!({ "ip": ip.to_string(), "method": method, "path": path, "headers": h }),
+            )
+        }
+        Command::Config => get("/admin/v1/config".into()),
+        Command::Reload => post("/admin/v1/reload".into(), json!({})),
+    }
+}

@@ -1,0 +1,70 @@
+//! `limiterctl`: the admin API from a shell. Arguments are parsed and checked here (a bad IP,
+//! CIDR, duration, tier or limit exits 2 before anything is sent), [`target`] finds the daemon
+//! and its token, [`client`] makes the request, [`render`] prints tables or (`--json`, anywhere
+//! on the line) the daemon's JSON. Exit codes: 0 ok, 1 refused by the daemon, 2 bad arguments,
+//! 3 daemon unreachable.
+
+pub mod args;
+pub mod client;
+pub mod render;
+pub mod target;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::Parser as _;
+
+pub use args::Ctl;
+
+/// Exit codes, as DESIGN.md names them.
+pub const EXIT_OK: u8 = 0;
+pub const EXIT_REFUSED: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+pub const EXIT_UNREACHABLE: u8 = 3;
+
+/// Parses `argv`, runs the verb, returns the process's exit code.
+pub fn main_with(argv: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let ctl = match Ctl::try_parse_from(argv) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            // Printing the usage can only fail on a closed stream; the exit code says enough.
+            drop(e.print());
+            return ExitCode::from(code);
+        }
+    };
+    let json = ctl.json;
+    let target = match target::resolve(&ctl.conn) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("limiterctl: {e:#}");
+            return ExitCode::from(EXIT_UNREACHABLE);
+        }
+    };
+    let req = args::request(&ctl.command);
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("limiterctl: starting the runtime: {e}");
+            return ExitCode::from(EXIT_UNREACHABLE);
+        }
+    };
+    let answer = rt.block_on(client::send_all(&target, req));
+    match answer {
+        Err(e) => {
+            eprintln!("limiterctl: daemon unreachable at {}: {e:#}", target.url);
+            ExitCode::from(EXIT_UNREACHABLE)
+        }
+        Ok(a) if !a.ok() => {
+            render::refusal(&a, json);
+            ExitCode::from(EXIT_REFUSED)
+        }
+        Ok(a) => {
+            render::success(&ctl.command, &a.body, json);
+            ExitCode::from(EXIT_OK)
+        }
+    }
+}

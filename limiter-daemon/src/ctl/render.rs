@@ -1,0 +1,245 @@
+//! limiterctl's output: `--json` prints the daemon's JSON as it came; otherwise a table or a
+//! short sentence per verb. A refusal goes to stderr with the problem's detail and field.
+
+use std::io::Write as _;
+
+use serde_json::Value;
+
+use super::args::{Command, KeysCmd, ListCmd, LockoutsCmd};
+use super::client::Answer;
+
+fn s(v: &Value, k: &str) -> String {
+    match v.get(k) {
+        None | Some(Value::Null) => "-".to_string(),
+        Some(Value::String(x)) => x.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// Columns padded to the widest cell.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    let mut out = line(headers.iter().map(|h| h.to_string()).collect());
+    for r in rows {
+        out.push('\n');
+        out.push_str(&line(r.clone()));
+    }
+    out
+}
+
+fn rows(v: &Value, cols: &[&str]) -> Vec<Vec<String>> {
+    v.get("items")
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .map(|i| cols.iter().map(|c| s(i, c)).collect())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn pairs(v: &Value, keys: &[&str]) -> String {
+    keys.iter()
+        .map(|k| format!("{k}: {}", s(v, k)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn print(text: &str) {
+    // A closed pipe (`| head`) is not an error worth a message.
+    drop(writeln!(std::io::stdout().lock(), "{text}"));
+}
+
+fn human(cmd: &Command, v: &Value) -> String {
+    match cmd {
+        Command::Clients { .. } => {
+            let head = pairs(
+                v,
+                &[
+                    "ip",
+                    "group",
+                    "tier",
+                    "strikes",
+                    "allowListed",
+                    "denyListed",
+                ],
+            );
+            let lock = v.get("lockout").filter(|l| !l.is_null()).map_or(
+                "lockout: none".to_string(),
+                |l| {
+                    format!(
+                        "lockout: until {} ({}s left, level {})",
+                        s(l, "until"),
+                        s(l, "remainingSecs"),
+                        s(l, "level")
+                    )
+                },
+            );
+            let w = rows(
+                &serde_json::json!({ "items": v.get("windows").cloned().unwrap_or_default() }),
+                &["window", "used", "limit", "remaining", "resetSecs"],
+            );
+            format!(
+                "{head}\n{lock}\nkernel: {}\n\n{}",
+                v.get("kernel").map_or("-".into(), Value::to_string),
+                table(&["WINDOW", "USED", "LIMIT", "REMAINING", "RESET(s)"], &w)
+            )
+        }
+        Command::Lockouts {
+            cmd: LockoutsCmd::List,
+        } => table(
+            &["IP", "UNTIL", "LEFT(s)", "LEVEL", "REASON", "SOURCE"],
+            &rows(
+                v,
+                &["ip", "until", "remainingSecs", "level", "reason", "source"],
+            ),
+        ),
+        Command::Lockouts {
+            cmd: LockoutsCmd::Add { .. },
+        } => format!(
+            "locked {} until {} ({}s)",
+            s(v, "ip"),
+            s(v, "until"),
+            s(v, "remainingSecs")
+        ),
+        Command::Lockouts {
+            cmd: LockoutsCmd::Remove { .. },
+        } => format!("lifted {}", s(v, "ip")),
+        Command::Allow { cmd } | Command::Deny { cmd } => match cmd {
+            ListCmd::List => table(
+                &["CIDR", "UNTIL", "REASON"],
+                &rows(v, &["cidr", "until", "reason"]),
+            ),
+            ListCmd::Add { .. } => format!("added {} (until {})", s(v, "cidr"), s(v, "until")),
+            ListCmd::Remove { .. } => format!("removed {}", s(v, "cidr")),
+        },
+        Command::Keys { cmd } => match cmd {
+            KeysCmd::Issue { .. } => format!(
+                "{}\n\nkey: {}\n(shown this once: the daemon keeps only its hash)",
+                pairs(v, &["id", "tier", "hourlyLimit", "label"]),
+                s(v, "key")
+            ),
+            KeysCmd::List => table(
+                &["ID", "TIER", "HOURLY", "CREATED", "REVOKED", "LABEL"],
+                &rows(
+                    v,
+                    &[
+                        "id",
+                        "tier",
+                        "hourlyLimit",
+                        "createdAt",
+                        "revokedAt",
+                        "label",
+                    ],
+                ),
+            ),
+            KeysCmd::Show { .. } => pairs(
+                v,
+                &[
+                    "id",
+                    "tier",
+                    "hourlyLimit",
+                    "label",
+                    "createdAt",
+                    "revoked",
+                    "revokedAt",
+                ],
+            ),
+            KeysCmd::Revoke { .. } => format!("revoked {}", s(v, "id")),
+        },
+        Command::Kernel => {
+            let counters = v
+                .get("counters")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, n)| vec![k.clone(), n.to_string()])
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default();
+            format!(
+                "{}\n\n{}",
+                pairs(v, &["attached", "configuredMode", "mode"]),
+                table(&["VERDICT", "PACKETS"], &counters)
+            )
+        }
+        Command::Explain { .. } => {
+            let w = rows(
+                &serde_json::json!({ "items": v.get("windows").cloned().unwrap_or_default() }),
+                &["window", "limit", "remaining", "resetSecs"],
+            );
+            format!(
+                "{}\n\n{}",
+                pairs(
+                    v,
+                    &[
+                        "action",
+                        "tier",
+                        "reason",
+                        "decidedBy",
+                        "delayMs",
+                        "retryAfter",
+                        "keyStatus"
+                    ]
+                ),
+                table(&["WINDOW", "LIMIT", "REMAINING", "RESET(s)"], &w)
+            )
+        }
+        Command::Config => serde_json::to_string_pretty(v).unwrap_or_default(),
+        Command::Reload => {
+            let changes = v
+                .get("changes")
+                .and_then(Value::as_array)
+                .map(|c| {
+                    c.iter()
+                        .map(|x| format!("  {}", x.as_str().unwrap_or("")))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default();
+            format!(
+                "applied ({} changes)\n{}",
+                changes.len(),
+                changes.join("\n")
+            )
+            .trim_end()
+            .to_string()
+        }
+    }
+}
+
+pub fn success(cmd: &Command, v: &Value, json: bool) {
+    if json {
+        print(&v.to_string());
+    } else {
+        print(&human(cmd, v));
+    }
+}
+
+pub fn refusal(a: &Answer, json: bool) {
+    if json {
+        print(&a.body.to_string());
+    }
+    let field = a.body.get("field").and_then(Value::as_str);
+    eprintln!(
+        "limiterctl: refused ({}): {}{}",
+        a.status.as_u16(),
+        s(&a.body, "detail"),
+        field.map(|f| format!(" [field: {f}]")).unwrap_or_default()
+    );
+}

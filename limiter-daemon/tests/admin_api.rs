@@ -1,0 +1,716 @@
+//! The admin API and limiterctl against the real daemon binary (kernel off; the kernel half is
+//! in `admin_kernel.rs`): the token on every route of the router's own table, each endpoint's
+//! answers to good and bad input, keys issued with limiterctl and used through the proxy,
+//! lockouts that a restart does not bring back, limiterctl's tables, JSON and exit codes.
+
+mod admin_support;
+
+use admin_support::{eventually, http, Daemon};
+use limiter_daemon::admin::route_list;
+use serde_json::{json, Value};
+
+fn daemon() -> (tempfile::TempDir, Daemon) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), "", "");
+    (dir, d)
+}
+
+#[test]
+fn every_route_needs_the_token() {
+    let (_dir, d) = daemon();
+    let routes = route_list();
+    assert!(routes.len() >= 15, "{routes:?}");
+    let good = format!("Bearer {}", d.token());
+    for r in &routes {
+        for (label, auth) in [
+            ("none", None),
+            ("wrong", Some("Bearer not-the-token")),
+            ("right", Some(good.as_str())),
+        ] {
+            let headers: Vec<(&str, &str)> =
+                auth.map(|a| ("authorization", a)).into_iter().collect();
+            let resp = http(d.admin, r.method, r.example, &headers, None);
+            if label == "right" {
+                assert_ne!(
+                    resp.status, 401,
+                    "{} {} refused the right token: {}",
+                    r.method, r.example, resp.body
+                );
+                assert_ne!(resp.status, 405, "{} {} is not routed", r.method, r.example);
+            } else {
+                assert_eq!(
+                    resp.status, 401,
+                    "{} {} with {label} token: {}",
+                    r.method, r.example, resp.body
+                );
+                assert!(
+                    resp.header("www-authenticate")
+                        .is_some_and(|v| v.starts_with("Bearer")),
+                    "{} {}: {:?}",
+                    r.method,
+                    r.example,
+                    resp.headers
+                );
+                assert_eq!(resp.json()["field"], "Authorization");
+            }
+        }
+    }
+    // Unknown paths are behind the token too.
+    assert_eq!(
+        http(d.admin, "GET", "/admin/v1/nope", &[], None).status,
+        401
+    );
+}
+
+/// `(method, path, content type, body, status, field)`.
+type Case<'a> = (&'a str, &'a str, Option<&'a str>, &'a str, u16, &'a str);
+
+#[test]
+fn bad_input_is_a_4xx_naming_the_field() {
+    let (_dir, d) = daemon();
+    let big = format!(
+        "{{\"ip\":\"1.2.3.4\",\"for\":\"1m\",\"reason\":\"{}\"}}",
+        "x".repeat(70_000)
+    );
+    let cases: Vec<Case> = vec![
+        ("GET", "/admin/v1/clients/1.2.3.400", None, "", 400, "ip"),
+        (
+            "POST",
+            "/admin/v1/lockouts",
+            Some("application/json"),
+            r#"{"ip":"nope","for":"1m"}"#,
+            400,
+            "ip",
+        ),
+        (
+            "POST",
+            "/admin/v1/lockouts",
+            Some("application/json"),
+            r#"{"ip":"10.0.0.0/33","for":"1m"}"#,
+            400,
+            "ip",
+        ),
+        (
+            "POST",
+            "/admin/v1/lockouts",
+            Some("application/json"),
+            r#"{"ip":"10.0.0.1/8","for":"1m"}"#,
+            400,
+            "ip",
+        ),
+        (
+            "POST",
+            "/admin/v1/lockouts",
+            Some("application/json"),
+            r#"{"ip":"10.0.0.0/7","for":"1m"}"#,
+            422,
+            "ip",
+        ),
+        (
+            "POST",
+            "/admin/v1/lockouts",
+            Some("application/json"),
+            r#"{"ip":"2000::/15","for":"1m"}"#,
+            422,
+            "ip",
+        ),
+        (
+            "POST",
+            "/admin/v1/lockouts",
+            Some("application/json"),
+            r#"{"ip":"1.2.3.4","for":"soon"}"#,
+            400,
+            "for",
+        ),
+        (
+            "POST",
+            "/admin/v1/lockouts",
+            Some("application/json"),
+            r#"{"ip":"1.2.3.4","for":"0s"}"#,
+            400,
+            "for",
+        ),
+        (
+            "POST",
+            "/admin/v1/lockouts",
+            Some("application/json"),
+            r#"{"ip":"1.2.3.4"}"#,
+            400,
+            "body",
+        ),
+        (
+            "POST",
+            "/admin/v1/lockouts",
+            Some("application/json"),
+            r#"{"ip":"1.2.3.4","for":"1m","x":1}"#,
+            400,
+            "x",
+        ),
+        (
+            "POST",
+            "/admin/v1/lockouts",
+            Some("application/json"),
+            r#"{"ip":"1.2.3.4","#,
+            400,
+            "body",
+        ),
+        (
+            "POST",
+            "/admin/v1/lockouts",
+            Some("application/json"),
+            "[1]",
+            400,
+            "body",
+        ),
+        (
+            "POST",
+            "/admin/v1/lockouts",
+            Some("text/plain"),
+            r#"{"ip":"1.2.3.4","for":"1m"}"#,
+            415,
+            "Content-Type",
+        ),
+        (
+            "POST",
+            "/admin/v1/lockouts",
+            None,
+            r#"{"ip":"1.2.3.4","for":"1m"}"#,
+            415,
+            "Content-Type",
+        ),
+        (
+            "POST",
+            "/admin/v1/lockouts",
+            Some("application/json"),
+            &big,
+            413,
+            "body",
+        ),
+        ("GET", "/admin/v1/lockouts?limit=0", None, "", 400, "limit"),
+        (
+            "GET",
+            "/admin/v1/lockouts?limit=abc",
+            None,
+            "",
+            400,
+            "limit",
+        ),
+        (
+            "GET",
+            "/admin/v1/lockouts?cursor=zz",
+            None,
+            "",
+            400,
+            "cursor",
+        ),
+        (
+            "DELETE",
+            "/admin/v1/lockouts/192.0.2.77",
+            None,
+            "",
+            404,
+            "ip",
+        ),
+        ("DELETE", "/admin/v1/lockouts/bogus", None, "", 400, "ip"),
+        ("GET", "/admin/v1/lists/grey", None, "", 404, "kind"),
+        (
+            "POST",
+            "/admin/v1/lists/deny",
+            Some("application/json"),
+            r#"{"cidr":"300.0.0.0/8"}"#,
+            400,
+            "cidr",
+        ),
+        (
+            "POST",
+            "/admin/v1/lists/allow",
+            Some("application/json"),
+            r#"{"cidr":"10.0.0.0/8","for":"1h"}"#,
+            422,
+            "for",
+        ),
+        (
+            "POST",
+            "/admin/v1/lists/deny",
+            Some("application/json"),
+            r#"{"cidr":"10.0.0.0/8","for":"1 fortnight"}"#,
+            400,
+            "for",
+        ),
+        (
+            "DELETE",
+            "/admin/v1/lists/deny/10.9.0.0%2F16",
+            None,
+            "",
+            404,
+            "cidr",
+        ),
+        (
+            "POST",
+            "/admin/v1/keys",
+            Some("application/json"),
+            r#"{"tier":"gold"}"#,
+            400,
+            "tier",
+        ),
+        (
+            "POST",
+            "/admin/v1/keys",
+            Some("application/json"),
+            r#"{"hourlyLimit":0}"#,
+            422,
+            "hourlyLimit",
+        ),
+        (
+            "POST",
+            "/admin/v1/keys",
+            Some("application/json"),
+            r#"{"hourlyLimit":-5}"#,
+            400,
+            "hourlyLimit",
+        ),
+        (
+            "POST",
+            "/admin/v1/keys",
+            Some("application/json"),
+            r#"{"hourlyLimit":99999999999}"#,
+            422,
+            "hourlyLimit",
+        ),
+        (
+            "POST",
+            "/admin/v1/keys",
+            Some("application/json"),
+            r#"{"hourlyLimit":"ten"}"#,
+            400,
+            "hourlyLimit",
+        ),
+        ("GET", "/admin/v1/keys/0badc0de", None, "", 404, "id"),
+        ("DELETE", "/admin/v1/keys/0badc0de", None, "", 404, "id"),
+        ("GET", "/admin/v1/keys/NOTHEX", None, "", 400, "id"),
+        (
+            "POST",
+            "/admin/v1/explain",
+            Some("application/json"),
+            r#"{"ip":"x","method":"GET","path":"/"}"#,
+            400,
+            "ip",
+        ),
+        (
+            "POST",
+            "/admin/v1/explain",
+            Some("application/json"),
+            r#"{"method":"GET","path":"/"}"#,
+            400,
+            "ip",
+        ),
+    ];
+    let token = format!("Bearer {}", d.token());
+    for (method, path, ct, body, status, field) in cases {
+        let mut headers = vec![("authorization", token.as_str())];
+        if let Some(ct) = ct {
+            headers.push(("content-type", ct));
+        }
+        let body = (!body.is_empty()).then_some(body.as_bytes());
+        let r = http(d.admin, method, path, &headers, body);
+        assert_eq!(r.status, status, "{method} {path}: {}", r.body);
+        assert_eq!(
+            r.header("content-type"),
+            Some("application/problem+json"),
+            "{method} {path}"
+        );
+        let v = r.json();
+        assert_eq!(v["field"], field, "{method} {path}: {v}");
+        assert_eq!(v["status"], status);
+    }
+    // Reload without a wired hook: 503, not a 500.
+    let r = d.admin("POST", "/admin/v1/reload", None);
+    assert_eq!(r.status, 503, "{}", r.body);
+}
+
+#[test]
+fn endpoints_answer_their_happy_paths() {
+    let (_dir, d) = daemon();
+    // Lockouts: an address and a CIDR, listed in pages, lifted.
+    let r = d.admin(
+        "POST",
+        "/admin/v1/lockouts",
+        Some(&json!({"ip": "192.0.2.9", "for": "10m", "reason": "scraper"})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.json()["ip"], "192.0.2.9");
+    let r = d.admin(
+        "POST",
+        "/admin/v1/lockouts",
+        Some(&json!({"ip": "198.51.100.0/24", "for": "1h", "reason": "range"})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let p1 = d.admin("GET", "/admin/v1/lockouts?limit=1", None).json();
+    assert_eq!(p1["items"].as_array().unwrap().len(), 1, "{p1}");
+    let cursor = p1["nextCursor"].as_str().unwrap().replace('/', "%2F");
+    let p2 = d
+        .admin(
+            "GET",
+            &format!("/admin/v1/lockouts?limit=1&cursor={cursor}"),
+            None,
+        )
+        .json();
+    assert_eq!(p2["items"].as_array().unwrap().len(), 1, "{p2}");
+    assert!(p2["nextCursor"].is_null(), "{p2}");
+    let ips: Vec<&str> = [&p1, &p2]
+        .iter()
+        .map(|p| p["items"][0]["ip"].as_str().unwrap())
+        .collect();
+    assert_eq!(ips, ["192.0.2.9", "198.51.100.0/24"]);
+    assert_eq!(p2["items"][0]["reason"], "range");
+    assert!(p2["items"][0]["remainingSecs"].as_u64().unwrap() > 3500);
+    // The locked address is refused on the decision API; one inside the CIDR too.
+    for ip in ["192.0.2.9", "198.51.100.77"] {
+        let body = json!({"ip": ip, "method": "GET", "path": "/"}).to_string();
+        let v = http(
+            d.api,
+            "POST",
+            "/v1/decide",
+            &[("content-type", "application/json")],
+            Some(body.as_bytes()),
+        )
+        .json();
+        assert_eq!(v["action"], "reject", "{ip}: {v}");
+    }
+    let c = d.admin("GET", "/admin/v1/clients/192.0.2.9", None).json();
+    assert_eq!(c["lockout"]["level"], 1, "{c}");
+    assert_eq!(c["windows"][0]["window"], "burst");
+    assert_eq!(
+        d.admin("DELETE", "/admin/v1/lockouts/198.51.100.0%2F24", None)
+            .status,
+        200
+    );
+    assert_eq!(
+        d.admin("DELETE", "/admin/v1/lockouts/192.0.2.9", None)
+            .status,
+        200
+    );
+    assert_eq!(
+        d.admin("GET", "/admin/v1/lockouts", None).json()["items"],
+        json!([])
+    );
+    // Lists.
+    let r = d.admin(
+        "POST",
+        "/admin/v1/lists/deny",
+        Some(&json!({"cidr": "203.0.113.0/24", "for": "1h", "reason": "abuse"})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let l = d.admin("GET", "/admin/v1/lists/deny", None).json();
+    assert_eq!(l["items"][0]["cidr"], "203.0.113.0/24", "{l}");
+    assert_eq!(
+        d.admin(
+            "POST",
+            "/admin/v1/lists/allow",
+            Some(&json!({"cidr": "10.1.0.0/16"}))
+        )
+        .status,
+        201
+    );
+    assert_eq!(
+        d.admin("DELETE", "/admin/v1/lists/deny/203.0.113.0%2F24", None)
+            .status,
+        200
+    );
+    assert_eq!(
+        d.admin("DELETE", "/admin/v1/lists/allow/10.1.0.0%2F16", None)
+            .status,
+        200
+    );
+    // Keys: list and show never carry a secret.
+    let k = d
+        .admin(
+            "POST",
+            "/admin/v1/keys",
+            Some(&json!({"owner": "ops", "note": "ci"})),
+        )
+        .json();
+    let id = k["id"].as_str().unwrap();
+    let secret = k["key"]
+        .as_str()
+        .unwrap()
+        .rsplit('_')
+        .next()
+        .unwrap()
+        .to_string();
+    for path in ["/admin/v1/keys".to_string(), format!("/admin/v1/keys/{id}")] {
+        let r = d.admin("GET", &path, None);
+        assert_eq!(r.status, 200);
+        assert!(
+            !r.body.contains(&secret) && !r.body.contains("secret"),
+            "{}",
+            r.body
+        );
+    }
+    // Kernel, explain (counts nothing), config.
+    let kv = d.admin("GET", "/admin/v1/kernel", None).json();
+    assert_eq!(kv["attached"], false, "{kv}");
+    let body = json!({"ip": "192.0.2.50", "method": "GET", "path": "/"});
+    let e1 = d.admin("POST", "/admin/v1/explain", Some(&body)).json();
+    let e2 = d.admin("POST", "/admin/v1/explain", Some(&body)).json();
+    assert_eq!(e1["action"], "allow");
+    assert_eq!(e1["windows"], e2["windows"], "explain counted something");
+    let cfg = d.admin("GET", "/admin/v1/config", None).json();
+    assert_eq!(cfg["file"]["admin"]["listen"], d.admin.to_string(), "{cfg}");
+}
+
+fn tier_of(d: &Daemon, key: &str, path: &str) -> (u16, String) {
+    let r = http(d.proxy, "GET", path, &[("x-api-key", key)], None);
+    (
+        r.status,
+        r.header("x-ratelimit-tier").unwrap_or("").to_string(),
+    )
+}
+
+#[test]
+fn keys_issued_with_limiterctl_meter_revoke_and_survive_a_restart() {
+    let (_dir, mut d) = daemon();
+    let (code, out, err) = d.ctl(&[
+        "keys",
+        "issue",
+        "--hourly-limit",
+        "3",
+        "--owner",
+        "acme",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let issued: Value = serde_json::from_str(&out).unwrap();
+    let key = issued["key"].as_str().unwrap().to_string();
+    let id = issued["id"].as_str().unwrap().to_string();
+    let secret = key.rsplit('_').next().unwrap().to_string();
+    // Pending: one rung down; then sponsor once the lookup has landed.
+    assert_eq!(tier_of(&d, &key, "/other"), (200, "session".to_string()));
+    eventually("the key to verify", || {
+        (tier_of(&d, &key, "/other").1 == "sponsor").then_some(())
+    });
+    // Its own hourly limit on the key_limit route.
+    for n in 0..3 {
+        assert_eq!(
+            tier_of(&d, &key, "/api/feeds"),
+            (200, "sponsor".to_string()),
+            "request {n}"
+        );
+    }
+    let r = http(d.proxy, "GET", "/api/feeds", &[("x-api-key", &key)], None);
+    assert_eq!(r.status, 429, "{}", r.body);
+    assert_eq!(r.json()["reason"], "key_hourly", "{}", r.body);
+    // Revoked: metered down on the very next request.
+    let (code, out, err) = d.ctl(&["keys", "revoke", &id]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("revoked {id}")), "{out}");
+    let (_, tier) = tier_of(&d, &key, "/other");
+    assert_ne!(tier, "sponsor");
+    // Known after a restart, still revoked; a second key still verifies.
+    let k2 = d
+        .admin("POST", "/admin/v1/keys", None.or(Some(&json!({}))))
+        .json();
+    let key2 = k2["key"].as_str().unwrap().to_string();
+    d.restart();
+    let shown = d.admin("GET", &format!("/admin/v1/keys/{id}"), None);
+    assert_eq!(shown.status, 200, "{}", shown.body);
+    assert_eq!(shown.json()["revoked"], true);
+    assert_ne!(tier_of(&d, &key, "/other").1, "sponsor");
+    eventually("the second key to verify after the restart", || {
+        (tier_of(&d, &key2, "/other").1 == "sponsor").then_some(())
+    });
+    // The secrets appear in no log line, nor in the store's files in the clear.
+    let logs = d.logs();
+    assert!(logs.contains("API key issued"), "{logs}");
+    for s in [&secret, &key, &key2] {
+        assert!(!logs.contains(s.as_str()), "a key secret reached the log");
+    }
+    for entry in std::fs::read_dir(d.dir.join("state")).unwrap() {
+        let text = std::fs::read(entry.unwrap().path()).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&text).contains(&secret),
+            "secret stored in the clear"
+        );
+    }
+}
+
+#[test]
+fn a_lifted_lockout_stays_lifted_across_a_restart() {
+    let (_dir, mut d) = daemon();
+    let decide = |d: &Daemon, ip: &str| {
+        let body = json!({"ip": ip, "method": "GET", "path": "/"}).to_string();
+        http(
+            d.api,
+            "POST",
+            "/v1/decide",
+            &[("content-type", "application/json")],
+            Some(body.as_bytes()),
+        )
+        .json()["action"]
+            .clone()
+    };
+    assert_eq!(
+        d.admin(
+            "POST",
+            "/admin/v1/lockouts",
+            Some(&json!({"ip": "192.0.2.20", "for": "1h"}))
+        )
+        .status,
+        201
+    );
+    assert_eq!(
+        d.admin(
+            "POST",
+            "/admin/v1/lockouts",
+            Some(&json!({"ip": "192.0.2.21", "for": "1h"}))
+        )
+        .status,
+        201
+    );
+    assert_eq!(decide(&d, "192.0.2.20"), "reject");
+    assert_eq!(
+        d.admin("DELETE", "/admin/v1/lockouts/192.0.2.20", None)
+            .status,
+        200
+    );
+    d.restart();
+    assert_eq!(decide(&d, "192.0.2.20"), "allow");
+    // The one not lifted is still in force after the restart.
+    assert_eq!(decide(&d, "192.0.2.21"), "reject");
+}
+
+#[test]
+fn limiterctl_tables_json_and_exit_codes() {
+    let (_dir, d) = daemon();
+    let (code, out, err) = d.ctl(&[
+        "lockouts",
+        "add",
+        "192.0.2.30",
+        "--for",
+        "10m",
+        "--reason",
+        "probe",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("locked 192.0.2.30 until "), "{out}");
+    let (code, out, _) = d.ctl(&["lockouts", "list"]);
+    assert_eq!(code, 0);
+    let mut lines = out.lines();
+    let head: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        head,
+        ["IP", "UNTIL", "LEFT(s)", "LEVEL", "REASON", "SOURCE"],
+        "{out}"
+    );
+    assert!(lines.next().unwrap().starts_with("192.0.2.30 "), "{out}");
+    // --json before the verb, after it, at the end: the same JSON.
+    for args in [
+        vec!["--json", "lockouts", "list"],
+        vec!["lockouts", "--json", "list"],
+        vec!["lockouts", "list", "--json"],
+    ] {
+        let (code, out, err) = d.ctl(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let v: Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"));
+        assert_eq!(v["items"][0]["ip"], "192.0.2.30");
+    }
+    for args in [
+        &["keys", "list"][..],
+        &["kernel"],
+        &["config"],
+        &["clients", "show", "192.0.2.30"],
+        &[
+            "explain",
+            "--ip",
+            "192.0.2.31",
+            "--path",
+            "/x",
+            "--header",
+            "User-Agent: t",
+        ],
+        &["deny", "list"],
+        &["allow", "list"],
+    ] {
+        let (code, out, err) = d.ctl(args);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+        let mut json_args = args.to_vec();
+        json_args.push("--json");
+        let (code, out, err) = d.ctl(&json_args);
+        assert_eq!(code, 0, "{json_args:?}: {err}");
+        serde_json::from_str::<Value>(&out).unwrap_or_else(|e| panic!("{json_args:?}: {e}: {out}"));
+    }
+    let (code, out, err) = d.ctl(&["deny", "add", "203.0.113.0/24", "--for", "1h"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("added 203.0.113.0/24 (until "), "{out}");
+    let (code, out, err) = d.ctl(&["deny", "remove", "203.0.113.0/24", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["removed"],
+        true
+    );
+    // 1: refused by the daemon (nothing to lift; reload not wired).
+    let (code, _, err) = d.ctl(&["lockouts", "remove", "192.0.2.99"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("404") && err.contains("field: ip"), "{err}");
+    // 2: bad arguments, before anything is sent (the daemon's log shows no request).
+    for args in [
+        &["lockouts", "add", "192.0.2.300", "--for", "1m"][..],
+        &["lockouts", "add", "192.0.2.3", "--for", "soon"],
+        &["deny", "add", "10.0.0.1/8"],
+        &["keys", "issue", "--tier", "gold"],
+        &["keys", "issue", "--hourly-limit", "0"],
+        &["keys", "show", "XYZ"],
+        &["lockouts", "add", "10.0.0.0/4", "--for", "1m"],
+        &["explain", "--ip", "1.2.3.4", "--header", "nocolon"],
+        &["frobnicate"],
+    ] {
+        let (code, _, err) = d.ctl(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+    }
+    // 3: nothing listening.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_limiterctl"))
+        .args([
+            "--url",
+            &format!("http://{}", admin_support::free_addr()),
+            "--token",
+            "t",
+            "kernel",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The address and token from the local config and its generated token file.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_limiterctl"))
+        .args(["--config"])
+        .arg(&d.config)
+        .args(["--json", "keys", "list"])
+        .env_remove("LIMITER_ADMIN_URL")
+        .env_remove("LIMITER_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // And from the environment (a wrong token there is refused: exit 1).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_limiterctl"))
+        .args(["kernel"])
+        .env("LIMITER_ADMIN_URL", format!("http://{}", d.admin))
+        .env("LIMITER_ADMIN_TOKEN", "wrong")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
