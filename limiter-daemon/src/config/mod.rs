@@ -11,6 +11,7 @@
 //! Every section is validated here, once, `[http]` included ([`Config::http`]): callers get
 //! checked values and every field error carries the file and line.
 
+pub mod api_token;
 pub mod env;
 pub mod error;
 pub mod http;
@@ -20,6 +21,7 @@ pub mod kernel;
 pub mod keys;
 pub mod locate;
 pub mod lockout;
+pub mod log;
 pub mod metrics;
 pub mod quota;
 pub mod routes;
@@ -74,6 +76,8 @@ pub struct RawConfig {
     pub metrics: metrics::RawMetrics,
     #[serde(default)]
     pub http: http::RawHttp,
+    #[serde(default)]
+    pub log: log::RawLog,
 }
 
 /// The validated configuration.
@@ -94,6 +98,8 @@ pub struct Config {
     pub metrics: metrics::MetricsSettings,
     /// The HTTP surfaces: listeners, upstream, timeouts, bounds on held requests.
     pub http: HttpSettings,
+    /// How log lines are written (`--log-format` wins).
+    pub log: log::LogSettings,
     /// Environment variables that overrode the file, with their values.
     pub env_applied: Vec<(&'static str, u32)>,
 }
@@ -144,6 +150,7 @@ impl Config {
             kernel,
             metrics: metrics::MetricsSettings::validate(raw.metrics)?,
             http: HttpSettings::validate(raw.http)?,
+            log: log::LogSettings::validate(raw.log)?,
             env_applied,
         })
     }
