@@ -130,6 +130,7 @@ impl HttpServer {
             hints: Arc::new(hints.clone()),
             trusted_peers: Arc::new(settings.trusted_peers.clone()),
             limits: ApiLimits::from_settings(settings),
+            token: settings.api_token.clone(),
         };
         Ok(HttpServer {
             proxy_listeners,
