@@ -233,3 +233,71 @@ pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
         std::thread::park_timeout(Duration::from_millis(20));
     }
 }
+
+/// A keep-alive HTTP/1.1 upstream on a thread: answers every (bodyless) request `200 ok` and
+/// writes down each request's target.
+pub struct Upstream {
+    pub addr: SocketAddr,
+    pub seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Upstream {
+    pub fn start() -> Upstream {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let s2 = std::sync::Arc::clone(&seen);
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let seen = std::sync::Arc::clone(&s2);
+                std::thread::spawn(move || {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                            buf.drain(..end + 4);
+                            let target = head.split(' ').nth(1).unwrap_or("").to_string();
+                            seen.lock().unwrap().push(target);
+                            let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                            if conn.write_all(ok).is_err() {
+                                return;
+                            }
+                        }
+                        match conn.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                });
+            }
+        });
+        Upstream { addr, seen }
+    }
+
+    pub fn targets(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// `"burst";r=9;t=60, …` (the `RateLimit` field) as (name, r, t).
+pub fn ratelimit_field(v: &str) -> Vec<(String, u64, u64)> {
+    v.split(", ")
+        .filter(|s| !s.is_empty())
+        .map(|item| {
+            let mut parts = item.split(';');
+            let name = parts.next().unwrap().trim_matches('"').to_string();
+            let mut r = 0;
+            let mut t = 0;
+            for p in parts {
+                if let Some(x) = p.strip_prefix("r=") {
+                    r = x.parse().unwrap();
+                } else if let Some(x) = p.strip_prefix("t=") {
+                    t = x.parse().unwrap();
+                }
+            }
+            (name, r, t)
+        })
+        .collect()
+}

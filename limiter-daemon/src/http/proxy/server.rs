@@ -286,6 +286,7 @@ impl HttpServer {
                             hints,
                             limits,
                             grace_over: CancellationToken::new(),
+                            self_service: settings.self_service_path.as_deref().map(Arc::from),
                         });
                         let loops = TaskTracker::new();
                         for l in listeners {
