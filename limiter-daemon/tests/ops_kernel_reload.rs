@@ -18,7 +18,11 @@ fn status(pins: &std::path::Path) -> String {
         .arg(pins)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -58,7 +62,11 @@ fn sighup_rewrites_kernel_ceilings_and_ports_and_pins_outlive_sigterm() {
     let read = || std::fs::read_to_string(&log).unwrap_or_default();
     let wait = |child: &mut std::process::Child, needle: &str, n: usize| {
         eventually(needle, || {
-            assert!(child.try_wait().unwrap().is_none(), "daemon exited:\n{}", read());
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "daemon exited:\n{}",
+                read()
+            );
             (read().matches(needle).count() >= n).then_some(())
         })
     };
@@ -75,19 +83,28 @@ fn sighup_rewrites_kernel_ceilings_and_ports_and_pins_outlive_sigterm() {
     let after = status(&pins.0);
     assert!(after.contains("anon 25+5/s"), "{after}");
     let ports = after.lines().find(|l| l.starts_with("ports:")).unwrap();
-    assert!(ports.contains("8443") && ports.contains(&port.to_string()), "{after}");
+    assert!(
+        ports.contains("8443") && ports.contains(&port.to_string()),
+        "{after}"
+    );
 
     std::fs::write(&config, text(10, "80", "lo")).unwrap();
     assert_eq!(hup(), 0);
     wait(&mut child, "config reload refused", 1);
     assert!(read().contains("kernel.interfaces"), "{}", read());
-    assert!(status(&pins.0).contains("anon 25+5/s"), "a refused reload wrote the kernel");
+    assert!(
+        status(&pins.0).contains("anon 25+5/s"),
+        "a refused reload wrote the kernel"
+    );
 
     // SAFETY: as above.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
     let exit = eventually("the daemon's exit", || child.try_wait().unwrap());
     assert!(exit.success(), "{exit}\n{}", read());
-    assert!(!pair.attached_programs().is_empty(), "the program left with the daemon");
+    assert!(
+        !pair.attached_programs().is_empty(),
+        "the program left with the daemon"
+    );
     assert!(status(&pins.0).contains("anon 25+5/s"));
     drop(listener);
     drop(pins);
