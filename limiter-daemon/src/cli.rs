@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use crate::config::log::LogFormat;
 use crate::kernel::cli::{DetachArgs, KernelArgs};
 
 #[derive(Debug, Parser)]
@@ -13,8 +14,24 @@ use crate::kernel::cli::{DetachArgs, KernelArgs};
     about = "Host limiter: XDP/TC dataplane + tiered HTTP metering"
 )]
 pub struct Cli {
+    /// How log lines are written to stderr: `text` (default) or `json` (one object per
+    /// line). Wins over the config's `[log] format`.
+    #[arg(long, global = true, value_enum)]
+    pub log_format: Option<LogFormat>,
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// The log format in force: the flag, else `run`'s config file's `[log] format`, else text.
+    pub fn log_format(&self) -> LogFormat {
+        self.log_format
+            .or_else(|| match &self.command {
+                Command::Run { config, .. } => crate::config::log::format_in_file(config),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -55,6 +72,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
+    let log_flag = cli.log_format;
     match cli.command {
         Command::Version => {
             println!("{}", env!("CARGO_PKG_VERSION"));
@@ -63,11 +81,18 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::CheckConfig { file } => {
             let env = crate::config::env_from_process();
             let cfg = crate::config::Config::load(&file, &env)?;
+            // On stderr: stdout stays the effective limits, and the exit stays 0 (a warning).
+            for w in crate::config::api_token::api_listen_warnings(
+                &cfg.http.api_listen,
+                cfg.http.api_token.as_ref(),
+            ) {
+                eprintln!("warning: {w}");
+            }
             println!("{}: valid\n", file.display());
             print!("{}", crate::config::table::effective_limits(&cfg));
             Ok(())
         }
-        Command::Run { config, ifaces } => crate::app::run::run(&config, ifaces),
+        Command::Run { config, ifaces } => crate::app::run::run(&config, ifaces, log_flag),
         Command::Kernel(args) => crate::kernel::cli::run_kernel(args),
         Command::Detach(args) => crate::kernel::cli::run_detach(args),
     }

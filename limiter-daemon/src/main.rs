@@ -4,6 +4,7 @@
 use std::io::IsTerminal as _;
 
 use clap::Parser;
+use limiter_daemon::config::log::LogFormat;
 
 // The proxy allocates a little on every request (header maps, bodies, futures); mimalloc's
 // thread-local free lists cost less per allocation than glibc's arenas (docs/http.md).
@@ -12,18 +13,25 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     let cli = limiter_daemon::cli::Cli::parse();
-    tracing_subscriber::fmt()
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+        .with_env_filter(filter);
+    let log_format = cli.log_format();
+    match log_format {
+        LogFormat::Json => logs.json().init(),
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
     match limiter_daemon::cli::run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // The last line of a failed start: in the log format in force, so a JSON log stays
+            // JSON line by line.
+            match log_format {
+                LogFormat::Json => tracing::error!(error = %format!("{err:#}"), "exiting"),
+                LogFormat::Text => eprintln!("error: {err:#}"),
+            }
             std::process::ExitCode::from(limiter_daemon::cli::exit_code(&err))
         }
     }

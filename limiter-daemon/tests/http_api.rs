@@ -315,6 +315,7 @@ async fn auth_peer_seen(peer: SocketAddr, real_ip: &str) -> IpAddr {
             "::1/128".parse().unwrap(),
         ]),
         limits: Default::default(),
+        token: None,
     };
     let app = router(state).layer(MockConnectInfo(peer));
     let resp = app

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use http::StatusCode;
 use http_support::*;
-use limiter_tests::nginx::{auth_example, available, free_port, Nginx};
+use limiter_tests::nginx::{auth_example, auth_example_with_token, available, free_port, Nginx};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nginx_auth_request_allows_rejects_and_holds() {
@@ -77,4 +77,52 @@ async fn nginx_auth_request_allows_rejects_and_holds() {
     assert_eq!(header(&parts, "x-quota-warning"), "0 units left today");
     assert_eq!(up.state.requests.load(Ordering::SeqCst), 2);
     drop(nginx);
+}
+
+/// With `[http] api_token_file` set, the shipped config's `proxy_set_header Authorization`
+/// carries the token: nginx with the right one is served, with a wrong one every request is
+/// refused 401 and never reaches the app. The caller's own `Authorization` (its JWT) still
+/// reaches the decision, through `X-Original-Authorization`, and the daemon's token does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nginx_passes_the_api_token() {
+    if !limiter_tests::require(available(), "nginx (/usr/sbin/nginx)") {
+        return;
+    }
+    const TOKEN: &str = "nginx-test-token-0123456789abcdef";
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("api-token");
+    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
+    let up = start_upstream().await;
+    let decider = by_header();
+    let d = start(
+        settings(
+            None,
+            &format!("api_token_file = {:?}\n", file.display().to_string()),
+        ),
+        decider.clone(),
+    )
+    .await;
+    for (token, status) in [
+        (TOKEN, StatusCode::OK),
+        ("wrong-token-0123456789abcdef", StatusCode::UNAUTHORIZED),
+    ] {
+        let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let conf = auth_example_with_token(listen, up.addr, d.api, token);
+        let nginx = tokio::task::spawn_blocking(move || Nginx::start(&conf, listen, 1))
+            .await
+            .unwrap();
+        let (parts, _) = get(
+            &format!("http://{listen}/page"),
+            &[("authorization", "Bearer callers-own-jwt")],
+        )
+        .await;
+        assert_eq!(parts.status, status, "{}", nginx.error_log());
+        drop(nginx);
+    }
+    // Only the request with the right token was decided and forwarded.
+    assert_eq!(up.state.requests.load(Ordering::SeqCst), 1);
+    let seen = decider.seen.lock();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].headers["authorization"], "Bearer callers-own-jwt");
+    assert!(!seen[0].headers.contains_key("x-original-authorization"));
 }

@@ -131,3 +131,18 @@ pub fn auth_example(listen: SocketAddr, app: SocketAddr, daemon: SocketAddr) -> 
         .replace("127.0.0.1:3000", &app.to_string())
         .replace("127.0.0.1:8081", &daemon.to_string())
 }
+
+/// The token placeholder in the shipped example.
+pub const EXAMPLE_TOKEN: &str = "CHANGE-ME-api-token";
+
+/// [`auth_example`] with the daemon's API token `token` in place of the placeholder.
+pub fn auth_example_with_token(
+    listen: SocketAddr,
+    app: SocketAddr,
+    daemon: SocketAddr,
+    token: &str,
+) -> String {
+    let text = auth_example(listen, app, daemon);
+    assert!(text.contains(EXAMPLE_TOKEN));
+    text.replace(EXAMPLE_TOKEN, token)
+}

@@ -1,6 +1,9 @@
 //! The run wiring: one [`Shutdown`](shutdown::Shutdown) for every background task, the
-//! signals that trigger it ([`signals`]), and `limiter-daemon run` itself ([`run`]).
+//! signals that trigger it ([`signals`]), `limiter-daemon run` itself ([`run`]), and the
+//! config reload ([`reload`], with [`config_diff`] saying what a reload may change).
 
+pub mod config_diff;
+pub mod reload;
 pub mod run;
 pub mod shutdown;
 pub mod signals;

@@ -2,7 +2,8 @@
 //! binding anything, start the kernel dataplane as `[kernel] mode` says, open the store that
 //! `[store] backend` names ([`crate::store::open`]), build the engine (which pushes the stored
 //! lockouts and allow/deny lists into the kernel: a reboot empties its maps), and serve the HTTP
-//! surfaces (and the metrics listener) until SIGINT or SIGTERM.
+//! surfaces (and the metrics listener) until SIGINT or SIGTERM. SIGHUP reloads the config
+//! ([`super::reload::Reloader`]).
 //!
 //! One [`Shutdown`] is made here and handed to every background task: the signal wait
 //! triggers it, the HTTP server and the metrics listener stop on it, the dataplane's tasks get
@@ -12,15 +13,17 @@
 //! Kernel pins outlive the process on purpose (enforcement continues across restarts;
 //! `limiter-daemon detach` removes them).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
 
+use super::reload::{ReloadTargets, Reloader};
 use super::shutdown::Shutdown;
-use super::signals::ShutdownSignals;
+use super::signals::{ReloadSignal, ShutdownSignals};
 use crate::clock::{Clock, SystemClock};
 use crate::config::http::HttpSettings;
+use crate::config::log::LogFormat;
 use crate::config::{env_from_process, Config};
 use crate::engine::sink::{EnforcementSink, NoKernel};
 use crate::engine::Engine;
@@ -35,20 +38,41 @@ use crate::metrics::{KernelSource, MeteredDecider, Metrics};
 pub struct DaemonConfig {
     pub config: Config,
     pub http: HttpSettings,
+    /// The file's text as loaded (a reload lists what changed against it; its hash is a metric).
+    pub text: String,
 }
 
 impl DaemonConfig {
     pub fn load(path: &Path) -> Result<Self, crate::config::ConfigError> {
-        let config = Config::load(path, &env_from_process())?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| crate::config::ConfigError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let config = Config::from_toml_str(&text, path, &env_from_process())?;
         let http = config.http.clone();
-        Ok(DaemonConfig { config, http })
+        Ok(DaemonConfig { config, http, text })
     }
 }
 
-pub fn run(path: &Path, ifaces: Vec<String>) -> anyhow::Result<()> {
-    let DaemonConfig { mut config, http } = DaemonConfig::load(path)?;
+/// What `serve` needs to build the reloader besides the config.
+struct ReloadSource {
+    path: PathBuf,
+    text: String,
+    ifaces: Vec<String>,
+    log_flag: Option<LogFormat>,
+    signal: ReloadSignal,
+}
+
+/// `log_flag`: `--log-format` when given (it wins over `[log] format`, on reload too).
+pub fn run(path: &Path, ifaces: Vec<String>, log_flag: Option<LogFormat>) -> anyhow::Result<()> {
+    let DaemonConfig {
+        mut config,
+        http,
+        text,
+    } = DaemonConfig::load(path)?;
     if !ifaces.is_empty() {
-        config.kernel.interfaces = ifaces;
+        config.kernel.interfaces.clone_from(&ifaces);
     }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = http.worker_threads {
@@ -61,10 +85,18 @@ pub fn run(path: &Path, ifaces: Vec<String>) -> anyhow::Result<()> {
     rt.block_on(async move {
         // First thing: a signal during attach or bind triggers the stop the servers see at once.
         let signals = ShutdownSignals::install()?;
+        let hup = ReloadSignal::install()?;
         let shutdown = Shutdown::new();
         shutdown.trigger_on(signals.recv());
         let grace = http.shutdown_grace;
-        let served = serve(config, http, path, &shutdown).await;
+        let reload = ReloadSource {
+            path: path.to_path_buf(),
+            text,
+            ifaces,
+            log_flag,
+            signal: hup,
+        };
+        let served = serve(config, http, reload, &shutdown).await;
         // Whatever ended serving (a signal or a failure), stop the rest, within the grace.
         shutdown.wait_drained(grace).await;
         served?;
@@ -80,12 +112,12 @@ pub fn run(path: &Path, ifaces: Vec<String>) -> anyhow::Result<()> {
 async fn serve(
     config: Config,
     http: HttpSettings,
-    path: &Path,
+    reload: ReloadSource,
     shutdown: &Shutdown,
 ) -> anyhow::Result<()> {
     // Inside the runtime: the dataplane spawns its log, event and expiry tasks.
     let metrics = Metrics::new(&config.metrics.namespace);
-    let (sink, kernel): (Arc<dyn EnforcementSink>, _) =
+    let (sink, kernel): (Arc<dyn EnforcementSink>, Option<AttachedKernel>) =
         match Dataplane::start(&config.kernel, &shutdown.token())? {
             Some(dp) => {
                 let attached = AttachedKernel {
@@ -103,10 +135,7 @@ async fn serve(
                 (Arc::new(NoKernel), None)
             }
         };
-    let admin_kernel = crate::admin::state::KernelView {
-        mode: config.kernel.mode,
-        maps: kernel.as_ref().map(|k| Arc::clone(&k.maps)),
-    };
+    let kernel_maps = kernel.as_ref().map(|k| Arc::clone(&k.maps));
     metrics.attach_kernel(KernelSource {
         mode: config.kernel.mode,
         attached: kernel,
@@ -121,12 +150,39 @@ async fn serve(
         config.store.snapshot_interval,
         shutdown.token(),
     ));
+    let admin_kernel = crate::admin::state::KernelView {
+        mode: config.kernel.mode,
+        maps: kernel_maps.clone(),
+    };
     let engine = Arc::new(Engine::new(Arc::new(config), store, sink, clock));
     metrics.attach_engine(Arc::clone(&engine));
-    // The admin API, on the same shutdown. The reload hook is wired by the reload work (None:
-    // the endpoint answers 503).
-    let admin =
-        crate::admin::server::start(Arc::clone(&engine), admin_kernel, path.to_path_buf(), None);
+    let decider = Arc::new(MeteredDecider::new(
+        Arc::clone(&engine) as _,
+        Arc::clone(&metrics),
+    ));
+    let hints = Hints::from_settings(&http);
+    let server = HttpServer::bind(&http, hints, decider).await?;
+    metrics.attach_http(&server);
+    let admin_engine = Arc::clone(&engine);
+    let reloader = Arc::new(Reloader::new(
+        &reload.path,
+        reload.text,
+        reload.ifaces,
+        reload.log_flag,
+        ReloadTargets {
+            engine,
+            kernel: kernel_maps,
+            gate: Some(server.hold_gate()),
+            metrics: Arc::clone(&metrics),
+        },
+    ));
+    // The admin API, on the same shutdown; its reload endpoint calls what SIGHUP calls.
+    let admin = crate::admin::server::start(
+        admin_engine,
+        admin_kernel,
+        reload.path.clone(),
+        Some(reloader.hook()),
+    );
     if let Some(admin) = admin.await? {
         let stop = shutdown.cancelled();
         shutdown.spawn(async move {
@@ -135,10 +191,11 @@ async fn serve(
             }
         });
     }
-    let decider = Arc::new(MeteredDecider::new(engine, Arc::clone(&metrics)));
-    let hints = Hints::from_settings(&http);
-    let server = HttpServer::bind(&http, hints, decider).await?;
-    metrics.attach_http(&server);
+    let on_hup = Arc::clone(&reloader);
+    shutdown.spawn_until(reload.signal.serve(move || {
+        // Refusals are logged and counted by the reloader; nothing more to do with them here.
+        let _ = on_hup.reload();
+    }));
     match metrics_listen {
         Some(addr) => {
             let ms = MetricsServer::bind(addr, Arc::clone(&metrics)).await?;

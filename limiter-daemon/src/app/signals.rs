@@ -1,4 +1,5 @@
-//! SIGINT and SIGTERM, the causes of a [`Shutdown`](super::shutdown::Shutdown) from outside.
+//! SIGINT and SIGTERM, the causes of a [`Shutdown`](super::shutdown::Shutdown) from outside, and
+//! SIGHUP, which asks for a config reload.
 
 use anyhow::Context as _;
 
@@ -25,6 +26,40 @@ impl ShutdownSignals {
         tokio::select! {
             _ = self.term.recv() => tracing::info!("SIGTERM"),
             _ = self.int.recv() => tracing::info!("SIGINT"),
+        }
+    }
+}
+
+/// SIGHUP, which asks for a config reload (systemd's `ExecReload=kill -HUP $MAINPID`). Installed
+/// first thing at start like [`ShutdownSignals`]: without a handler SIGHUP's default action
+/// kills the process, so one that arrives while the daemon starts must already be caught
+/// (it is kept, and served once the reloader exists).
+pub struct ReloadSignal {
+    hup: tokio::signal::unix::Signal,
+}
+
+impl ReloadSignal {
+    /// Installs the handler (inside a Tokio runtime).
+    pub fn install() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(ReloadSignal {
+            hup: signal(SignalKind::hangup()).context("installing the SIGHUP handler")?,
+        })
+    }
+
+    /// Runs `reload` (on the blocking pool: it reads a file and may write kernel maps) for
+    /// every SIGHUP, one at a time, until the process ends.
+    pub async fn serve<F>(mut self, reload: F)
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        let reload = std::sync::Arc::new(reload);
+        while self.hup.recv().await.is_some() {
+            tracing::info!("SIGHUP: reloading the config");
+            let r = std::sync::Arc::clone(&reload);
+            if let Err(err) = tokio::task::spawn_blocking(move || r()).await {
+                tracing::error!(error = %err, "the reload task failed");
+            }
         }
     }
 }

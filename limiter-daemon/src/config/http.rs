@@ -13,6 +13,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 use serde::Deserialize;
 
+use super::api_token::ApiToken;
 use super::ConfigError;
 
 /// `[http]` as written in the file; every field optional with a documented default.
@@ -63,6 +64,12 @@ pub struct RawHttp {
     /// Bodyless HTTP/1.1 requests are served by the proxy's own loop (default true); see
     /// `http::front`.
     pub own_loop: Option<bool>,
+    /// File holding the bearer token `/v1/decide` and `/v1/auth` require (default: none, no
+    /// token asked; off loopback set one). See [`super::api_token`].
+    pub api_token_file: Option<std::path::PathBuf>,
+    /// Path on the proxy where callers read their own limits, answered by the daemon, never
+    /// forwarded or counted (default `/.well-known/rate-limits`; `""` turns it off).
+    pub self_service_path: Option<String>,
     /// Refused: the admin API is configured in `[admin]` (a table here was once accepted and
     /// ignored, which left operators believing they had configured it).
     pub admin: Option<toml::Table>,
@@ -96,6 +103,32 @@ pub struct HttpSettings {
     /// Bodyless HTTP/1.1 requests skip hyper's server (see `crate::http::proxy::front`); `false`
     /// sends every request through hyper.
     pub own_loop: bool,
+    /// `None`: `/v1/decide` and `/v1/auth` ask for no token.
+    pub api_token: Option<ApiToken>,
+    /// `None`: no self-service endpoint (the path is forwarded like any other).
+    pub self_service_path: Option<String>,
+}
+
+/// Where callers read their own limits when `[http] self_service_path` is absent.
+pub const DEFAULT_SELF_SERVICE_PATH: &str = "/.well-known/rate-limits";
+
+fn self_service_path(value: Option<String>) -> Result<Option<String>, ConfigError> {
+    let path = value.unwrap_or_else(|| DEFAULT_SELF_SERVICE_PATH.to_string());
+    if path.is_empty() {
+        return Ok(None);
+    }
+    // Compared with the request's path as it arrives (no query, not decoded).
+    if !path.starts_with('/')
+        || path
+            .bytes()
+            .any(|b| !b.is_ascii_graphic() || b == b'?' || b == b'#')
+    {
+        return Err(ConfigError::invalid(
+            "http.self_service_path",
+            format!("{path:?} must be an absolute path without query (e.g. \"/.well-known/rate-limits\"), or \"\" to turn it off"),
+        ));
+    }
+    Ok(Some(path))
 }
 
 /// The upstream origin: scheme `http`, a host and a port (the proxy keeps the request's path).
@@ -331,6 +364,12 @@ impl HttpSettings {
                     })
                 })
                 .transpose()?,
+            api_token: raw
+                .api_token_file
+                .as_deref()
+                .map(ApiToken::read)
+                .transpose()?,
+            self_service_path: self_service_path(raw.self_service_path)?,
             batch_scheduling: raw.batch_scheduling.unwrap_or(true),
             own_loop: raw.own_loop.unwrap_or(true),
             shutdown_grace: duration(
@@ -370,6 +409,13 @@ mod tests {
         assert!(s.api_listen.is_empty());
         assert_eq!(s.max_held_per_identity.get(), 8);
         assert_eq!(s.upstream_max_connections.get(), 256);
+        assert_eq!(
+            s.self_service_path.as_deref(),
+            Some(DEFAULT_SELF_SERVICE_PATH)
+        );
+        assert!(s.api_token.is_none());
+        let off = HttpSettings::from_toml("self_service_path = \"\"").unwrap();
+        assert_eq!(off.self_service_path, None);
     }
 
     #[test]
@@ -395,6 +441,9 @@ mod tests {
         assert!(err("api_max_body = 1024").contains("http.api_max_body"));
         assert!(err("api_max_body = 0").contains("http.api_max_body"));
         assert!(err("api_max_body = 100000000").contains("http.api_max_body"));
+        assert!(err("self_service_path = \"limits\"").contains("http.self_service_path"));
+        assert!(err("self_service_path = \"/a?b\"").contains("http.self_service_path"));
+        assert!(err("api_token_file = \"/nonexistent/t\"").contains("http.api_token_file"));
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! checked values and every field error carries the file and line.
 
 pub mod admin;
+pub mod api_token;
 pub mod engine;
 pub mod env;
 pub mod error;
@@ -22,6 +23,7 @@ pub mod kernel;
 pub mod keys;
 pub mod locate;
 pub mod lockout;
+pub mod log;
 pub mod metrics;
 pub mod quota;
 pub mod routes;
@@ -82,6 +84,7 @@ pub struct RawConfig {
     pub http: http::RawHttp,
     #[serde(default)]
     pub admin: admin::RawAdmin,
+    pub log: log::RawLog,
 }
 
 /// The validated configuration.
@@ -106,6 +109,8 @@ pub struct Config {
     pub http: HttpSettings,
     /// The admin API's listener and token source.
     pub admin: AdminSettings,
+    /// How log lines are written (`--log-format` wins).
+    pub log: log::LogSettings,
     /// Environment variables that overrode the file, with their values.
     pub env_applied: Vec<(&'static str, u32)>,
 }
@@ -161,6 +166,7 @@ impl Config {
             metrics: metrics::MetricsSettings::validate(raw.metrics)?,
             http: HttpSettings::validate(raw.http)?,
             admin: AdminSettings::validate(raw.admin)?,
+            log: log::LogSettings::validate(raw.log)?,
             env_applied,
         })
     }

@@ -7,6 +7,7 @@ use std::net::IpAddr;
 
 use http::{HeaderMap, Method};
 
+use crate::engine::standing::Standing;
 use crate::engine::{Engine, RequestInfo};
 use crate::model::Decision;
 
@@ -33,6 +34,12 @@ pub trait Decider: Send + Sync + 'static {
     fn reads_header(&self, _name: &[u8]) -> bool {
         true
     }
+
+    /// The caller's standing without counting anything (the proxy's self-service endpoint).
+    /// `None`, the default: this decider cannot tell, and the endpoint is not answered.
+    fn standing(&self, _req: &RequestView<'_>) -> Option<Standing> {
+        None
+    }
 }
 
 impl<D: Decider + ?Sized> Decider for std::sync::Arc<D> {
@@ -42,6 +49,10 @@ impl<D: Decider + ?Sized> Decider for std::sync::Arc<D> {
 
     fn reads_header(&self, name: &[u8]) -> bool {
         (**self).reads_header(name)
+    }
+
+    fn standing(&self, req: &RequestView<'_>) -> Option<Standing> {
+        (**self).standing(req)
     }
 }
 
@@ -61,5 +72,17 @@ impl Decider for Engine {
 
     fn reads_header(&self, name: &[u8]) -> bool {
         self.with_runtime(|rt| crate::identity::reads_header(&rt.cfg, name))
+    }
+
+    fn standing(&self, req: &RequestView<'_>) -> Option<Standing> {
+        Some(Engine::standing(
+            self,
+            &RequestInfo {
+                peer: req.peer,
+                method: req.method.as_str(),
+                path: req.path,
+                headers: req.headers,
+            },
+        ))
     }
 }

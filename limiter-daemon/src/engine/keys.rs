@@ -86,6 +86,8 @@ impl KeyManager<'_> {
             revoked_ms: None,
         };
         store.put_key(record.clone())?;
+        // The id and tier only: the secret is shown once, to the caller, never logged.
+        tracing::info!(event = "key_issued", id = %record.id, tier = %record.tier.as_str(), hourly_limit, "API key issued");
         Ok(IssuedKey {
             token: format!("{}_{}_{}", cfg.keys.prefix, id, secret),
             record,
@@ -107,6 +109,7 @@ impl KeyManager<'_> {
             store.put_key(rec)?;
         }
         self.engine.key_cache.invalidate(id, now);
+        tracing::info!(event = "key_revoked", id, "API key revoked");
         Ok(true)
     }
 

@@ -57,6 +57,9 @@ impl LockoutManager<'_> {
         let g = self.group(ip);
         let removed = self.engine.store.remove_lockout(g)?;
         self.engine.sink.unlock(g);
+        if removed.is_some() {
+            tracing::info!(event = "lockout_lifted", ip = %g, "lockout lifted");
+        }
         Ok(removed)
     }
 
@@ -76,6 +79,7 @@ impl LockoutManager<'_> {
         };
         self.engine.store.put_lockout(l, None)?;
         self.engine.sink.lock(g, duration, l.level);
+        tracing::info!(event = "lockout_made", ip = %g, secs = duration.as_secs(), cause = "manual", "client locked out by hand");
         Ok(l)
     }
 }

@@ -26,6 +26,7 @@
 //!   counters are memory; key lookups land behind the request); with the Valkey store it makes
 //!   one or two blocking round trips. It never fails: a decision is a value.
 //! - [`Engine::explain`]: the same decision without counting anything (admin dry-run).
+//! - [`Engine::standing`]: a caller's windows as they are now, counting nothing (self-service).
 //! - [`Engine::attempt`]: the compatibility call (120/min burst, no hourly budget).
 //! - [`Engine::keys`]: issue (secret returned once), revoke, list API keys.
 //! - [`Engine::lockouts`]: list, query, lift, and lock by hand.
@@ -43,6 +44,7 @@ pub mod lists;
 pub mod lockouts;
 pub mod request;
 pub mod sink;
+pub mod standing;
 pub mod strikes;
 pub mod tier_push;
 

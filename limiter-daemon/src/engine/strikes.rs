@@ -96,8 +96,11 @@ impl Engine {
         }
         self.sink.lock(ip, duration, level);
         tracing::info!(
+            event = "lockout_made",
+            %ip,
             level,
             secs = duration.as_secs(),
+            cause = "burst",
             "burst exceeded: client locked out"
         );
         lockout

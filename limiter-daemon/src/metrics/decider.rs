@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use super::Metrics;
 use crate::engine::decider::{Decider, RequestView};
+use crate::engine::standing::Standing;
 use crate::model::Decision;
 
 pub struct MeteredDecider {
@@ -33,5 +34,10 @@ impl Decider for MeteredDecider {
 
     fn reads_header(&self, name: &[u8]) -> bool {
         self.inner.reads_header(name)
+    }
+
+    /// Not a decision: not observed.
+    fn standing(&self, req: &RequestView<'_>) -> Option<Standing> {
+        self.inner.standing(req)
     }
 }

@@ -4,6 +4,7 @@
 //! - [`decisions`]: counters and the delay histogram fed from every [`Decision`] made.
 //! - [`histogram`]: the lock-free duration histogram recorded on the request path.
 //! - [`decider`]: [`MeteredDecider`], the wrapper every HTTP surface's decisions pass through.
+//! - [`reloads`]: config reloads by result and the hash of the file in force.
 //! - [`sources`]: values read at scrape time (held requests, upstream failures, lockouts
 //!   active, store degraded, kernel verdict counters and map fill).
 //! - [`readiness`]: what `/readyz` answers and why.
@@ -18,6 +19,7 @@ pub mod decisions;
 pub mod histogram;
 pub mod readiness;
 pub mod registry;
+pub mod reloads;
 pub mod server;
 pub mod sources;
 

@@ -7,6 +7,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 
 use super::decisions::DecisionMetrics;
+use super::reloads::ReloadMetrics;
 use super::sources::{HttpSource, KernelSource, SourceCollector, Sources};
 use crate::engine::Engine;
 use crate::http::proxy::server::HttpServer;
@@ -19,6 +20,8 @@ pub struct Metrics {
     registry: Registry,
     /// Recorded on the request path.
     pub decisions: DecisionMetrics,
+    /// Config reloads and the hash of the file in force.
+    pub reloads: ReloadMetrics,
     /// Read at scrape time.
     pub sources: Arc<Sources>,
 }
@@ -28,11 +31,13 @@ impl Metrics {
     pub fn new(namespace: &str) -> Arc<Self> {
         let mut registry = Registry::with_prefix(namespace);
         let decisions = DecisionMetrics::register(&mut registry);
+        let reloads = ReloadMetrics::register(&mut registry);
         let sources = Arc::new(Sources::default());
         registry.register_collector(Box::new(SourceCollector(Arc::clone(&sources))));
         Arc::new(Metrics {
             registry,
             decisions,
+            reloads,
             sources,
         })
     }

@@ -67,7 +67,10 @@ impl FallbackStore {
             Ok(o) => {
                 if degraded {
                     self.degraded.store(false, Ordering::Relaxed);
-                    tracing::warn!("store answers again: counting resumed there");
+                    tracing::warn!(
+                        event = "store_recovered",
+                        "store answers again: counting resumed there"
+                    );
                 }
                 Ok(o)
             }
@@ -76,7 +79,7 @@ impl FallbackStore {
                 self.retry_at_ms
                     .store(req.now_ms.saturating_add(RETRY_MS), Ordering::Relaxed);
                 if !self.degraded.swap(true, Ordering::Relaxed) {
-                    tracing::error!(error = %err, "store down: counting locally (degraded)");
+                    tracing::error!(event = "store_degraded", error = %err, "store down: counting locally (degraded)");
                 }
                 Ok(local(self.local.check_and_count(req)))
             }

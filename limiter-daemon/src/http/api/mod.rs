@@ -6,3 +6,4 @@ pub mod decide;
 pub mod decide_body;
 pub mod router;
 pub mod state;
+pub mod token;

@@ -1,4 +1,5 @@
-//! The API listener's router: `POST /v1/decide` and `GET /v1/auth`, sharing one [`ApiState`].
+//! The API listener's router: `POST /v1/decide` and `GET /v1/auth`, sharing one [`ApiState`],
+//! behind the bearer token when one is configured ([`crate::http::api::token`]).
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
@@ -15,5 +16,10 @@ pub fn router(state: ApiState) -> Router {
             post(crate::http::api::decide::decide).layer(body_limit),
         )
         .route("/v1/auth", get(crate::http::api::auth_request::auth))
+        // On every route, so a route added later is covered too.
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::http::api::token::require_token,
+        ))
         .with_state(state)
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use http::{HeaderMap, HeaderName};
 use ipnet::IpNet;
 
+use crate::config::api_token::ApiToken;
 use crate::config::http::HttpSettings;
 use crate::engine::decider::Decider;
 use crate::http::proxy::hold::HoldGate;
@@ -47,6 +48,8 @@ pub struct ApiState {
     /// Peers whose `X-Real-IP` is believed.
     pub trusted_peers: Arc<Vec<IpNet>>,
     pub limits: ApiLimits,
+    /// `[http] api_token_file`: required on every route when set (see [`super::token`]).
+    pub token: Option<ApiToken>,
 }
 
 /// Header fields that say who the client is. On `/v1/decide` and `/v1/auth` the client is

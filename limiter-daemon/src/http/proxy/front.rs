@@ -457,6 +457,7 @@ mod tests {
                 max_bytes: 4096,
             },
             grace_over: CancellationToken::new(),
+            self_service: None,
         });
         let front = Arc::new(Front {
             state,

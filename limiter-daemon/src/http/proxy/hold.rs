@@ -13,8 +13,9 @@ use parking_lot::Mutex;
 
 #[derive(Debug)]
 pub struct HoldGate {
-    max_total: usize,
-    max_per_identity: usize,
+    /// Atomics: a config reload changes them while requests are held ([`HoldGate::set_bounds`]).
+    max_total: AtomicUsize,
+    max_per_identity: AtomicUsize,
     total: AtomicUsize,
     /// Holds per identity; an entry is removed when its count returns to zero, so the map never
     /// holds more entries than there are held requests.
@@ -33,8 +34,8 @@ pub struct HoldPermit {
 impl HoldGate {
     pub fn new(max_total: usize, max_per_identity: usize) -> Arc<Self> {
         Arc::new(HoldGate {
-            max_total,
-            max_per_identity,
+            max_total: AtomicUsize::new(max_total),
+            max_per_identity: AtomicUsize::new(max_per_identity),
             total: AtomicUsize::new(0),
             per_identity: Mutex::new(HashMap::new()),
             refused: AtomicU64::new(0),
@@ -42,11 +43,23 @@ impl HoldGate {
         })
     }
 
+    /// New bounds (a reload). Requests already held keep their slots; lower bounds only refuse
+    /// new holds until enough of them end.
+    pub fn set_bounds(&self, max_total: usize, max_per_identity: usize) {
+        // Under the map lock, like every admission: no hold sees one bound old, one new.
+        let _map = self.per_identity.lock();
+        self.max_total.store(max_total, Ordering::Relaxed);
+        self.max_per_identity
+            .store(max_per_identity, Ordering::Relaxed);
+    }
+
     /// A slot for `identity`, or `None` (counted) when either bound is reached.
     pub fn try_hold(self: &Arc<Self>, identity: &str) -> Option<HoldPermit> {
         let mut map = self.per_identity.lock();
         let mine = map.get(identity).copied().unwrap_or(0);
-        if mine >= self.max_per_identity || self.total.load(Ordering::Relaxed) >= self.max_total {
+        if mine >= self.max_per_identity.load(Ordering::Relaxed)
+            || self.total.load(Ordering::Relaxed) >= self.max_total.load(Ordering::Relaxed)
+        {
             drop(map);
             self.refused.fetch_add(1, Ordering::Relaxed);
             return None;

@@ -22,6 +22,7 @@ use crate::http::proxy::body::{full, streamed, ProxyBody};
 use crate::http::proxy::hold::{HoldGate, HoldPermit};
 use crate::http::proxy::limits::{too_large, HeaderLimits};
 use crate::http::proxy::request_rules;
+use crate::http::proxy::self_service;
 use crate::http::render::problem;
 use crate::http::render::response::{hold_cut_short, write_headers, Hints};
 use crate::http::upstream::client::Upstream;
@@ -37,10 +38,16 @@ pub struct ProxyState {
     pub limits: HeaderLimits,
     /// Cancelled when the shutdown grace period ends: requests still held are answered 503.
     pub grace_over: CancellationToken,
+    /// `[http] self_service_path` (`None`: off).
+    pub self_service: Option<Arc<str>>,
 }
 
-/// Decides on `view`: reject, hold (within the bounds) or forward.
+/// Decides on `view`: reject, hold (within the bounds) or forward; the self-service path is
+/// answered here instead, undecided.
 pub fn admit(state: &ProxyState, view: &RequestView<'_>) -> Admission {
+    if let Some(resp) = self_service::answer(state.self_service.as_deref(), &*state.decider, view) {
+        return Admission::Answer(resp);
+    }
     admission(state.decider.decide(view), &state.gate, &state.hints)
 }
 

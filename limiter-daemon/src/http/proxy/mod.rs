@@ -3,6 +3,7 @@
 //! does not serve. Both decide through [`hyper::admit`], wait out holds in [`held`] within the
 //! bounds of [`hold`], refuse what breaks [`request_rules`] or [`limits`], and stream bodies
 //! ([`body`], [`request_body`]). [`sched`] sets the workers' scheduling policy.
+//! [`self_service`] answers callers asking for their own limits, on both paths.
 
 pub mod admit;
 pub mod body;
@@ -16,4 +17,5 @@ pub mod limits;
 pub mod request_body;
 pub mod request_rules;
 pub mod sched;
+pub mod self_service;
 pub mod server;

@@ -130,6 +130,7 @@ impl HttpServer {
             hints: Arc::new(hints.clone()),
             trusted_peers: Arc::new(settings.trusted_peers.clone()),
             limits: ApiLimits::from_settings(settings),
+            token: settings.api_token.clone(),
         };
         Ok(HttpServer {
             proxy_listeners,
@@ -172,10 +173,14 @@ impl HttpServer {
     /// Inside, one token says "stop" to every accept loop (proxy threads and API listeners)
     /// and trackers say when their work is done. The token is also cancelled if this future
     /// is dropped or returns early, so nothing it started keeps accepting.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
         let stop = CancellationToken::new();
         let _stop_on_exit = stop.clone().drop_guard();
         let workers = self.start_proxy_workers(&stop)?;
+        // The workers hold their own sockets (thread 0 a clone of these). Kept open here, these
+        // would go on completing handshakes into a backlog nobody accepts after stop, so a
+        // client would hang instead of being refused.
+        self.proxy_listeners.clear();
         let api_tasks = TaskTracker::new();
         let app = router(self.api.clone());
         for listener in self.api_listeners {
@@ -285,6 +290,7 @@ impl HttpServer {
                             hints,
                             limits,
                             grace_over: CancellationToken::new(),
+                            self_service: settings.self_service_path.as_deref().map(Arc::from),
                         });
                         let loops = TaskTracker::new();
                         for l in listeners {

@@ -1,0 +1,63 @@
+//! A caller's standing without counting anything: what the self-service endpoint
+//! (`GET /.well-known/rate-limits` on the proxy) tells a caller about itself.
+//!
+//! The windows that apply and their limits come from [`Engine::explain`] (the one place those
+//! rules live); the counts come from the store as they are now, before any further request.
+//! So `remaining` is what the caller may still send: the rate-limit fields of its last
+//! decision said the same, and those of its next one say `remaining − cost`.
+
+use super::decide::ceil_secs;
+use super::request::RequestInfo;
+use super::Engine;
+use crate::model::{Action, Decision, Reason, WindowState};
+use crate::store::count::{Entry, Usage};
+
+/// One caller's standing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Standing {
+    /// The decision its next request here would get (counted nothing): tier, upgrade sentence,
+    /// verdict, and the windows as they would be after it.
+    pub next: Decision,
+    /// Each window that applies, as it is now.
+    pub windows: Vec<WindowState>,
+    /// Seconds of lockout left (`None`: not locked out).
+    pub locked_secs: Option<u64>,
+}
+
+impl Engine {
+    /// `req`'s caller's standing now; counts nothing, strikes nothing.
+    pub fn standing(&self, req: &RequestInfo<'_>) -> Standing {
+        let next = self.explain(req);
+        let now = self.clock.now_ms();
+        let usage = self.with_runtime(|rt| {
+            let caller = rt
+                .resolver
+                .resolve(&rt.cfg, &self.key_cache, req.peer, req.headers, now);
+            self.store.usage(&caller.id_key(&self.hasher), now)
+        });
+        let usage = match usage {
+            Ok(u) => u.unwrap_or_else(|| Usage::of(&Entry::default(), now)),
+            Err(err) => {
+                tracing::warn!(error = %err, "store usage lookup failed; standing without counts");
+                Usage::of(&Entry::default(), now)
+            }
+        };
+        let windows = next
+            .windows
+            .iter()
+            .map(|w| WindowState {
+                remaining: w.limit.saturating_sub(u64::from(usage.used[w.kind])),
+                reset_secs: ceil_secs(usage.reset_ms[w.kind]),
+                ..*w
+            })
+            .collect();
+        let locked_secs = (next.action() == Action::Reject
+            && next.reason() == Some(Reason::Locked))
+        .then(|| next.retry_after_secs().unwrap_or(1));
+        Standing {
+            next,
+            windows,
+            locked_secs,
+        }
+    }
+}
