@@ -84,6 +84,7 @@ pub struct RawConfig {
     pub http: http::RawHttp,
     #[serde(default)]
     pub admin: admin::RawAdmin,
+    #[serde(default)]
     pub log: log::RawLog,
 }
 
