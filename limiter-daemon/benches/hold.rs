@@ -159,7 +159,7 @@ fn start_daemon(bin: &PathBuf, dir: &std::path::Path, up: SocketAddr, own_loop: 
          [[routes]]\nprefix = \"/scan\"\nlimits = [\"daily\"]\nover_quota = \"delay\"\n\n\
          [[routes]]\nprefix = \"/free\"\nlimits = []\n\n\
          [store]\nstate_dir = \"{}\"\n\n[kernel]\nmode = \"off\"\n\n\
-         [metrics]\nlisten = \"{metrics}\"\n\n\
+         [metrics]\nlisten = \"{metrics}\"\n\n[admin]\nlisten = \"\"\n\n\
          [http]\nproxy_listen = [\"{proxy}\"]\nupstream = \"http://{up}\"\nworker_threads = 2\n\
          max_held = {bound}\nmax_held_per_identity = {bound}\nown_loop = {own_loop}\n",
         state.display()

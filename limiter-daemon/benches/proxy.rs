@@ -270,7 +270,7 @@ fn main() {
             "[tiers.anon]\nhourly = {big}\n\n[quota]\nanon = {big}\n\n\
              [default_route]\nlimits = [\"hourly\", \"daily\"]\n\n\
              [store]\nstate_dir = \"{}\"\n\n[kernel]\nmode = \"off\"\n\n\
-             [metrics]\nlisten = \"\"\n\n\
+             [metrics]\nlisten = \"\"\n\n[admin]\nlisten = \"\"\n\n\
              [http]\nproxy_listen = [\"{px_addr}\"]\napi_listen = [\"{api_addr}\"]\n\
              upstream = \"http://{up_addr}\"\nworker_threads = 2\n{extra}",
             state.display()

@@ -8,15 +8,10 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
 use http::HeaderValue;
-use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::problem::AdminError;
-use super::state::AdminState;
-
-pub(crate) fn digest(bytes: &[u8]) -> [u8; 32] {
-    Sha256::digest(bytes).into()
-}
+use super::state::{digest, AdminState};
 
 /// `true` when `header` is `Bearer <token>` with the configured token.
 pub fn authorized(state: &AdminState, header: Option<&HeaderValue>) -> bool {

@@ -47,7 +47,7 @@ impl AdminTarget {
         if let Some(t) = &self.token {
             return Ok(t.trim().to_string());
         }
-        Ok(read_token(&self.token_source)?)
+        read_token(&self.token_source)
     }
 
     /// Sends one request; `Ok(None)` when nothing listens (connection refused or timed out).

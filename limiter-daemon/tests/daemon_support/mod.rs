@@ -1,6 +1,7 @@
 //! Shared by the tests that start the real `limiter-daemon` binary from outside: a free
 //! loopback address, and the daemon run on a config file written for the test (kernel off,
-//! state in the test's directory), stopped with SIGTERM when dropped.
+//! admin API off so parallel daemons never share its default port, state in the test's
+//! directory), stopped with SIGTERM when dropped.
 
 #![allow(
     dead_code,
@@ -35,7 +36,7 @@ pub fn start(dir: &Path, api: SocketAddr, metrics: &str) -> Daemon {
         &config,
         format!(
             "[kernel]\nmode = \"off\"\n[store]\nstate_dir = \"{}\"\n[http]\napi_listen = [\"{api}\"]\n\
-             [metrics]\n{metrics}\n",
+             [admin]\nlisten = \"\"\n[metrics]\n{metrics}\n",
             dir.join("state").display()
         ),
     )
