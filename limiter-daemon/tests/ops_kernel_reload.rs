@@ -5,6 +5,10 @@
 //! SIGTERM the daemon exits and the program stays attached through its pins. Needs root and
 //! the built object: skipped outside CI without them, a failure under `CI=true`.
 
+#[allow(
+    dead_code,
+    reason = "this test starts the daemon binary; it does not attach in-process"
+)]
 mod kernel_support;
 mod ops_support;
 

@@ -197,7 +197,7 @@ mod tests {
     fn listeners_and_store_need_a_restart_limits_do_not() {
         let base = cfg("[http]\napi_listen = [\"127.0.0.1:8081\"]\n");
         let limits = cfg(
-            "[http]\napi_listen = [\"127.0.0.1:8081\"]\nmax_held = 5\n[tiers.anon]\nburst = 3\n",
+            "[http]\napi_listen = [\"127.0.0.1:8081\"]\nmax_held = 50\n[tiers.anon]\nburst = 3\n",
         );
         assert_eq!(restart_only(&base, &limits, None), None);
         let moved = cfg("[http]\napi_listen = [\"127.0.0.1:8082\"]\n");
