@@ -323,9 +323,72 @@ fn bad_input_is_a_4xx_naming_the_field() {
         assert_eq!(v["field"], field, "{method} {path}: {v}");
         assert_eq!(v["status"], status);
     }
-    // Reload without a wired hook: 503, not a 500.
+}
+
+/// `POST /admin/v1/reload` runs the daemon's one reloader (the one SIGHUP runs): a changed
+/// burst is applied and listed, a broken file is a 422 naming its field and line with the old
+/// burst still enforced, and a moved admin listener needs a restart.
+#[test]
+fn reload_through_the_api_applies_a_good_file_and_refuses_a_broken_one() {
+    let (_dir, d) = daemon();
+    let original = std::fs::read_to_string(&d.config).unwrap();
+    let decide = |ip: &str| {
+        let body = json!({ "ip": ip, "method": "GET", "path": "/" }).to_string();
+        http(
+            d.api,
+            "POST",
+            "/v1/decide",
+            &[("content-type", "application/json")],
+            Some(body.as_bytes()),
+        )
+        .json()["action"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
     let r = d.admin("POST", "/admin/v1/reload", None);
-    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json(), json!({ "applied": true, "changes": [] }));
+
+    std::fs::write(&d.config, format!("{original}[tiers.anon]\nburst = 2\n")).unwrap();
+    let r = d.admin("POST", "/admin/v1/reload", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["applied"], true);
+    assert!(
+        v["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c.as_str().unwrap().starts_with("tiers.anon.burst")),
+        "{v}"
+    );
+    assert_eq!(decide("198.51.100.7"), "allow");
+    assert_eq!(decide("198.51.100.7"), "allow");
+    assert_eq!(decide("198.51.100.7"), "reject", "the new burst of 2 applies");
+
+    let broken = format!("{original}[tiers.anon]\nburst = 0\n");
+    let line = broken.lines().count();
+    std::fs::write(&d.config, broken).unwrap();
+    let r = d.admin("POST", "/admin/v1/reload", None);
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    let v = r.json();
+    assert_eq!(v["field"], "tiers.anon.burst", "{v}");
+    assert_eq!(v["line"], line, "{v}");
+    assert_eq!(decide("198.51.100.8"), "allow");
+    assert_eq!(decide("198.51.100.8"), "allow");
+    assert_eq!(decide("198.51.100.8"), "reject", "the old burst of 2 still holds");
+
+    let moved = original.replace(
+        &format!("[admin]\nlisten = \"{}\"", d.admin),
+        "[admin]\nlisten = \"127.0.0.1:1\"",
+    );
+    assert_ne!(moved, original);
+    std::fs::write(&d.config, format!("{moved}[tiers.anon]\nburst = 2\n")).unwrap();
+    let r = d.admin("POST", "/admin/v1/reload", None);
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert_eq!(r.json()["field"], "admin.listen", "{}", r.body);
 }
 
 #[test]
@@ -649,7 +712,7 @@ fn limiterctl_tables_json_and_exit_codes() {
         serde_json::from_str::<Value>(&out).unwrap()["removed"],
         true
     );
-    // 1: refused by the daemon (nothing to lift; reload not wired).
+    // 1: refused by the daemon (nothing to lift).
     let (code, _, err) = d.ctl(&["lockouts", "remove", "192.0.2.99"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("404") && err.contains("field: ip"), "{err}");

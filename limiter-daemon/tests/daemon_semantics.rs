@@ -34,7 +34,7 @@ async fn daemon(dir: &Path, upstream: SocketAddr, own_loop: bool, extra: &str) -
         &config,
         format!(
             "{extra}\n[kernel]\nmode = \"off\"\n[store]\nstate_dir = \"{state}\"\n\
-             [http]\napi_listen = [\"{api}\"]\nproxy_listen = [\"{proxy}\"]\n\
+             [admin]\nlisten = \"\"\n[http]\napi_listen = [\"{api}\"]\nproxy_listen = [\"{proxy}\"]\n\
              upstream = \"http://{upstream}\"\nown_loop = {own_loop}\n\
              [metrics]\nlisten = \"{metrics}\"\n",
             state = dir.join("state").display(),

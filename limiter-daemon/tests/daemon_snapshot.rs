@@ -23,7 +23,7 @@ fn start(dir: &Path, api: SocketAddr, snapshot_interval: &str) -> Daemon {
         &config,
         format!(
             "[kernel]\nmode = \"off\"\n[store]\nstate_dir = \"{}\"\nsnapshot_interval = \"{snapshot_interval}\"\n\
-             [http]\napi_listen = [\"{api}\"]\n[metrics]\nlisten = \"\"\n\
+             [admin]\nlisten = \"\"\n[http]\napi_listen = [\"{api}\"]\n[metrics]\nlisten = \"\"\n\
              [tiers.anon]\nhourly = 100000\n[quota]\nanon = 20\n",
             dir.join("state").display()
         ),

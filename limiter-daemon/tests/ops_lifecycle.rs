@@ -19,7 +19,7 @@ fn sigterm_lets_a_held_request_finish_within_the_grace() {
         dir.path(),
         &format!(
             "[quota]\nanon = 1\nsoft_delay_ms = 1500\n[default_route]\nover_quota = \"delay\"\n\
-             [http]\nproxy_listen = [\"{proxy}\"]\nupstream = \"http://{}\"\nshutdown_grace = \"10s\"\n\
+             [admin]\nlisten = \"\"\n[http]\nproxy_listen = [\"{proxy}\"]\nupstream = \"http://{}\"\nshutdown_grace = \"10s\"\n\
              [metrics]\nlisten = \"{m}\"\n",
             up.addr
         ),

@@ -11,7 +11,7 @@ fn config(dir: &std::path::Path, api: std::net::SocketAddr, burst: u32, log: &st
     config_text(
         dir,
         &format!(
-            "[tiers.anon]\nburst = {burst}\n[http]\napi_listen = [\"{api}\"]\n[metrics]\nlisten = \"\"\n{log}"
+            "[tiers.anon]\nburst = {burst}\n[admin]\nlisten = \"\"\n[http]\napi_listen = [\"{api}\"]\n[metrics]\nlisten = \"\"\n{log}"
         ),
     )
 }

@@ -17,7 +17,7 @@ fn burst(
     config_text(
         dir,
         &format!(
-            "[tiers.anon]\nburst = {n}\n[http]\napi_listen = [\"{api}\"]\n[metrics]\nlisten = \"{metrics}\"\n"
+            "[tiers.anon]\nburst = {n}\n[admin]\nlisten = \"\"\n[http]\napi_listen = [\"{api}\"]\n[metrics]\nlisten = \"{metrics}\"\n"
         ),
     )
 }

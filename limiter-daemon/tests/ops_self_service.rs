@@ -22,7 +22,7 @@ fn start(
     let text = config_text(
         dir,
         &format!(
-            "[tiers.anon]\nburst = 50\n[http]\nproxy_listen = [\"{proxy}\"]\nupstream = \"http://{}\"\n\
+            "[tiers.anon]\nburst = 50\n[admin]\nlisten = \"\"\n[http]\nproxy_listen = [\"{proxy}\"]\nupstream = \"http://{}\"\n\
              own_loop = {own_loop}\n{extra}[metrics]\nlisten = \"\"\n",
             up.addr
         ),

@@ -146,7 +146,7 @@ fn start_daemon(api: SocketAddr, proxy: SocketAddr, upstream: SocketAddr) -> Dae
     let config = format!(
         "[tiers.anon]\nburst = 2\nhourly = 100\n\n[kernel]\nmode = \"off\"\n\n\
          [store]\nstate_dir = \"{}\"\n\n[metrics]\nlisten = \"\"\n\n\
-         [http]\napi_listen = [\"{api}\"]\nproxy_listen = [\"{proxy}\"]\nupstream = \"http://{upstream}\"\n",
+         [admin]\nlisten = \"\"\n[http]\napi_listen = [\"{api}\"]\nproxy_listen = [\"{proxy}\"]\nupstream = \"http://{upstream}\"\n",
         dir.join("state").display()
     );
     let path = dir.join("limiter.toml");

@@ -38,6 +38,9 @@ pub fn restart_only(
     same!("http.proxy_listen", http.proxy_listen);
     same!("http.api_listen", http.api_listen);
     same!("metrics.listen", metrics.listen);
+    same!("admin.listen", admin.listen);
+    // The admin token is read once at start (a generated one is written then).
+    same!("admin.token_file", admin.token_file);
     // The store: counters, strikes and lockouts live in it; a new one would start empty.
     same!("store.backend", store.backend);
     same!("store.state_dir", store.state_dir);
