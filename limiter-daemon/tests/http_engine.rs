@@ -229,10 +229,12 @@ async fn anonymous_burst_then_locked() {
     assert_eq!(header(&parts, "x-ratelimit-reset"), "55");
     assert!(v["upgrade"].as_str().unwrap().contains("/login"));
     assert!(v["detail"].as_str().unwrap().contains("locked out"));
+    // A locked 429 names the hourly budget like every other 429.
+    assert!(v["hourlyLimit"].is_u64(), "{v}");
     assert_eq!(
-        v["hourlyLimit"],
-        serde_json::Value::Null,
-        "a lockout is decided before any window: {v}"
+        v["hourlyLimit"].to_string(),
+        header(&parts, "x-ratelimit-limit-hour"),
+        "{v}"
     );
 
     // Exactly Retry-After later, the caller is served again.
