@@ -37,7 +37,7 @@ fn the_example_config_is_valid_and_prints_the_ladder() {
     let (ok, out, err) = check_config(&example(), &[]);
     assert!(ok, "{err}");
     assert_eq!(row(&out, "anon"), ["anon", "120", "600", "1000"]);
-    assert_eq!(row(&out, "session"), ["session", "300", "6000", "10000"]);
+    assert_eq!(row(&out, "session"), ["session", "300", "6000", "1000"]);
     assert_eq!(row(&out, "sponsor"), ["sponsor", "2000", "120000", "none"]);
     assert!(out.contains("/reader"), "{out}");
 }
@@ -54,7 +54,7 @@ fn environment_overrides_win_and_are_shown() {
     );
     assert!(ok, "{err}");
     assert_eq!(row(&out, "anon"), ["anon", "120", "700", "50"]);
-    assert_eq!(row(&out, "session"), ["session", "300", "2100", "10000"]);
+    assert_eq!(row(&out, "session"), ["session", "300", "2100", "50"]);
     assert!(out.contains("TIER_FREE_HOURLY=700"), "{out}");
 }
 

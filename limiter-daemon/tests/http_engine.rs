@@ -229,10 +229,12 @@ async fn anonymous_burst_then_locked() {
     assert_eq!(header(&parts, "x-ratelimit-reset"), "55");
     assert!(v["upgrade"].as_str().unwrap().contains("/login"));
     assert!(v["detail"].as_str().unwrap().contains("locked out"));
+    // A locked 429 names the hourly budget like every other 429.
+    assert!(v["hourlyLimit"].is_u64(), "{v}");
     assert_eq!(
-        v["hourlyLimit"],
-        serde_json::Value::Null,
-        "a lockout is decided before any window: {v}"
+        v["hourlyLimit"].to_string(),
+        header(&parts, "x-ratelimit-limit-hour"),
+        "{v}"
     );
 
     // Exactly Retry-After later, the caller is served again.
@@ -550,7 +552,9 @@ async fn delay_mode_soft_hard_and_reminder() {
 async fn delay_mode_held_bound_gives_503_while_others_are_served() {
     let config = DELAY
         .replace("hard_delay_ms = 150", "hard_delay_ms = 3600000")
-        .replace("soft_delay_ms = 40", "soft_delay_ms = 3600000");
+        .replace("soft_delay_ms = 40", "soft_delay_ms = 3600000")
+        // The session rung shares the address's daily count at L_anon unless raised.
+        + "[tiers.session]\ndaily = 10000\n";
     let w = world(&config, "max_held_per_identity = 2\n").await;
     let url = w.d.proxy_url("/scan/range");
     for _ in 0..2 {

@@ -154,19 +154,24 @@ impl Engine {
             cost: route.cost.get(),
             limits: limits(cfg, &caller, route),
         };
-        d.hourly_budget = hourly_budget(&creq.limits);
+        // A lockout counts no window, yet its 429 names the budget like every other.
+        let budget = hourly_budget(&creq.limits);
+        let lock_out = |mut d: Decision, remaining_ms: u64| {
+            d.hourly_budget = budget;
+            locked(d, remaining_ms)
+        };
 
         let lists = &rt.lists;
         if lists.allows(caller.ip) {
             return d;
         }
         if let Some(until) = lists.denies(caller.ip, now) {
-            return locked(d, until.map_or(HOUR_MS, |u| u.saturating_sub(now)));
+            return lock_out(d, until.map_or(HOUR_MS, |u| u.saturating_sub(now)));
         }
         if !count {
             // A counted decision asks the store once for lockout and counts (`gate_and_count`).
             match self.store.lockout(caller.group) {
-                Ok(Some(l)) if l.is_active(now) => return locked(d, l.remaining_ms(now)),
+                Ok(Some(l)) if l.is_active(now) => return lock_out(d, l.remaining_ms(now)),
                 Ok(_) => {}
                 Err(err) => tracing::warn!(error = %err, "lockout lookup failed"),
             }
@@ -175,7 +180,7 @@ impl Engine {
         d.cost = creq.cost;
         let outcome = if count {
             match self.store.gate_and_count(caller.group, &creq) {
-                Ok(Gate::Locked(l)) => return locked(d, l.remaining_ms(now)),
+                Ok(Gate::Locked(l)) => return lock_out(d, l.remaining_ms(now)),
                 Ok(Gate::Counted(o)) => Ok(o),
                 Err(err) => Err(err),
             }

@@ -495,6 +495,44 @@ mod tests {
     }
 
     #[test]
+    fn shadow_mode_says_what_would_have_happened() {
+        let shadow = |d: Decision| {
+            let mut h = HeaderMap::new();
+            write_headers(&d, &mut h);
+            assert!(!h.contains_key(RETRY_AFTER), "an allow: {h:?}");
+            h[&X_RATELIMIT_SHADOW].to_str().unwrap().to_string()
+        };
+        let mut d = decision(Action::Reject, Some(Reason::Burst));
+        d.shadow(true);
+        assert_eq!(d.action(), Action::Allow);
+        assert_eq!(shadow(d), "reject; reason=burst");
+        let mut d = decision(Action::Allow, None);
+        d.hold(Duration::from_secs(5), crate::model::DelayKind::Soft);
+        d.shadow(false);
+        assert_eq!(shadow(d), "delay; reason=daily");
+        let mut d = decision(Action::Allow, None);
+        d.shadow(false);
+        assert_eq!(shadow(d), "allow; reason=none");
+        let mut h = HeaderMap::new();
+        write_headers(&decision(Action::Allow, None), &mut h);
+        assert!(!h.contains_key(X_RATELIMIT_SHADOW), "only in shadow mode");
+        assert!(is_rate_limit_field(b"X-RateLimit-Shadow"));
+    }
+
+    #[test]
+    fn a_locked_429_names_the_hourly_budget() {
+        let d = Decision::builder(Tier::Anon, "ip:abc")
+            .hourly_budget(600)
+            .reject(Reason::Locked, 30)
+            .build();
+        let mut h = HeaderMap::new();
+        write_headers(&d, &mut h);
+        assert_eq!(h[&X_RATELIMIT_LIMIT_HOUR], "600");
+        let p = problem(&d, &Hints::default()).to_value();
+        assert_eq!(p["hourlyLimit"], 600);
+    }
+
+    #[test]
     fn retry_after_is_never_zero() {
         let mut d = decision(Action::Reject, Some(Reason::Burst));
         d.reject(Reason::Burst, 0);
