@@ -102,7 +102,6 @@ impl Counters {
             .map
             .iter()
             .filter(|(_, e)| !e.is_stale(now_ms))
-            .copied()
             .collect()
     }
 

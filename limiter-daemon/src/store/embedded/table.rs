@@ -1,6 +1,8 @@
-//! One shard's identities: a dense array of `(IdKey, Entry)` (68 bytes each, no per-slot
+//! One shard's identities: a dense array of (key, `Entry`) (64 bytes each, no per-slot
 //! padding or empty slots) and a `hashbrown` index of `u32` positions into it (5 bytes a
-//! bucket). A `HashMap<IdKey, Entry>` spends a whole 68-byte slot on every empty bucket, and a
+//! bucket). The key kept is the first 12 bytes of the [`IdKey`] (namespace and 88 bits of
+//! digest): two identities meeting in one slot is a 2^-80 event at millions of identities,
+//! well below the truncation the 16-byte key itself already is. A `HashMap<IdKey, Entry>` spends a whole 68-byte slot on every empty bucket, and a
 //! power-of-two table runs 44–87% full, so it cost 80–160 bytes an identity; here the empty
 //! buckets cost 5 bytes each and the array grows by `Vec`'s doubling into pages that count
 //! against memory only once written.
@@ -13,16 +15,35 @@ use hashbrown::HashTable;
 use crate::identity::hash::IdKey;
 use crate::store::count::Entry;
 
+/// What the table keeps of an [`IdKey`].
+type Key = [u8; 12];
+
+fn key(id: &IdKey) -> Key {
+    let mut k = [0u8; 12];
+    k.copy_from_slice(&id.0[..12]);
+    k
+}
+
+fn id_of(k: &Key) -> IdKey {
+    let mut id = [0u8; 16];
+    id[..12].copy_from_slice(k);
+    IdKey(id)
+}
+
 /// The key's digest is already uniform: the index uses it as the hash (as the map did).
-fn hash(id: &IdKey) -> u64 {
-    id.as_u64() ^ u64::from(id.0[0]).rotate_left(56)
+fn hash(k: &Key) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&k[1..9]);
+    u64::from_le_bytes(b) ^ u64::from(k[0]).rotate_left(56)
 }
 
 #[derive(Default)]
 pub struct IdTable {
-    entries: Vec<(IdKey, Entry)>,
+    entries: Vec<(Key, Entry)>,
     index: HashTable<u32>,
 }
+
+const _: () = assert!(std::mem::size_of::<(Key, Entry)>() == 64);
 
 impl IdTable {
     pub fn len(&self) -> usize {
@@ -34,17 +55,15 @@ impl IdTable {
     }
 
     pub fn get(&self, id: &IdKey) -> Option<&Entry> {
-        let entries = &self.entries;
+        let (k, entries) = (key(id), &self.entries);
         self.index
-            .find(hash(id), |&i| entries[i as usize].0 == *id)
+            .find(hash(&k), |&i| entries[i as usize].0 == k)
             .map(|&i| &entries[i as usize].1)
     }
 
     pub fn get_mut(&mut self, id: &IdKey) -> Option<&mut Entry> {
-        let entries = &self.entries;
-        let i = *self
-            .index
-            .find(hash(id), |&i| entries[i as usize].0 == *id)?;
+        let (k, entries) = (key(id), &self.entries);
+        let i = *self.index.find(hash(&k), |&i| entries[i as usize].0 == k)?;
         Some(&mut self.entries[i as usize].1)
     }
 
@@ -56,15 +75,18 @@ impl IdTable {
         }
         // A shard never nears 2^32 identities (`store.max_identities` bounds it).
         let at = u32::try_from(self.entries.len()).expect("shard below 2^32 identities");
-        self.entries.push((id, entry));
+        let k = key(&id);
+        self.entries.push((k, entry));
         let entries = &self.entries;
         self.index
-            .insert_unique(hash(&id), at, |&i| hash(&entries[i as usize].0));
+            .insert_unique(hash(&k), at, |&i| hash(&entries[i as usize].0));
         true
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &(IdKey, Entry)> {
-        self.entries.iter()
+    /// Every identity, its key as kept (the last 4 bytes zero; [`IdTable::insert`] of it
+    /// finds the same slot, which is all a snapshot needs).
+    pub fn iter(&self) -> impl Iterator<Item = (IdKey, Entry)> + '_ {
+        self.entries.iter().map(|(k, e)| (id_of(k), *e))
     }
 
     /// Keeps the identities `keep` accepts; returns how many were removed.
@@ -90,10 +112,10 @@ impl IdTable {
             self.index.clear();
         }
         let entries = &self.entries;
-        for (i, (id, _)) in entries.iter().enumerate() {
+        for (i, (k, _)) in entries.iter().enumerate() {
             // `i` < len, which `insert` keeps below 2^32.
             self.index
-                .insert_unique(hash(id), i as u32, |&j| hash(&entries[j as usize].0));
+                .insert_unique(hash(k), i as u32, |&j| hash(&entries[j as usize].0));
         }
     }
 }
