@@ -1,20 +1,21 @@
 //! In-memory counters, sharded by identity so cores rarely contend. Memory is bounded: each
 //! shard sweeps out identities whose every window is stale (nothing forgotten changes an
 //! answer), and past the configured ceiling it evicts the least recently seen (which can forget
-//! a daily count early: the price of a hard memory bound, logged when it happens).
+//! a daily count early: the price of a hard memory bound, logged when it happens). Each shard
+//! is an [`IdTable`]: about 75 bytes an identity, table included.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::identity::hash::{IdKey, IdKeyBuildHasher};
+use super::table::IdTable;
+use crate::identity::hash::IdKey;
 use crate::store::count::{self, CountOutcome, CountRequest, Entry, Usage};
 
 pub const SHARDS: usize = 64;
 
 struct Shard {
-    map: HashMap<IdKey, Entry, IdKeyBuildHasher>,
+    map: IdTable,
     last_sweep_ms: u64,
 }
 
@@ -31,7 +32,7 @@ impl Counters {
         let shards = (0..SHARDS)
             .map(|_| {
                 Mutex::new(Shard {
-                    map: HashMap::default(),
+                    map: IdTable::default(),
                     last_sweep_ms: 0,
                 })
             })
@@ -101,7 +102,6 @@ impl Counters {
             .map
             .iter()
             .filter(|(_, e)| !e.is_stale(now_ms))
-            .map(|(k, e)| (*k, *e))
             .collect()
     }
 
@@ -112,7 +112,7 @@ impl Counters {
         if shard.map.len() >= self.per_shard_cap {
             return false;
         }
-        if shard.map.insert(id, entry).is_none() {
+        if shard.map.insert(id, entry) {
             self.len.fetch_add(1, Ordering::Relaxed);
         }
         true
@@ -126,25 +126,18 @@ impl Counters {
     }
 
     fn sweep(&self, shard: &mut Shard, now_ms: u64) {
-        let before = shard.map.len();
-        shard.map.retain(|_, e| !e.is_stale(now_ms));
-        let removed = before - shard.map.len();
+        let removed = shard.map.retain(|e| !e.is_stale(now_ms));
         self.len.fetch_sub(removed, Ordering::Relaxed);
-        if shard.map.capacity() > 64 && shard.map.len() * 4 < shard.map.capacity() {
-            shard.map.shrink_to_fit();
-        }
         shard.last_sweep_ms = now_ms;
     }
 
     /// Drops the least recently seen eighth of a full shard.
     fn evict_oldest(&self, shard: &mut Shard) {
-        let mut seen: Vec<u32> = shard.map.values().map(|e| e.last_seen_s).collect();
+        let mut seen: Vec<u32> = shard.map.iter().map(|(_, e)| e.last_seen_s).collect();
         let k = seen.len() / 8;
         let (_, cutoff, _) = seen.select_nth_unstable(k);
         let cutoff = *cutoff;
-        let before = shard.map.len();
-        shard.map.retain(|_, e| e.last_seen_s > cutoff);
-        let removed = before - shard.map.len();
+        let removed = shard.map.retain(|e| e.last_seen_s > cutoff);
         self.len.fetch_sub(removed, Ordering::Relaxed);
         self.forced_evictions.fetch_add(removed, Ordering::Relaxed);
         tracing::warn!(

@@ -8,6 +8,7 @@ pub mod counters;
 pub mod persisted;
 pub mod snapshot;
 pub mod snapshotter;
+pub mod table;
 
 use std::net::IpAddr;
 use std::path::Path;

@@ -31,9 +31,10 @@ pub const SNAPSHOT_FILE: &str = "counters.snapshot";
 const MAGIC: &[u8; 8] = b"LIMCNT01";
 const RECORD: usize = 16 + 4 + 3 * 8 + 4 + 2 * BURST_SLOTS;
 const TRAILER: usize = 8 + 32;
+const MAX_AGE_S: u32 = 2 * 86_400;
 
 fn put_fixed(out: &mut Vec<u8>, f: Fixed) {
-    out.extend_from_slice(&f.index.to_le_bytes());
+    out.extend_from_slice(&u32::from(f.index).to_le_bytes());
     out.extend_from_slice(&f.used.to_le_bytes());
 }
 
@@ -57,7 +58,8 @@ fn decode(r: &[u8]) -> (IdKey, Entry) {
     let mut id = [0u8; 16];
     id.copy_from_slice(&r[..16]);
     let fixed = |at| Fixed {
-        index: u32_at(r, at),
+        // What a `Fixed` keeps of the index (16 bits; see `store::windows`).
+        index: u32_at(r, at) as u16,
         used: u32_at(r, at + 4),
     };
     let mut counts = [0u16; BURST_SLOTS];
@@ -143,9 +145,13 @@ pub fn load(
         Err(why) => return Ok((0, Some(state_file::set_aside(&path, why, now_ms)?))),
     };
     let mut loaded = 0;
+    let now_s = u32::try_from(now_ms / 1000).unwrap_or(u32::MAX);
     for r in records.chunks_exact(RECORD) {
         let (id, e) = decode(r);
-        if !e.is_stale(now_ms) && counters.restore(id, e) {
+        // Every window is a day or shorter: older than two days, nothing can be live (and a
+        // 16-bit hour index could have wrapped).
+        let recent = now_s.saturating_sub(e.last_seen_s) < MAX_AGE_S;
+        if recent && !e.is_stale(now_ms) && counters.restore(id, e) {
             loaded += 1;
         }
     }
