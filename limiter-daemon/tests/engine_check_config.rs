@@ -117,7 +117,7 @@ fn a_bad_http_field_names_the_field_and_line() {
     let p = dir.path().join("bad-http.toml");
     std::fs::write(
         &p,
-        "[kernel]\nmode = \"off\"\n\n[admin]\nlisten = \"\"\n[http]\napi_listen = [\"127.0.0.1:0\"]\nupstream_max_connections = 0\n",
+        "[kernel]\nmode = \"off\"\n\n[http]\napi_listen = [\"127.0.0.1:0\"]\nupstream_max_connections = 0\n",
     )
     .unwrap();
     let (ok, _, err) = check_config(&p, &[]);
@@ -127,7 +127,7 @@ fn a_bad_http_field_names_the_field_and_line() {
         "{err}"
     );
 
-    std::fs::write(&p, "[admin]\nlisten = \"\"\n[http]\nproxy_listen = [\"nope\"]\n").unwrap();
+    std::fs::write(&p, "[http]\nproxy_listen = [\"nope\"]\n").unwrap();
     let (ok, _, err) = check_config(&p, &[]);
     assert!(!ok, "accepted proxy_listen = [\"nope\"]");
     assert!(

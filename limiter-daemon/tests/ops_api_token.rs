@@ -56,7 +56,7 @@ fn decision_api_needs_the_token_when_one_is_set() {
 
 fn check_config(dir: &std::path::Path, http: &str) -> (bool, String) {
     let p = dir.join("check.toml");
-    std::fs::write(&p, format!("[kernel]\nmode = \"off\"\n[admin]\nlisten = \"\"\n[http]\n{http}")).unwrap();
+    std::fs::write(&p, format!("[kernel]\nmode = \"off\"\n[http]\n{http}")).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_limiter-daemon"))
         .arg("check-config")
         .arg(&p)
