@@ -365,7 +365,11 @@ fn reload_through_the_api_applies_a_good_file_and_refuses_a_broken_one() {
     );
     assert_eq!(decide("198.51.100.7"), "allow");
     assert_eq!(decide("198.51.100.7"), "allow");
-    assert_eq!(decide("198.51.100.7"), "reject", "the new burst of 2 applies");
+    assert_eq!(
+        decide("198.51.100.7"),
+        "reject",
+        "the new burst of 2 applies"
+    );
 
     let broken = format!("{original}[tiers.anon]\nburst = 0\n");
     let line = broken.lines().count();
@@ -378,7 +382,11 @@ fn reload_through_the_api_applies_a_good_file_and_refuses_a_broken_one() {
     assert_eq!(v["line"], line, "{v}");
     assert_eq!(decide("198.51.100.8"), "allow");
     assert_eq!(decide("198.51.100.8"), "allow");
-    assert_eq!(decide("198.51.100.8"), "reject", "the old burst of 2 still holds");
+    assert_eq!(
+        decide("198.51.100.8"),
+        "reject",
+        "the old burst of 2 still holds"
+    );
 
     let moved = original.replace(
         &format!("[admin]\nlisten = \"{}\"", d.admin),
