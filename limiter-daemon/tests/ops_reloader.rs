@@ -19,7 +19,7 @@ const T0: u64 = 1_795_946_430_000;
 fn file(dir: &std::path::Path, burst: u32, api: &str) -> String {
     format!(
         "[kernel]\nmode = \"off\"\n[store]\nstate_dir = \"{}\"\n[tiers.anon]\nburst = {burst}\n\
-         [admin]\nlisten = \"\"\n[http]\napi_listen = [\"{api}\"]\n",
+         [http]\napi_listen = [\"{api}\"]\n",
         dir.join("state").display()
     )
 }
