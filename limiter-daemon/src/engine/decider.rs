@@ -59,15 +59,7 @@ impl<D: Decider + ?Sized> Decider for std::sync::Arc<D> {
 /// The real engine: the surfaces' view maps onto its [`RequestInfo`] one to one.
 impl Decider for Engine {
     fn decide(&self, req: &RequestView<'_>) -> Decision {
-        Engine::decide(
-            self,
-            &RequestInfo {
-                peer: req.peer,
-                method: req.method.as_str(),
-                path: req.path,
-                headers: req.headers,
-            },
-        )
+        Engine::decide(self, &info(req))
     }
 
     fn reads_header(&self, name: &[u8]) -> bool {
@@ -75,14 +67,16 @@ impl Decider for Engine {
     }
 
     fn standing(&self, req: &RequestView<'_>) -> Option<Standing> {
-        Some(Engine::standing(
-            self,
-            &RequestInfo {
-                peer: req.peer,
-                method: req.method.as_str(),
-                path: req.path,
-                headers: req.headers,
-            },
-        ))
+        Some(Engine::standing(self, &info(req)))
+    }
+}
+
+/// The surfaces' view as the engine's request: the same fields, borrowed.
+fn info<'a>(req: &'a RequestView<'a>) -> RequestInfo<'a> {
+    RequestInfo {
+        peer: req.peer,
+        method: req.method.as_str(),
+        path: req.path,
+        headers: req.headers,
     }
 }
