@@ -785,3 +785,54 @@ fn limiterctl_tables_json_and_exit_codes() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn an_address_lockout_keeps_the_operators_reason_across_a_restart() {
+    let (_dir, mut d) = daemon();
+    let r = d.admin(
+        "POST",
+        "/admin/v1/lockouts",
+        Some(&json!({"ip": "192.0.2.40", "for": "1h", "reason": "scraping /search"})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.json()["reason"], "scraping /search", "{}", r.body);
+    let (code, out, err) = d.ctl(&["lockouts", "add", "192.0.2.41", "--for", "1h"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let item = |d: &Daemon, ip: &str| {
+        let v = d.admin("GET", "/admin/v1/lockouts", None).json();
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["ip"] == ip)
+            .unwrap_or_else(|| panic!("{ip} not listed: {v}"))
+            .clone()
+    };
+    for round in ["before restart", "after restart"] {
+        let i = item(&d, "192.0.2.40");
+        assert_eq!(i["reason"], "scraping /search", "{round}: {i}");
+        assert_eq!(i["source"], "operator", "{round}: {i}");
+        // Without a reason the cause stands in, as before.
+        let i = item(&d, "192.0.2.41");
+        assert_eq!(i["reason"], "manual", "{round}: {i}");
+        assert_eq!(i["source"], "operator", "{round}: {i}");
+        d.restart();
+    }
+    // limiterctl's table and --json show both.
+    let (code, out, err) = d.ctl(&["lockouts", "list"]);
+    assert_eq!(code, 0, "{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("192.0.2.40 "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        row.contains("scraping /search") && row.trim_end().ends_with("operator"),
+        "{out}"
+    );
+    let (code, out, err) = d.ctl(&["lockouts", "list", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["items"][0]["ip"], "192.0.2.40", "{v}");
+    assert_eq!(v["items"][0]["reason"], "scraping /search", "{v}");
+    assert_eq!(v["items"][0]["source"], "operator", "{v}");
+}

@@ -50,8 +50,9 @@ pub enum LockCause {
     Manual,
 }
 
-/// A lockout of one (grouped) client address, on the wall clock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A lockout of one (grouped) client address, on the wall clock. Not `Copy`: it carries the
+/// operator's text.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lockout {
     pub ip: IpAddr,
     pub since_ms: u64,
@@ -59,6 +60,10 @@ pub struct Lockout {
     /// Escalation level (1 = first lockout).
     pub level: u32,
     pub cause: LockCause,
+    /// The operator's reason for a manual lockout. Absent in records written before it existed
+    /// (and in burst lockouts), so a missing field reads as none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl Lockout {
