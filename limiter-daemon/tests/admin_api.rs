@@ -836,3 +836,87 @@ fn an_address_lockout_keeps_the_operators_reason_across_a_restart() {
     assert_eq!(v["items"][0]["reason"], "scraping /search", "{v}");
     assert_eq!(v["items"][0]["source"], "operator", "{v}");
 }
+
+#[test]
+fn keys_keep_owner_and_note_apart_and_old_labels_read_as_owner() {
+    let (_dir, mut d) = daemon();
+    let issue = |d: &Daemon, args: &[&str]| {
+        let mut a = vec!["keys", "issue"];
+        a.extend_from_slice(args);
+        a.push("--json");
+        let (code, out, err) = d.ctl(&a);
+        assert_eq!(code, 0, "{out}{err}");
+        serde_json::from_str::<Value>(&out).unwrap()
+    };
+    let both = issue(&d, &["--owner", "acme", "--note", "nightly sync"]);
+    assert_eq!(both["owner"], "acme", "{both}");
+    assert_eq!(both["note"], "nightly sync", "{both}");
+    let solo = issue(&d, &["--owner", "solo"]);
+    assert_eq!(solo["owner"], "solo", "{solo}");
+    assert!(solo["note"].is_null(), "{solo}");
+    let (a, b) = (both["id"].as_str().unwrap(), solo["id"].as_str().unwrap());
+
+    let show = |d: &Daemon, id: &str| d.admin("GET", &format!("/admin/v1/keys/{id}"), None).json();
+    let listed = |d: &Daemon, id: &str| {
+        let v = d.admin("GET", "/admin/v1/keys", None).json();
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["id"] == id)
+            .unwrap_or_else(|| panic!("{id} not listed: {v}"))
+            .clone()
+    };
+    for v in [show(&d, a), listed(&d, a)] {
+        assert_eq!(
+            (&v["owner"], &v["note"]),
+            (&json!("acme"), &json!("nightly sync")),
+            "{v}"
+        );
+    }
+    let (code, out, err) = d.ctl(&["keys", "list"]);
+    assert_eq!(code, 0, "{err}");
+    let head: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        head,
+        ["ID", "TIER", "HOURLY", "CREATED", "REVOKED", "OWNER", "NOTE"],
+        "{out}"
+    );
+    let row = out.lines().find(|l| l.starts_with(a)).unwrap();
+    assert!(
+        row.contains(" acme ") && row.trim_end().ends_with("nightly sync"),
+        "{out}"
+    );
+
+    // A key record from before owner and note were apart: one `label`, read as the owner.
+    d.stop();
+    let file = d.dir.join("state").join("keys.json");
+    let mut keys: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    for k in keys["keys"].as_array_mut().unwrap() {
+        if k["id"] == b {
+            let k = k.as_object_mut().unwrap();
+            k.remove("owner");
+            k.remove("note");
+            k.insert("label".into(), json!("old label"));
+        }
+    }
+    std::fs::write(&file, serde_json::to_vec(&keys).unwrap()).unwrap();
+    d.spawn();
+    let v = show(&d, b);
+    assert_eq!(v["owner"], "old label", "{v}");
+    assert!(v["note"].is_null(), "{v}");
+    let v = show(&d, a);
+    assert_eq!(
+        (&v["owner"], &v["note"]),
+        (&json!("acme"), &json!("nightly sync")),
+        "{v}"
+    );
+    // Revoking the old key rewrites it in the new form without losing its owner.
+    assert_eq!(
+        d.admin("DELETE", &format!("/admin/v1/keys/{b}"), None)
+            .status,
+        200
+    );
+    d.restart();
+    assert_eq!(show(&d, b)["owner"], "old label");
+}

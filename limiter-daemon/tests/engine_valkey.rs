@@ -739,3 +739,53 @@ fn a_lockout_keeps_its_reason_and_records_without_one_still_read() {
     );
     assert_eq!(store.remove_lockout(addr).unwrap(), Some(legacy));
 }
+
+#[test]
+fn a_key_keeps_owner_and_note_apart_and_an_old_label_reads_as_owner() {
+    let Some(server) = start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, _sink) = engine_on(&server, &ManualClock::new(T0), dir.path());
+    let issued = engine
+        .keys()
+        .issue(IssueKey {
+            owner: Some("acme".into()),
+            note: Some("nightly sync".into()),
+            ..IssueKey::default()
+        })
+        .unwrap();
+    let id = issued.record.id.clone();
+    let store = ValkeyStore::open(&server.addr, "fleet:", HashMode::Hmac, None).unwrap();
+    let got = store.key(&id).unwrap().unwrap();
+    assert_eq!(got.owner.as_deref(), Some("acme"));
+    assert_eq!(got.note.as_deref(), Some("nightly sync"));
+    assert_eq!(store.keys().unwrap(), vec![got.clone()]);
+
+    // The same key as a record written before owner and note were apart: `label` only.
+    let client = redis::Client::open(format!("redis://{}", server.addr)).unwrap();
+    let mut c = client.get_connection().unwrap();
+    let name = format!("fleet:key:{id}");
+    let body: String = redis::cmd("GET").arg(&name).query(&mut c).unwrap();
+    let mut old: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let o = old.as_object_mut().unwrap();
+    assert!(
+        o.remove("owner").is_some() && o.remove("note").is_some(),
+        "{body}"
+    );
+    o.insert("label".into(), "old label".into());
+    redis::cmd("SET")
+        .arg(&name)
+        .arg(old.to_string())
+        .exec(&mut c)
+        .unwrap();
+    let got = store.key(&id).unwrap().unwrap();
+    assert_eq!(got.owner.as_deref(), Some("old label"));
+    assert_eq!(got.note, None);
+    // An empty old label is no owner.
+    old["label"] = "".into();
+    redis::cmd("SET")
+        .arg(&name)
+        .arg(old.to_string())
+        .exec(&mut c)
+        .unwrap();
+    assert_eq!(store.keys().unwrap()[0].owner, None);
+}
