@@ -785,3 +785,138 @@ fn limiterctl_tables_json_and_exit_codes() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn an_address_lockout_keeps_the_operators_reason_across_a_restart() {
+    let (_dir, mut d) = daemon();
+    let r = d.admin(
+        "POST",
+        "/admin/v1/lockouts",
+        Some(&json!({"ip": "192.0.2.40", "for": "1h", "reason": "scraping /search"})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.json()["reason"], "scraping /search", "{}", r.body);
+    let (code, out, err) = d.ctl(&["lockouts", "add", "192.0.2.41", "--for", "1h"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let item = |d: &Daemon, ip: &str| {
+        let v = d.admin("GET", "/admin/v1/lockouts", None).json();
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["ip"] == ip)
+            .unwrap_or_else(|| panic!("{ip} not listed: {v}"))
+            .clone()
+    };
+    for round in ["before restart", "after restart"] {
+        let i = item(&d, "192.0.2.40");
+        assert_eq!(i["reason"], "scraping /search", "{round}: {i}");
+        assert_eq!(i["source"], "operator", "{round}: {i}");
+        // Without a reason the cause stands in, as before.
+        let i = item(&d, "192.0.2.41");
+        assert_eq!(i["reason"], "manual", "{round}: {i}");
+        assert_eq!(i["source"], "operator", "{round}: {i}");
+        d.restart();
+    }
+    // limiterctl's table and --json show both.
+    let (code, out, err) = d.ctl(&["lockouts", "list"]);
+    assert_eq!(code, 0, "{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("192.0.2.40 "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        row.contains("scraping /search") && row.trim_end().ends_with("operator"),
+        "{out}"
+    );
+    let (code, out, err) = d.ctl(&["lockouts", "list", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["items"][0]["ip"], "192.0.2.40", "{v}");
+    assert_eq!(v["items"][0]["reason"], "scraping /search", "{v}");
+    assert_eq!(v["items"][0]["source"], "operator", "{v}");
+}
+
+#[test]
+fn keys_keep_owner_and_note_apart_and_old_labels_read_as_owner() {
+    let (_dir, mut d) = daemon();
+    let issue = |d: &Daemon, args: &[&str]| {
+        let mut a = vec!["keys", "issue"];
+        a.extend_from_slice(args);
+        a.push("--json");
+        let (code, out, err) = d.ctl(&a);
+        assert_eq!(code, 0, "{out}{err}");
+        serde_json::from_str::<Value>(&out).unwrap()
+    };
+    let both = issue(&d, &["--owner", "acme", "--note", "nightly sync"]);
+    assert_eq!(both["owner"], "acme", "{both}");
+    assert_eq!(both["note"], "nightly sync", "{both}");
+    let solo = issue(&d, &["--owner", "solo"]);
+    assert_eq!(solo["owner"], "solo", "{solo}");
+    assert!(solo["note"].is_null(), "{solo}");
+    let (a, b) = (both["id"].as_str().unwrap(), solo["id"].as_str().unwrap());
+
+    let show = |d: &Daemon, id: &str| d.admin("GET", &format!("/admin/v1/keys/{id}"), None).json();
+    let listed = |d: &Daemon, id: &str| {
+        let v = d.admin("GET", "/admin/v1/keys", None).json();
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["id"] == id)
+            .unwrap_or_else(|| panic!("{id} not listed: {v}"))
+            .clone()
+    };
+    for v in [show(&d, a), listed(&d, a)] {
+        assert_eq!(
+            (&v["owner"], &v["note"]),
+            (&json!("acme"), &json!("nightly sync")),
+            "{v}"
+        );
+    }
+    let (code, out, err) = d.ctl(&["keys", "list"]);
+    assert_eq!(code, 0, "{err}");
+    let head: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        head,
+        ["ID", "TIER", "HOURLY", "CREATED", "REVOKED", "OWNER", "NOTE"],
+        "{out}"
+    );
+    let row = out.lines().find(|l| l.starts_with(a)).unwrap();
+    assert!(
+        row.contains(" acme ") && row.trim_end().ends_with("nightly sync"),
+        "{out}"
+    );
+
+    // A key record from before owner and note were apart: one `label`, read as the owner.
+    d.stop();
+    let file = d.dir.join("state").join("keys.json");
+    let mut keys: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    for k in keys["keys"].as_array_mut().unwrap() {
+        if k["id"] == b {
+            let k = k.as_object_mut().unwrap();
+            k.remove("owner");
+            k.remove("note");
+            k.insert("label".into(), json!("old label"));
+        }
+    }
+    std::fs::write(&file, serde_json::to_vec(&keys).unwrap()).unwrap();
+    d.spawn();
+    let v = show(&d, b);
+    assert_eq!(v["owner"], "old label", "{v}");
+    assert!(v["note"].is_null(), "{v}");
+    let v = show(&d, a);
+    assert_eq!(
+        (&v["owner"], &v["note"]),
+        (&json!("acme"), &json!("nightly sync")),
+        "{v}"
+    );
+    // Revoking the old key rewrites it in the new form without losing its owner.
+    assert_eq!(
+        d.admin("DELETE", &format!("/admin/v1/keys/{b}"), None)
+            .status,
+        200
+    );
+    d.restart();
+    assert_eq!(show(&d, b)["owner"], "old label");
+}

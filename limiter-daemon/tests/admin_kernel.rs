@@ -3,6 +3,7 @@
 //! pins in a private directory), and TCP handshakes from the client namespace show what the
 //! kernel drops. Also `limiter-daemon kernel unlock` while the daemon runs (it goes through the
 //! admin API, so the store agrees) and with it stopped (pins and store).
+//! An IPv6 CIDR lockout likewise, on IPv6 addresses added to the pair.
 //! Needs root and the built object: skipped outside CI without them, a failure under `CI=true`.
 
 mod admin_support;
@@ -197,4 +198,117 @@ fn admin_lockouts_drop_packets_lift_and_stay_lifted() {
         connects(&pair, a, port),
         "the store did not push the lockout back"
     );
+}
+
+/// The server's IPv6 address, and the client's: four inside `V6_NET` and one just outside it.
+const V6_SERVER: &str = "fd77::1";
+const V6_NET: &str = "fd77::4/126";
+const V6_INSIDE: [&str; 4] = ["fd77::4", "fd77::5", "fd77::6", "fd77::7"];
+const V6_OUTSIDE: &str = "fd77::8";
+
+/// One TCP handshake from `from` (a client address) to `[V6_SERVER]:port`, as [`connects`].
+fn connects_v6(pair: &VethPair, from: &str, port: u16) -> bool {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let from: std::net::SocketAddr = format!("[{from}]:0").parse().unwrap();
+    let to: std::net::SocketAddr = format!("[{V6_SERVER}]:{port}").parse().unwrap();
+    pair.client.run(move || {
+        let sock = Socket::new(Domain::IPV6, Type::STREAM, Some(Protocol::TCP)).unwrap();
+        sock.bind(&from.into()).unwrap();
+        sock.connect_timeout(&to.into(), SHORT).is_ok()
+    })
+}
+
+#[test]
+fn an_ipv6_cidr_lockout_drops_addresses_inside_it_and_not_outside() {
+    let Some(kernel_support::Dataplane {
+        pair,
+        listener: _listener,
+        port,
+        pins,
+    }) = kernel_support::dataplane("lm6", 1, "limiter-admin6-")
+    else {
+        return;
+    };
+    // IPv6 on the pair (`nodad`: usable at once), and a listener on the protected port.
+    pair.server.ip(&[
+        "addr",
+        "add",
+        &format!("{V6_SERVER}/64"),
+        "dev",
+        &pair.server_if,
+        "nodad",
+    ]);
+    for ip in V6_INSIDE.iter().chain([&V6_OUTSIDE]) {
+        pair.client.ip(&[
+            "addr",
+            "add",
+            &format!("{ip}/64"),
+            "dev",
+            &pair.client_if,
+            "nodad",
+        ]);
+    }
+    let _listener6 = pair.server.run(|| {
+        std::net::TcpListener::bind(format!("[{V6_SERVER}]:{port}")).expect("IPv6 listener")
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let kernel = format!(
+        "[kernel]\nmode = \"required\"\nattach = \"tc\"\ninterfaces = [\"{}\"]\npin_path = \"{}\"\n\
+         protected_ports = [{port}]\n",
+        pair.server_if,
+        pins.0.display()
+    );
+    let netns = format!("--net={}", pair.server.path().display());
+    let env = vec![(
+        "LIMITER_EBPF_OBJECT".to_string(),
+        object_path().display().to_string(),
+    )];
+    let d = Daemon::start_with(dir.path(), &kernel, "", vec!["nsenter".into(), netns], env);
+    let admin = |method: &str, path: &str, body: Option<serde_json::Value>| {
+        pair.server.run(|| d.admin(method, path, body.as_ref()))
+    };
+    eventually("the dataplane to attach", || {
+        let r = pair.server.run(|| {
+            admin_support::try_http(
+                d.admin,
+                "GET",
+                "/admin/v1/kernel",
+                &[("authorization", &format!("Bearer {}", d.token()))],
+                None,
+            )
+        });
+        r.filter(|r| r.status == 200 && r.json()["attached"] == true)
+    });
+    // Every address connects before the lockout (neighbour discovery may take a moment).
+    for ip in V6_INSIDE.iter().chain([&V6_OUTSIDE]) {
+        eventually(&format!("{ip} to connect before any lockout"), || {
+            connects_v6(&pair, ip, port).then_some(())
+        });
+    }
+
+    let r = admin(
+        "POST",
+        "/admin/v1/lockouts",
+        Some(json!({"ip": V6_NET, "for": "10m", "reason": "v6 range"})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    for ip in V6_INSIDE {
+        assert!(!connects_v6(&pair, ip, port), "{ip} inside {V6_NET}");
+    }
+    assert!(
+        connects_v6(&pair, V6_OUTSIDE, port),
+        "{V6_OUTSIDE} outside {V6_NET}"
+    );
+    let listed = admin("GET", "/admin/v1/lockouts", None).json();
+    assert_eq!(listed["items"][0]["ip"], V6_NET, "{listed}");
+
+    let r = admin(
+        "DELETE",
+        &format!("/admin/v1/lockouts/{}", V6_NET.replace('/', "%2F")),
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    eventually("the IPv6 CIDR lockout to lift", || {
+        connects_v6(&pair, V6_INSIDE[0], port).then_some(())
+    });
 }

@@ -19,7 +19,7 @@ fn restart_keeps_keys_and_lockouts() {
         .engine
         .keys()
         .issue(IssueKey {
-            label: "ci".into(),
+            owner: Some("ci".into()),
             ..IssueKey::default()
         })
         .unwrap();
@@ -88,7 +88,7 @@ fn restart_keeps_keys_and_lockouts() {
         Tier::Sponsor
     );
     let got = r.engine.keys().get(&key.record.id).unwrap().unwrap();
-    assert_eq!(got.label, "ci");
+    assert_eq!(got.owner.as_deref(), Some("ci"));
     assert!(!got
         .secret_hash
         .contains(key.token.splitn(3, '_').nth(2).unwrap()));

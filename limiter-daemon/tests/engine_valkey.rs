@@ -458,8 +458,9 @@ fn cluster_counts_each_identity_in_one_slot_and_shares_lockouts() {
         until_ms: now + 60_000,
         level: 1,
         cause: LockCause::Burst,
+        reason: None,
     };
-    store.put_lockout(lock, None).unwrap();
+    store.put_lockout(lock.clone(), None).unwrap();
     let as_ip = CountRequest {
         id: h.id(Namespace::Ip, b"192.0.2.80"),
         now_ms: now,
@@ -472,15 +473,15 @@ fn cluster_counts_each_identity_in_one_slot_and_shares_lockouts() {
     };
     assert_eq!(
         other.gate_and_count(addr, &as_ip).unwrap(),
-        Gate::Locked(lock)
+        Gate::Locked(lock.clone())
     );
     assert_eq!(
         other.gate_and_count(addr, &as_key).unwrap(),
-        Gate::Locked(lock)
+        Gate::Locked(lock.clone())
     );
     assert_eq!(
         other.lockouts(now).unwrap(),
-        vec![lock],
+        vec![lock.clone()],
         "listed across primaries"
     );
     assert!(matches!(
@@ -675,4 +676,116 @@ fn refused_requests_count_toward_the_burst_alike_on_both_stores() {
             assert!(sink.locks().is_empty());
         }
     }
+}
+
+#[test]
+fn a_lockout_keeps_its_reason_and_records_without_one_still_read() {
+    let Some(server) = start() else { return };
+    let store = ValkeyStore::open(&server.addr, "lr:", HashMode::Hmac, None).unwrap();
+    let now = T0;
+    let addr = ip("192.0.2.90");
+    let lock = Lockout {
+        ip: addr,
+        since_ms: now,
+        until_ms: now + 60_000,
+        level: 1,
+        cause: LockCause::Manual,
+        reason: Some("scraping /search".into()),
+    };
+    store.put_lockout(lock.clone(), None).unwrap();
+    let req = CountRequest {
+        id: store.hasher().id(Namespace::Ip, b"192.0.2.90"),
+        now_ms: now,
+        cost: 1,
+        limits: PerWindow::default().with(WindowKind::Burst, Some(Limit::refusing(5))),
+    };
+    // Every way a lockout is read back: lookup, listing, the script's locked reply.
+    assert_eq!(store.lockout(addr).unwrap(), Some(lock.clone()));
+    assert_eq!(store.lockouts(now).unwrap(), vec![lock.clone()]);
+    assert_eq!(
+        store.gate_and_count(addr, &req).unwrap(),
+        Gate::Locked(lock.clone())
+    );
+
+    // A record written before the reason existed (the same key, the old JSON) reads as none,
+    // and the script still finds it locked.
+    let client = redis::Client::open(format!("redis://{}", server.addr)).unwrap();
+    let mut c = client.get_connection().unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("lr:lockout:*")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let old = format!(
+        r#"{{"ip":"192.0.2.90","since_ms":{now},"until_ms":{},"level":1,"cause":"manual"}}"#,
+        now + 60_000
+    );
+    redis::cmd("SET")
+        .arg(&keys[0])
+        .arg(&old)
+        .arg("PX")
+        .arg(60_000)
+        .exec(&mut c)
+        .unwrap();
+    let legacy = Lockout {
+        reason: None,
+        ..lock
+    };
+    assert_eq!(store.lockout(addr).unwrap(), Some(legacy.clone()));
+    assert_eq!(store.lockouts(now).unwrap(), vec![legacy.clone()]);
+    assert_eq!(
+        store.gate_and_count(addr, &req).unwrap(),
+        Gate::Locked(legacy.clone())
+    );
+    assert_eq!(store.remove_lockout(addr).unwrap(), Some(legacy));
+}
+
+#[test]
+fn a_key_keeps_owner_and_note_apart_and_an_old_label_reads_as_owner() {
+    let Some(server) = start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, _sink) = engine_on(&server, &ManualClock::new(T0), dir.path());
+    let issued = engine
+        .keys()
+        .issue(IssueKey {
+            owner: Some("acme".into()),
+            note: Some("nightly sync".into()),
+            ..IssueKey::default()
+        })
+        .unwrap();
+    let id = issued.record.id.clone();
+    let store = ValkeyStore::open(&server.addr, "fleet:", HashMode::Hmac, None).unwrap();
+    let got = store.key(&id).unwrap().unwrap();
+    assert_eq!(got.owner.as_deref(), Some("acme"));
+    assert_eq!(got.note.as_deref(), Some("nightly sync"));
+    assert_eq!(store.keys().unwrap(), vec![got.clone()]);
+
+    // The same key as a record written before owner and note were apart: `label` only.
+    let client = redis::Client::open(format!("redis://{}", server.addr)).unwrap();
+    let mut c = client.get_connection().unwrap();
+    let name = format!("fleet:key:{id}");
+    let body: String = redis::cmd("GET").arg(&name).query(&mut c).unwrap();
+    let mut old: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let o = old.as_object_mut().unwrap();
+    assert!(
+        o.remove("owner").is_some() && o.remove("note").is_some(),
+        "{body}"
+    );
+    o.insert("label".into(), "old label".into());
+    redis::cmd("SET")
+        .arg(&name)
+        .arg(old.to_string())
+        .exec(&mut c)
+        .unwrap();
+    let got = store.key(&id).unwrap().unwrap();
+    assert_eq!(got.owner.as_deref(), Some("old label"));
+    assert_eq!(got.note, None);
+    // An empty old label is no owner.
+    old["label"] = "".into();
+    redis::cmd("SET")
+        .arg(&name)
+        .arg(old.to_string())
+        .exec(&mut c)
+        .unwrap();
+    assert_eq!(store.keys().unwrap()[0].owner, None);
 }

@@ -319,7 +319,8 @@ async fn run_case(setup: Setup, reqs: Vec<Req>, up: std::net::SocketAddr) {
         .issue(IssueKey {
             hourly_limit: Some(3),
             tier: None,
-            label: "differential".into(),
+            owner: Some("differential".into()),
+            note: None,
         })
         .unwrap()
         .token;

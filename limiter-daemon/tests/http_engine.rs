@@ -331,7 +331,8 @@ async fn api_key_key_hourly() {
         .issue(IssueKey {
             hourly_limit: Some(2),
             tier: None,
-            label: "http test".into(),
+            owner: Some("http test".into()),
+            note: None,
         })
         .unwrap();
     let url = w.d.proxy_url("/api/feeds");

@@ -46,7 +46,8 @@ fn key_and_lockout_events_are_json_lines_without_the_secret() {
             .issue(IssueKey {
                 hourly_limit: None,
                 tier: None,
-                label: "ci".into(),
+                owner: Some("ci".into()),
+                note: None,
             })
             .unwrap();
         assert!(engine.keys().revoke(&issued.record.id).unwrap());

@@ -132,11 +132,13 @@ fn human(cmd: &Command, v: &Value) -> String {
         Command::Keys { cmd } => match cmd {
             KeysCmd::Issue { .. } => format!(
                 "{}\n\nkey: {}\n(shown this once: the daemon keeps only its hash)",
-                pairs(v, &["id", "tier", "hourlyLimit", "label"]),
+                pairs(v, &["id", "tier", "hourlyLimit", "owner", "note"]),
                 s(v, "key")
             ),
             KeysCmd::List => table(
-                &["ID", "TIER", "HOURLY", "CREATED", "REVOKED", "LABEL"],
+                &[
+                    "ID", "TIER", "HOURLY", "CREATED", "REVOKED", "OWNER", "NOTE",
+                ],
                 &rows(
                     v,
                     &[
@@ -145,7 +147,8 @@ fn human(cmd: &Command, v: &Value) -> String {
                         "hourlyLimit",
                         "createdAt",
                         "revokedAt",
-                        "label",
+                        "owner",
+                        "note",
                     ],
                 ),
             ),
@@ -155,7 +158,8 @@ fn human(cmd: &Command, v: &Value) -> String {
                     "id",
                     "tier",
                     "hourlyLimit",
-                    "label",
+                    "owner",
+                    "note",
                     "createdAt",
                     "revoked",
                     "revokedAt",

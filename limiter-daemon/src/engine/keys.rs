@@ -18,7 +18,9 @@ pub struct IssueKey {
     pub hourly_limit: Option<u32>,
     /// Rung the key buys (default `sponsor`).
     pub tier: Option<Tier>,
-    pub label: String,
+    /// Who holds it, and anything else the operator wants kept with it (empty = none).
+    pub owner: Option<String>,
+    pub note: Option<String>,
 }
 
 /// A freshly issued key. `token` is the only copy of the secret: show it once.
@@ -81,7 +83,8 @@ impl KeyManager<'_> {
             secret_hash: hex::encode(self.engine.hasher.secret_hash(&secret)),
             tier: req.tier.unwrap_or(Tier::Sponsor),
             hourly_limit,
-            label: req.label,
+            owner: req.owner.filter(|s| !s.is_empty()),
+            note: req.note.filter(|s| !s.is_empty()),
             created_ms: self.engine.clock.now_ms(),
             revoked_ms: None,
         };

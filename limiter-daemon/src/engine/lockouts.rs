@@ -65,6 +65,17 @@ impl LockoutManager<'_> {
 
     /// Locks `ip` by hand for `duration`.
     pub fn lock(&self, ip: IpAddr, duration: Duration) -> Result<Lockout, EngineError> {
+        self.lock_because(ip, duration, None)
+    }
+
+    /// Locks `ip` by hand for `duration`, keeping the operator's `reason` with the lockout (an
+    /// empty reason is none).
+    pub fn lock_because(
+        &self,
+        ip: IpAddr,
+        duration: Duration,
+        reason: Option<&str>,
+    ) -> Result<Lockout, EngineError> {
         if duration.is_zero() {
             return Err(EngineError::ZeroDuration);
         }
@@ -76,8 +87,9 @@ impl LockoutManager<'_> {
             until_ms: now.saturating_add(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)),
             level: 1,
             cause: LockCause::Manual,
+            reason: reason.filter(|r| !r.is_empty()).map(str::to_string),
         };
-        self.engine.store.put_lockout(l, None)?;
+        self.engine.store.put_lockout(l.clone(), None)?;
         self.engine.sink.lock(g, duration, l.level);
         tracing::info!(event = "lockout_made", ip = %g, secs = duration.as_secs(), cause = "manual", "client locked out by hand");
         Ok(l)
@@ -135,9 +147,11 @@ fn item_of(l: &Lockout) -> LockoutItem {
         net: IpNet::from(l.ip),
         until_ms: l.until_ms,
         level: l.level,
-        reason: match l.cause {
-            LockCause::Burst => "burst".to_string(),
-            LockCause::Manual => "manual".to_string(),
+        // The operator's text when there is one, else the cause (what older records show).
+        reason: match (&l.reason, l.cause) {
+            (Some(r), _) => r.clone(),
+            (None, LockCause::Burst) => "burst".to_string(),
+            (None, LockCause::Manual) => "manual".to_string(),
         },
         source: match l.cause {
             LockCause::Burst => "strikes",
@@ -185,15 +199,8 @@ impl LockoutManager<'_> {
     ) -> Result<LockoutItem, EngineError> {
         match target {
             LockTarget::Addr(ip) => {
-                let l = self.lock(ip, duration)?;
-                Ok(LockoutItem {
-                    reason: if reason.is_empty() {
-                        "manual".into()
-                    } else {
-                        reason.into()
-                    },
-                    ..item_of(&l)
-                })
+                let l = self.lock_because(ip, duration, Some(reason))?;
+                Ok(item_of(&l))
             }
             LockTarget::Net(net) => {
                 if duration.is_zero() {

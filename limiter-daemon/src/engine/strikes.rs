@@ -84,13 +84,14 @@ impl Engine {
             until_ms,
             level,
             cause: LockCause::Burst,
+            reason: None,
         };
         let record = StrikeRecord {
             strikes: level,
             last_strike_ms: now_ms,
             quiet_from_ms: until_ms,
         };
-        if let Err(err) = self.store.put_lockout(lockout, Some(record)) {
+        if let Err(err) = self.store.put_lockout(lockout.clone(), Some(record)) {
             // The kernel still gets it; only persistence across restart is lost.
             tracing::error!(error = %err, "cannot persist a lockout");
         }

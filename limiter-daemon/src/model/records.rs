@@ -18,11 +18,25 @@ pub struct KeyRecord {
     pub tier: Tier,
     /// The key's own hourly units on routes with `key_limit = true`.
     pub hourly_limit: u32,
-    #[serde(default)]
-    pub label: String,
+    /// Who holds the key. Records written before owner and note were apart have one `label`,
+    /// read as the owner.
+    #[serde(
+        default,
+        alias = "label",
+        deserialize_with = "empty_is_none",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     pub created_ms: u64,
     #[serde(default)]
     pub revoked_ms: Option<u64>,
+}
+
+/// Older records wrote an absent label as `""`: that is no owner.
+fn empty_is_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.filter(|s| !s.is_empty()))
 }
 
 impl KeyRecord {
@@ -50,8 +64,9 @@ pub enum LockCause {
     Manual,
 }
 
-/// A lockout of one (grouped) client address, on the wall clock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A lockout of one (grouped) client address, on the wall clock. Not `Copy`: it carries the
+/// operator's text.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lockout {
     pub ip: IpAddr,
     pub since_ms: u64,
@@ -59,6 +74,10 @@ pub struct Lockout {
     /// Escalation level (1 = first lockout).
     pub level: u32,
     pub cause: LockCause,
+    /// The operator's reason for a manual lockout. Absent in records written before it existed
+    /// (and in burst lockouts), so a missing field reads as none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl Lockout {

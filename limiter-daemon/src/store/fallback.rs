@@ -91,7 +91,7 @@ impl FallbackStore {
         if self.local_lockout_count.load(Ordering::Acquire) == 0 {
             return None;
         }
-        self.local_lockouts.read().get(&ip).copied()
+        self.local_lockouts.read().get(&ip).cloned()
     }
 }
 
@@ -153,7 +153,7 @@ impl RecordStore for FallbackStore {
         lockout: Lockout,
         strikes: Option<StrikeRecord>,
     ) -> Result<(), StoreError> {
-        if let Err(err) = self.remote.put_lockout(lockout, strikes) {
+        if let Err(err) = self.remote.put_lockout(lockout.clone(), strikes) {
             self.errors.fetch_add(1, Ordering::Relaxed);
             tracing::error!(error = %err, "store down: lockout kept in memory only");
             let mut m = self.local_lockouts.write();

@@ -6,7 +6,7 @@
 use super::count::CountOutcome;
 use crate::model::Lockout;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Gate {
     /// The caller's address is locked out at the request's time; nothing was counted.
     Locked(Lockout),

@@ -29,7 +29,8 @@ pub fn record_json(r: &KeyRecord) -> Value {
         "id": r.id,
         "tier": r.tier.as_str(),
         "hourlyLimit": r.hourly_limit,
-        "label": r.label,
+        "owner": r.owner,
+        "note": r.note,
         "createdAt": rfc3339(r.created_ms),
         "revoked": r.is_revoked(),
         "revokedAt": r.revoked_ms.map(rfc3339),
@@ -71,9 +72,8 @@ pub async fn issue(
             AdminError::unprocessable("hourlyLimit", format!("at most {}", u32::MAX))
         })?),
     };
-    let owner = req.owner.unwrap_or_default();
-    let note = req.note.unwrap_or_default();
-    for (field, v) in [("owner", &owner), ("note", &note)] {
+    for (field, v) in [("owner", &req.owner), ("note", &req.note)] {
+        let Some(v) = v else { continue };
         if v.len() > 200 || v.chars().any(char::is_control) {
             return Err(AdminError::unprocessable(
                 field,
@@ -81,17 +81,12 @@ pub async fn issue(
             ));
         }
     }
-    // The record has one free-text label: the owner, then the note.
-    let label = [owner.as_str(), note.as_str()]
-        .into_iter()
-        .filter(|s| !s.is_empty())
-        .collect::<Vec<_>>()
-        .join(" — ");
     let issued = blocking(&state, move |e| {
         e.keys().issue(IssueKey {
             hourly_limit,
             tier,
-            label,
+            owner: req.owner,
+            note: req.note,
         })
     })
     .await?
@@ -99,8 +94,6 @@ pub async fn issue(
     tracing::info!(id = %issued.record.id, tier = issued.record.tier.as_str(), "API key issued");
     let mut out = record_json(&issued.record);
     out["key"] = json!(issued.token);
-    out["owner"] = json!(owner);
-    out["note"] = json!(note);
     Ok((StatusCode::CREATED, Json(out)))
 }
 

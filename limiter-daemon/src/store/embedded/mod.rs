@@ -171,14 +171,14 @@ impl RecordStore for EmbeddedStore {
         strikes: Option<StrikeRecord>,
     ) -> Result<(), StoreError> {
         self.persisted.update_enforcement(|e| {
-            e.lockouts.insert(lockout.ip, lockout);
+            let now = lockout.since_ms;
             if let Some(s) = strikes {
                 e.strikes.insert(lockout.ip, s);
             }
+            e.lockouts.insert(lockout.ip, lockout);
             // Drop what has expired while we rewrite anyway. Strike records quiet for a week
             // are dropped too (at the default decay that forgives 168 strikes), so the file
             // stays bounded under a wide attack.
-            let now = lockout.since_ms;
             e.lockouts.retain(|_, l| l.is_active(now));
             e.strikes
                 .retain(|_, s| now.saturating_sub(s.quiet_from_ms) < STRIKE_RETENTION_MS);
@@ -189,7 +189,7 @@ impl RecordStore for EmbeddedStore {
         if self.persisted.lockout_count.load(Ordering::Acquire) == 0 {
             return Ok(None);
         }
-        Ok(self.persisted.enforcement.read().lockouts.get(&ip).copied())
+        Ok(self.persisted.enforcement.read().lockouts.get(&ip).cloned())
     }
 
     fn remove_lockout(&self, ip: IpAddr) -> Result<Option<Lockout>, StoreError> {
@@ -208,7 +208,7 @@ impl RecordStore for EmbeddedStore {
             .lockouts
             .values()
             .filter(|l| l.is_active(now_ms))
-            .copied()
+            .cloned()
             .collect();
         v.sort_by_key(|l| (l.since_ms, l.ip));
         Ok(v)

@@ -129,7 +129,7 @@ impl Persisted {
         let file = {
             let e = self.enforcement.read();
             EnforcementFile {
-                lockouts: e.lockouts.values().copied().collect(),
+                lockouts: e.lockouts.values().cloned().collect(),
                 strikes: e
                     .strikes
                     .iter()
