@@ -920,3 +920,45 @@ fn keys_keep_owner_and_note_apart_and_old_labels_read_as_owner() {
     d.restart();
     assert_eq!(show(&d, b)["owner"], "old label");
 }
+
+#[test]
+fn a_client_report_lists_the_anonymous_windows_with_use_and_limits() {
+    let (_dir, d) = daemon();
+    for _ in 0..2 {
+        let body = json!({"ip": "192.0.2.31", "method": "GET", "path": "/"}).to_string();
+        let v = http(
+            d.api,
+            "POST",
+            "/v1/decide",
+            &[("content-type", "application/json")],
+            Some(body.as_bytes()),
+        )
+        .json();
+        assert_eq!(v["action"], "allow", "{v}");
+    }
+    let c = d.admin("GET", "/admin/v1/clients/192.0.2.31", None).json();
+    let windows = c["windows"].as_array().expect("windows");
+    // Every window an address meters alone, in table order; the key window needs a key.
+    let names: Vec<&str> = windows
+        .iter()
+        .map(|w| w["window"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["burst", "hourly", "daily"], "{c}");
+    // Each with its own limit: the anonymous rung's burst and hourly, the anonymous daily quota.
+    let limits: Vec<u64> = windows
+        .iter()
+        .map(|w| w["limit"].as_u64().unwrap())
+        .collect();
+    assert_eq!(limits, [120, 600, 1000], "the defaults: {c}");
+    for w in windows {
+        let keys: Vec<&str> = w.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            ["limit", "remaining", "resetSecs", "used", "window"],
+            "{w}"
+        );
+        let limit = w["limit"].as_u64().unwrap();
+        assert_eq!(w["used"], 2, "{w}");
+        assert_eq!(w["remaining"].as_u64().unwrap(), limit - 2, "{w}");
+    }
+}

@@ -7,8 +7,8 @@
 //!
 //! One [`Shutdown`] is made here and handed to every background task: the signal wait
 //! triggers it, the HTTP server and the metrics listener stop on it, the dataplane's tasks get
-//! a child token of it. (The key cache's refresher thread belongs to the engine and stops when
-//! the engine drops.)
+//! a child token of it, and so does the key cache's refresher thread, which holds the drain
+//! open until it has ended.
 //!
 //! Kernel pins outlive the process on purpose (enforcement continues across restarts;
 //! `limiter-daemon detach` removes them).
@@ -26,7 +26,7 @@ use crate::config::http::HttpSettings;
 use crate::config::log::LogFormat;
 use crate::config::{env_from_process, Config};
 use crate::engine::sink::{EnforcementSink, NoKernel};
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineOptions, KeyRefresh};
 use crate::http::proxy::server::HttpServer;
 use crate::http::render::response::Hints;
 use crate::kernel::dataplane::Dataplane;
@@ -154,7 +154,17 @@ async fn serve(
         mode: config.kernel.mode,
         maps: kernel_maps.clone(),
     };
-    let engine = Arc::new(Engine::new(Arc::new(config), store, sink, clock));
+    let key_refresh = KeyRefresh::Until {
+        stop: shutdown.token(),
+        drain: shutdown.hold(),
+    };
+    let engine = Arc::new(Engine::with_options(
+        Arc::new(config),
+        store,
+        sink,
+        clock,
+        EngineOptions { key_refresh },
+    ));
     metrics.attach_engine(Arc::clone(&engine));
     let decider = Arc::new(MeteredDecider::new(
         Arc::clone(&engine) as _,

@@ -10,6 +10,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio_util::task::task_tracker::TaskTrackerToken;
 use tokio_util::task::TaskTracker;
 
 /// Cheap to clone: every clone sees the same stop and joins the same set of tasks.
@@ -54,6 +55,12 @@ impl Shutdown {
         F::Output: Send + 'static,
     {
         self.tasks.spawn(task)
+    }
+
+    /// Keeps [`Shutdown::wait_drained`] waiting while alive: for background work that is a
+    /// thread, not a task (the key cache's refresher), which drops it when it has ended.
+    pub fn hold(&self) -> TaskTrackerToken {
+        self.tasks.token()
     }
 
     /// Spawns `task`, tracked, and drops it at stop: for loops with nothing to finish.
@@ -128,6 +135,15 @@ mod tests {
         tx.send(()).unwrap();
         s.cancelled().await;
         assert!(s.is_triggered());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hold_keeps_the_drain_waiting_until_it_drops() {
+        let s = Shutdown::new();
+        let hold = s.hold();
+        assert!(!s.wait_drained(Duration::from_secs(5)).await);
+        drop(hold);
+        assert!(s.wait_drained(Duration::from_secs(5)).await);
     }
 
     #[tokio::test(start_paused = true)]

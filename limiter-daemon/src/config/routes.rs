@@ -2,12 +2,16 @@
 //! request costs, which windows apply, what happens over the daily quota, and whether an API
 //! key's own `hourly_limit` applies.
 
+use std::fmt;
 use std::num::NonZeroU32;
+use std::sync::LazyLock;
 
-use serde::Deserialize;
+use serde::de::{self, EnumAccess, VariantAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 
 use super::tiers::positive;
 use super::ConfigError;
+use crate::model::{PerWindow, WindowKind, WINDOWS};
 
 /// What happens when the daily quota is spent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -28,13 +32,83 @@ impl OverQuota {
     }
 }
 
-/// A window a route may opt into.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LimitName {
-    Burst,
-    Hourly,
-    Daily,
+/// A window a route may opt into by name: a row of [`WINDOWS`] with `route_limit`, spelled as
+/// its `name` (`"burst"`, `"hourly"`, `"daily"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LimitName(pub WindowKind);
+
+/// The names `limits` accepts, in table order (serde wants them as a `'static` slice).
+fn limit_names() -> &'static [&'static str] {
+    static NAMES: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+        WINDOWS
+            .iter()
+            .filter(|(_, spec)| spec.route_limit)
+            .map(|(_, spec)| spec.name)
+            .collect()
+    });
+    &NAMES
+}
+
+impl LimitName {
+    fn named(name: &str) -> Option<LimitName> {
+        WINDOWS
+            .iter()
+            .find(|(_, spec)| spec.route_limit && spec.name == name)
+            .map(|(kind, _)| LimitName(kind))
+    }
+}
+
+// Deserialized as a unit-variant enum, as `#[derive(Deserialize)]` on an enum of the names
+// would, so a wrong name reads "unknown variant `x`, expected one of `burst`, ..." as before.
+impl<'de> Deserialize<'de> for LimitName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Name(LimitName);
+        struct NameVisitor;
+        impl Visitor<'_> for NameVisitor {
+            type Value = Name;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("variant identifier")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Name, E> {
+                let names = limit_names();
+                usize::try_from(v)
+                    .ok()
+                    .and_then(|i| names.get(i))
+                    .and_then(|n| LimitName::named(n))
+                    .map(Name)
+                    .ok_or_else(|| {
+                        let expected = format!("variant index 0 <= i < {}", names.len());
+                        E::invalid_value(de::Unexpected::Unsigned(v), &expected.as_str())
+                    })
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Name, E> {
+                LimitName::named(v)
+                    .map(Name)
+                    .ok_or_else(|| E::unknown_variant(v, limit_names()))
+            }
+            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Name, E> {
+                self.visit_str(&String::from_utf8_lossy(v))
+            }
+        }
+        impl<'de> Deserialize<'de> for Name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                d.deserialize_identifier(NameVisitor)
+            }
+        }
+        struct LimitVisitor;
+        impl<'de> Visitor<'de> for LimitVisitor {
+            type Value = LimitName;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("enum LimitName")
+            }
+            fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<LimitName, A::Error> {
+                let (Name(name), variant) = data.variant::<Name>()?;
+                variant.unit_variant()?;
+                Ok(name)
+            }
+        }
+        d.deserialize_enum("LimitName", limit_names(), LimitVisitor)
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -59,44 +133,36 @@ pub struct RawDefaultRoute {
     pub shadow: Option<bool>,
 }
 
-/// Which windows count a route's requests.
+/// Which windows count a route's requests: a flag per window of [`WINDOWS`], set only where the
+/// row has `route_limit` (the key window follows the route's `key_limit` instead).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    pub burst: bool,
-    pub hourly: bool,
-    pub daily: bool,
-}
+pub struct Limits(PerWindow<bool>);
 
 impl Limits {
-    pub const ALL: Limits = Limits {
-        burst: true,
-        hourly: true,
-        daily: true,
-    };
+    /// Every window a route may name: what a route without `limits` counts in.
+    pub fn all() -> Limits {
+        Limits(WINDOWS.map(|_, spec| spec.route_limit))
+    }
 
     fn from_names(names: &[LimitName]) -> Limits {
-        Limits {
-            burst: names.contains(&LimitName::Burst),
-            hourly: names.contains(&LimitName::Hourly),
-            daily: names.contains(&LimitName::Daily),
-        }
+        Limits(PerWindow::from_fn(|kind| names.contains(&LimitName(kind))))
+    }
+
+    /// Whether `kind` counts this route's requests.
+    pub fn applies(self, kind: WindowKind) -> bool {
+        self.0[kind]
     }
 
     pub fn describe(self) -> String {
-        let mut v = Vec::new();
-        if self.burst {
-            v.push("burst");
-        }
-        if self.hourly {
-            v.push("hourly");
-        }
-        if self.daily {
-            v.push("daily");
-        }
-        if v.is_empty() {
+        let names: Vec<&str> = WindowKind::ALL
+            .into_iter()
+            .filter(|k| self.applies(*k))
+            .map(WindowKind::as_str)
+            .collect();
+        if names.is_empty() {
             "none".to_string()
         } else {
-            v.join("+")
+            names.join("+")
         }
     }
 }
@@ -230,7 +296,7 @@ fn route(
             .limits
             .as_deref()
             .map(Limits::from_names)
-            .unwrap_or(Limits::ALL),
+            .unwrap_or_else(Limits::all),
         over_quota: rules.over_quota.unwrap_or(OverQuota::Reject),
         key_limit: rules.key_limit.unwrap_or(false),
         shadow: rules.shadow.unwrap_or(false),
@@ -278,5 +344,43 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("routes[0].prefix"), "{err}");
+    }
+
+    #[test]
+    fn limits_name_the_windows_of_the_table_and_refuse_others_as_before() {
+        let t = table("[[routes]]\nprefix = \"/a\"\nlimits = [\"daily\", \"burst\"]\n");
+        let l = t.matching("GET", "/a").limits;
+        assert_eq!(
+            WindowKind::ALL.map(|k| l.applies(k)),
+            [true, false, true, false]
+        );
+        assert_eq!(l.describe(), "burst+daily");
+        assert_eq!(t.default.limits.describe(), "burst+hourly+daily");
+        #[derive(Debug, Deserialize)]
+        struct W {
+            #[allow(dead_code)]
+            limits: Vec<LimitName>,
+        }
+        let expected = "expected one of `burst`, `hourly`, `daily`";
+        for (list, want) in [
+            (
+                "[\"weekly\"]",
+                format!("unknown variant `weekly`, {expected}"),
+            ),
+            (
+                "[\"key_hourly\"]",
+                format!("unknown variant `key_hourly`, {expected}"),
+            ),
+            ("[1]", "wanted string or table".to_string()),
+            (
+                "\"burst\"",
+                "invalid type: string \"burst\", expected a sequence".to_string(),
+            ),
+        ] {
+            let err = toml::from_str::<W>(&format!("limits = {list}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(&want), "{list}: {err}");
+        }
     }
 }

@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use super::{Engine, EngineError};
 use crate::identity::client_ip;
-use crate::model::Lockout;
-use crate::model::Tier;
+use crate::model::{Lockout, PerWindow, Tier, WindowKind};
 use crate::store::count::Usage;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -22,10 +21,9 @@ pub struct ClientReport {
     pub lockout: Option<Lockout>,
     pub allow_listed: bool,
     pub deny_listed: bool,
-    /// Anonymous limits (the address's own rung without a credential).
-    pub anon_burst: u32,
-    pub anon_hourly: u32,
-    pub anon_daily: u32,
+    /// Anonymous limits (the address's own rung without a credential), per window; `None` where
+    /// a window never meters an address alone (the key window needs a key).
+    pub anon: PerWindow<Option<u32>>,
 }
 
 impl Engine {
@@ -44,9 +42,12 @@ impl Engine {
             lockout: self.lockouts().get(ip)?,
             allow_listed: lists.allows(ip),
             deny_listed: lists.denies(ip, now).is_some(),
-            anon_burst: anon.burst.get(),
-            anon_hourly: anon.hourly.get(),
-            anon_daily: cfg.quota.anon.get(),
+            anon: PerWindow::from_fn(|kind| match kind {
+                WindowKind::Burst => Some(anon.burst.get()),
+                WindowKind::Hourly => Some(anon.hourly.get()),
+                WindowKind::Daily => Some(cfg.quota.anon.get()),
+                WindowKind::KeyHourly => None,
+            }),
         })
     }
 }

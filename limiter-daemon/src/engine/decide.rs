@@ -45,17 +45,17 @@ fn limits(cfg: &Config, caller: &Caller, route: &Route) -> PerWindow<Option<Limi
     PerWindow::from_fn(|kind| match kind {
         WindowKind::Burst => route
             .limits
-            .burst
+            .applies(WindowKind::Burst)
             .then_some(Limit::refusing(tier.burst.get())),
         WindowKind::Hourly => route
             .limits
-            .hourly
+            .applies(WindowKind::Hourly)
             .then_some(Limit::refusing(tier.hourly.get())),
         WindowKind::Daily => match caller.subject {
             Subject::Token(_) => Some(cfg.quota.token),
             _ => cfg.quota.daily_for(caller.tier),
         }
-        .filter(|_| route.limits.daily)
+        .filter(|_| route.limits.applies(WindowKind::Daily))
         .map(|l| Limit {
             max: l.get(),
             refuse: route.over_quota == OverQuota::Reject,

@@ -55,6 +55,8 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 pub use crate::model::{
     Action, Decision, DelayKind, KeyStatus, Reason, Tier, WindowKind, WindowState,
@@ -68,21 +70,28 @@ use self::tier_push::TierPusher;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::identity::hash::IdentityHasher;
-use crate::identity::key_cache::{KeyCache, RefresherGuard};
+use crate::identity::key_cache::{KeyCache, Refresher};
 use crate::identity::IdentityResolver;
 use crate::store::Store;
 
 /// How API key lookups land.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum KeyRefresh {
-    /// A background thread (the daemon).
+    /// A background thread that ends when the engine drops (library users).
     Background,
+    /// A background thread that also ends when `stop` is cancelled, holding `drain` until it
+    /// has ended: the daemon passes its shutdown's token and a hold on its task tracker, so
+    /// draining waits for it.
+    Until {
+        stop: CancellationToken,
+        drain: TaskTrackerToken,
+    },
     /// Only when [`keys::KeyManager::process_pending`] is called (tests: "the lookup lands").
     Manual,
 }
 
 /// Construction options beyond the four collaborators.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct EngineOptions {
     pub key_refresh: KeyRefresh,
 }
@@ -125,7 +134,7 @@ pub struct Engine {
     pub(crate) rng: Mutex<StdRng>,
     pub(crate) tiers: TierPusher,
     // Declared last: dropped after everything it might still use.
-    _refresher: Option<RefresherGuard>,
+    _refresher: Option<Refresher>,
 }
 
 impl Engine {
@@ -153,7 +162,13 @@ impl Engine {
             Arc::new(StoreLookup(Arc::clone(&store)));
         let key_cache = Arc::new(KeyCache::new(lookup, hasher.clone(), &cfg.keys));
         let refresher = match opts.key_refresh {
-            KeyRefresh::Background => Some(key_cache.spawn_refresher(Arc::clone(&clock))),
+            // Its own token, cancelled when the refresher (so the engine) drops.
+            KeyRefresh::Background => {
+                Some(key_cache.spawn_refresher(Arc::clone(&clock), &CancellationToken::new(), None))
+            }
+            KeyRefresh::Until { stop, drain } => {
+                Some(key_cache.spawn_refresher(Arc::clone(&clock), &stop, Some(drain)))
+            }
             KeyRefresh::Manual => None,
         };
         let rng = match cfg.lockout.jitter_seed {

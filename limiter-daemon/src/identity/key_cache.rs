@@ -13,15 +13,24 @@
 //!
 //! Lookups run on a background thread ([`KeyCache::spawn_refresher`]) or, in tests, when the
 //! test calls [`KeyCache::process_pending`], so "the lookup landed" is a step the test takes.
+//! The thread ends like every background job, on a cancellation token (the daemon's shutdown,
+//! or one its [`Refresher`] cancels when it drops), and can hold a task tracker open until it
+//! has ended, so a drain waits for it. It is a thread, not a task: engines are built and used
+//! outside any runtime (tests, benches, library users), and a lookup may block on the store.
 
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
 use std::net::IpAddr;
+use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Wake, Waker};
 use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 use subtle::ConstantTimeEq;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::hash::IdentityHasher;
 use crate::model::KeyRecord;
@@ -274,54 +283,168 @@ impl KeyCache {
         }
     }
 
-    /// Starts the background thread that lands lookups; it stops when the guard drops.
+    /// Starts the background thread that lands lookups. It ends when `stop` is cancelled or
+    /// the returned [`Refresher`] drops, whichever comes first (a lookup under way finishes
+    /// first); `drain`, when given, is held until the thread has ended, so the tracker it came
+    /// from waits for it.
     pub fn spawn_refresher(
         self: &Arc<Self>,
         clock: Arc<dyn crate::clock::Clock>,
-    ) -> RefresherGuard {
+        stop: &CancellationToken,
+        drain: Option<TaskTrackerToken>,
+    ) -> Refresher {
+        // A child, so dropping the refresher stops this thread and nothing else.
+        let stop = stop.child_token();
         let cache = Arc::clone(self);
+        let until = stop.clone();
         let handle = std::thread::Builder::new()
             .name("key-cache".into())
-            .spawn(move || loop {
-                let id = {
-                    let mut q = cache.queue.lock();
-                    while q.order.is_empty() && !q.stop {
-                        cache.wake.wait(&mut q);
-                    }
-                    if q.stop {
-                        return;
-                    }
-                    q.order.pop_front()
-                };
-                if let Some(id) = id {
-                    cache.settle(&id, clock.now_ms());
-                }
+            .spawn(move || {
+                let _drain = drain;
+                cache.refresh_until(&*clock, until);
             })
             .ok();
         if handle.is_none() {
             tracing::error!("cannot start the key-cache thread; keys settle only on demand");
         }
-        RefresherGuard {
+        Refresher { stop, handle }
+    }
+
+    /// The refresher thread's loop: lands queued lookups until `stop` is cancelled.
+    fn refresh_until(self: &Arc<Self>, clock: &dyn crate::clock::Clock, stop: CancellationToken) {
+        // Cancelling wakes the Condvar through this waker, registered by one poll of the
+        // token's future; the future is kept, so the registration lives as long as the loop.
+        let waker = Waker::from(Arc::new(StopWaker {
             cache: Arc::clone(self),
-            handle,
+            stop: stop.clone(),
+        }));
+        let mut cancelled = pin!(stop.cancelled_owned());
+        if cancelled
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_ready()
+        {
+            return;
+        }
+        loop {
+            let id = {
+                let mut q = self.queue.lock();
+                while q.order.is_empty() && !q.stop {
+                    self.wake.wait(&mut q);
+                }
+                if q.stop {
+                    return;
+                }
+                q.order.pop_front()
+            };
+            if let Some(id) = id {
+                self.settle(&id, clock.now_ms());
+            }
         }
     }
 }
 
-/// Owns the refresher thread; dropping it stops and joins the thread. The engine owns the
-/// guard, so the thread lives exactly as long as the engine (tests and benches build engines
-/// outside any runtime), rather than stopping on the daemon's shutdown token.
-pub struct RefresherGuard {
+/// Turns the token's cancellation into the Condvar's stop. The thread never touches the token
+/// while it holds the queue lock, and the token wakes with its own locks released, so neither
+/// lock waits on the other; taking the queue lock to set `stop` orders it with the thread's
+/// check-then-wait, so the wake is never lost.
+struct StopWaker {
     cache: Arc<KeyCache>,
+    stop: CancellationToken,
+}
+
+impl Wake for StopWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if self.stop.is_cancelled() {
+            self.cache.queue.lock().stop = true;
+            self.cache.wake.notify_all();
+        }
+    }
+}
+
+/// Owns the refresher thread; dropping it cancels the thread's token and joins the thread.
+/// The engine owns it, so the thread never outlives the engine even when no shutdown stops it
+/// (tests and benches build engines outside any runtime and any shutdown).
+pub struct Refresher {
+    stop: CancellationToken,
     handle: Option<JoinHandle<()>>,
 }
 
-impl Drop for RefresherGuard {
+impl Drop for Refresher {
     fn drop(&mut self) {
-        self.cache.queue.lock().stop = true;
-        self.cache.wake.notify_all();
+        self.stop.cancel();
         if let Some(h) = self.handle.take() {
             let _joined = h.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio_util::task::TaskTracker;
+
+    use super::*;
+    use crate::clock::ManualClock;
+
+    struct NoKeys;
+
+    impl KeyLookup for NoKeys {
+        fn lookup_key(&self, _id: &str) -> Result<Option<KeyRecord>, LookupFailed> {
+            Ok(None)
+        }
+    }
+
+    fn cache() -> Arc<KeyCache> {
+        Arc::new(KeyCache::new(
+            Arc::new(NoKeys),
+            IdentityHasher::sha256(),
+            &crate::config::KeySettings::validate(crate::config::keys::RawKeys::default()).unwrap(),
+        ))
+    }
+
+    #[tokio::test]
+    async fn the_refresher_ends_on_its_token_and_holds_the_drain_until_then() {
+        let cache = cache();
+        let stop = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let refresher =
+            cache.spawn_refresher(Arc::new(ManualClock::new(0)), &stop, Some(tracker.token()));
+        tracker.close();
+        let held = tokio::time::timeout(Duration::from_millis(200), tracker.wait()).await;
+        assert!(held.is_err(), "the drain waits while the thread runs");
+        // Still landing lookups until then.
+        let source = "192.0.2.1".parse().unwrap();
+        assert_eq!(cache.check("k1", "s", source, 0), KeyCheck::Pending);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while cache.check("k1", "s", source, 0) != KeyCheck::Invalid {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the lookup never landed"
+            );
+            tokio::task::yield_now().await;
+        }
+        stop.cancel();
+        tokio::time::timeout(Duration::from_secs(10), tracker.wait())
+            .await
+            .expect("cancelling the token ends the thread, which releases the drain");
+        drop(refresher);
+    }
+
+    #[test]
+    fn dropping_the_refresher_ends_the_thread_without_touching_the_parent() {
+        let cache = cache();
+        let stop = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let refresher =
+            cache.spawn_refresher(Arc::new(ManualClock::new(0)), &stop, Some(tracker.token()));
+        drop(refresher);
+        assert!(tracker.is_empty(), "joined: the thread has ended");
+        assert!(!stop.is_cancelled());
     }
 }

@@ -134,6 +134,9 @@ pub struct WindowSpec {
     /// hammering after its budget is spent is still a burst. Budgets count only what they
     /// admit.
     pub counts_refused: bool,
+    /// Whether a route's `limits` names it (a route without `limits` counts in every such
+    /// window). The key window is not named there: a route turns it on with `key_limit`.
+    pub route_limit: bool,
     /// What a reject by this window says.
     pub reason: Reason,
     /// When several windows refuse, the lowest rank names the reason. A burst comes first: it
@@ -159,6 +162,7 @@ const SPECS: [WindowSpec; WindowKind::COUNT] = [
         shape: Shape::Sliding,
         counts: Counts::Requests,
         counts_refused: true,
+        route_limit: true,
         reason: Reason::Burst,
         rank: 0,
     },
@@ -170,6 +174,7 @@ const SPECS: [WindowSpec; WindowKind::COUNT] = [
         shape: Shape::Fixed,
         counts: Counts::Units,
         counts_refused: false,
+        route_limit: true,
         reason: Reason::Hourly,
         rank: 1,
     },
@@ -181,6 +186,7 @@ const SPECS: [WindowSpec; WindowKind::COUNT] = [
         shape: Shape::Fixed,
         counts: Counts::Units,
         counts_refused: false,
+        route_limit: true,
         reason: Reason::Daily,
         rank: 3,
     },
@@ -192,6 +198,7 @@ const SPECS: [WindowSpec; WindowKind::COUNT] = [
         shape: Shape::Fixed,
         counts: Counts::Units,
         counts_refused: false,
+        route_limit: false,
         reason: Reason::KeyHourly,
         rank: 2,
     },

@@ -9,7 +9,7 @@ use super::{blocking, rfc3339, secs_left};
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;
 use crate::kernel::cli::parse_ip;
-use crate::model::{Tier, WindowKind};
+use crate::model::Tier;
 
 fn kernel_tier(index: u32) -> &'static str {
     [Tier::Anon, Tier::Session, Tier::Sponsor]
@@ -25,19 +25,15 @@ pub async fn show(
     let ip = parse_ip(&ip).map_err(|m| AdminError::bad("ip", m))?;
     let (report, now) = blocking(&state, move |e| (e.client(ip), e.clock().now_ms())).await?;
     let r = report.map_err(|e| AdminError::engine(e, "ip"))?;
-    let windows: Vec<Value> = WindowKind::ALL
+    let windows: Vec<Value> = r
+        .anon
         .iter()
-        .filter_map(|k| {
-            let limit = match k {
-                WindowKind::Burst => r.anon_burst,
-                WindowKind::Hourly => r.anon_hourly,
-                WindowKind::Daily => r.anon_daily,
-                WindowKind::KeyHourly => return None,
-            };
+        .filter_map(|(k, limit)| {
+            let limit = (*limit)?;
             let (used, reset_ms) = r
                 .usage
                 .as_ref()
-                .map_or((0, 0), |u| (u.used.0[k.index()], u.reset_ms.0[k.index()]));
+                .map_or((0, 0), |u| (u.used[k], u.reset_ms[k]));
             Some(json!({
                 "window": k.as_str(),
                 "used": used,
