@@ -212,7 +212,11 @@ pub struct RouteTable {
 impl RouteTable {
     /// The most specific route for a request (the query string is ignored).
     pub fn matching(&self, method: &str, path: &str) -> &Route {
-        let path = path.split(['?', '#']).next().unwrap_or(path);
+        // A byte scan: both delimiters are ASCII, and a char-set `split` decodes UTF-8.
+        let path = path
+            .bytes()
+            .position(|b| b == b'?' || b == b'#')
+            .map_or(path, |end| &path[..end]);
         self.routes
             .iter()
             .find(|r| r.matches(method, path))

@@ -12,7 +12,9 @@ use super::request::RequestInfo;
 use super::Engine;
 use crate::config::{Config, OverQuota, Route};
 use crate::identity::{Caller, Subject};
-use crate::model::{Decision, DelayKind, PerWindow, Reason, Tier, WindowKind, WindowState};
+use crate::model::{
+    Decision, DelayKind, IdentityText, PerWindow, Reason, Tier, WindowKind, WindowState,
+};
 use crate::store::count::{CountOutcome, CountRequest, Limit, WindowUse};
 use crate::store::windows::HOUR_MS;
 use crate::store::Gate;
@@ -88,7 +90,11 @@ fn hourly_budget(limits: &PerWindow<Option<Limit>>) -> Option<u64> {
 }
 
 /// A decision skeleton: allow, no windows.
-pub(crate) fn base_decision(cfg: &Config, tier: Tier, identity: String) -> Decision {
+pub(crate) fn base_decision(
+    cfg: &Config,
+    tier: Tier,
+    identity: impl Into<IdentityText>,
+) -> Decision {
     Decision::new(tier, identity, cfg.upgrade.hint(tier))
 }
 
@@ -146,7 +152,7 @@ impl Engine {
             .resolver
             .resolve(cfg, &self.key_cache, req.peer, req.headers, now);
         let id = caller.id_key(&self.hasher);
-        let mut d = base_decision(cfg, caller.tier, id.display());
+        let mut d = base_decision(cfg, caller.tier, id.text());
         d.key_status = caller.key_status;
         let creq = CountRequest {
             id,
@@ -204,18 +210,19 @@ impl Engine {
             (true, false) => Mode::Enforce,
             (true, true) => Mode::Shadow,
         };
-        self.finish(cfg, &caller, d, &outcome, now, mode)
+        self.finish(cfg, &caller, &mut d, &outcome, now, mode);
+        d
     }
 
     fn finish(
         &self,
         cfg: &Config,
         caller: &Caller,
-        mut d: Decision,
+        d: &mut Decision,
         o: &CountOutcome,
         now: u64,
         mode: Mode,
-    ) -> Decision {
+    ) {
         d.windows = windows_of(o);
         if let Some(daily) = &o.uses[WindowKind::Daily] {
             let remaining = daily.remaining();
@@ -234,11 +241,11 @@ impl Engine {
             d.reject(reason, ceil_secs(worst).max(1));
             if reason == Reason::Burst && mode == Mode::Enforce {
                 let frees_ms = o.uses[WindowKind::Burst].map_or(0, |w| w.reset_ms);
-                self.burst_strike(cfg, &mut d, caller.group, now, frees_ms);
+                self.burst_strike(cfg, d, caller.group, now, frees_ms);
             } else if reason == Reason::Burst && mode == Mode::Shadow {
                 d.shadow(true);
             }
-            return d;
+            return;
         }
         if mode == Mode::Enforce && caller.is_verified() {
             let refresh = u64::try_from(cfg.kernel.tier_ttl.as_millis() / 2).unwrap_or(u64::MAX);
@@ -262,6 +269,5 @@ impl Engine {
                 }
             }
         }
-        d
     }
 }

@@ -9,6 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
+use crate::model::IdentityText;
+
 /// What kind of subject a counter belongs to; part of the key so namespaces never collide.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -44,23 +46,28 @@ impl IdKey {
     }
     /// `ip:3fa2…` (16 hex digits): stable, loggable, not reversible without the secret.
     pub fn display(&self) -> String {
+        self.text().to_string()
+    }
+    /// [`IdKey::display`] without a heap allocation: this runs for every decision.
+    pub fn text(&self) -> IdentityText {
         let ns = match self.0[0] {
             1 => "ip",
             2 => "tid",
             3 => "key",
             _ => "compat",
         };
-        // Built by hand: this runs for every request, and `format!` with `hex` cost three
-        // allocations and the formatting machinery.
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut s = String::with_capacity(ns.len() + 17);
-        s.push_str(ns);
-        s.push(':');
+        let mut buf = [0u8; 23];
+        buf[..ns.len()].copy_from_slice(ns.as_bytes());
+        buf[ns.len()] = b':';
+        let mut n = ns.len() + 1;
         for b in &self.0[1..9] {
-            s.push(char::from(HEX[usize::from(b >> 4)]));
-            s.push(char::from(HEX[usize::from(b & 0xf)]));
+            buf[n] = HEX[usize::from(b >> 4)];
+            buf[n + 1] = HEX[usize::from(b & 0xf)];
+            n += 2;
         }
-        s
+        // ASCII throughout.
+        IdentityText::new(std::str::from_utf8(&buf[..n]).unwrap_or_default())
     }
     /// The digest as a 64-bit number (already uniformly distributed; used for sharding).
     pub fn as_u64(&self) -> u64 {

@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use super::identity_text::IdentityText;
 use super::tier::Tier;
 use super::window::{Reason, WindowKind, WindowState};
 
@@ -145,8 +146,8 @@ pub struct Decision {
     /// Daily units left when at or below the warn threshold: the response carries a reminder.
     pub warn_remaining: Option<u64>,
     /// Stable, hashed identity of the caller (never a raw IP, token or key), used to bound held
-    /// requests per identity and for logs.
-    pub identity: String,
+    /// requests per identity and for logs. Held inline: no allocation per decision.
+    pub identity: IdentityText,
     /// The sentence naming the next rung (from `[upgrade]`), `None` at the top of the ladder.
     pub upgrade: Option<std::sync::Arc<str>>,
     /// What became of a presented API key (metrics: key-cache results).
@@ -164,13 +165,17 @@ pub struct Decision {
 
 impl Decision {
     /// An allow for `tier`'s caller `identity`, no windows yet.
-    pub fn new(tier: Tier, identity: String, upgrade: Option<std::sync::Arc<str>>) -> Decision {
+    pub fn new(
+        tier: Tier,
+        identity: impl Into<IdentityText>,
+        upgrade: Option<std::sync::Arc<str>>,
+    ) -> Decision {
         Decision {
             verdict: Verdict::Allow,
             tier,
             windows: Vec::new(),
             warn_remaining: None,
-            identity,
+            identity: identity.into(),
             upgrade,
             key_status: None,
             lockout_level: None,
@@ -282,7 +287,7 @@ pub struct DecisionBuilder(Decision);
 impl Decision {
     /// A builder starting from an allow for `tier`'s caller `identity`.
     pub fn builder(tier: Tier, identity: &str) -> DecisionBuilder {
-        DecisionBuilder(Decision::new(tier, identity.to_string(), None))
+        DecisionBuilder(Decision::new(tier, identity, None))
     }
 }
 

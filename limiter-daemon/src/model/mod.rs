@@ -5,11 +5,13 @@
 //! entries). It imports nothing else of the crate.
 
 pub mod decision;
+pub mod identity_text;
 pub mod records;
 pub mod tier;
 pub mod window;
 
 pub use decision::{Action, Decision, DecisionBuilder, DelayKind, KeyStatus, Shadow, Verdict};
+pub use identity_text::IdentityText;
 pub use records::{KeyRecord, ListEntry, ListKind, LockCause, Lockout, StrikeRecord};
 pub use tier::Tier;
 pub use window::{Counts, PerWindow, Reason, Shape, WindowKind, WindowSpec, WindowState, WINDOWS};
