@@ -72,7 +72,8 @@ impl KeyLookup for Store {
                 secret_hash: hex(&self.0.secret_hash(secret)),
                 tier,
                 hourly_limit: 5_000,
-                label: String::new(),
+                owner: None,
+                note: None,
                 created_ms: 0,
                 revoked_ms: revoked.then_some(1),
             }))
