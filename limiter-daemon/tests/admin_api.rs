@@ -332,20 +332,7 @@ fn bad_input_is_a_4xx_naming_the_field() {
 fn reload_through_the_api_applies_a_good_file_and_refuses_a_broken_one() {
     let (_dir, d) = daemon();
     let original = std::fs::read_to_string(&d.config).unwrap();
-    let decide = |ip: &str| {
-        let body = json!({ "ip": ip, "method": "GET", "path": "/" }).to_string();
-        http(
-            d.api,
-            "POST",
-            "/v1/decide",
-            &[("content-type", "application/json")],
-            Some(body.as_bytes()),
-        )
-        .json()["action"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
+    let decide = |ip: &str| d.decide(ip)["action"].as_str().unwrap().to_string();
     let r = d.admin("POST", "/admin/v1/reload", None);
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json(), json!({ "applied": true, "changes": [] }));
@@ -437,15 +424,7 @@ fn endpoints_answer_their_happy_paths() {
     assert!(p2["items"][0]["remainingSecs"].as_u64().unwrap() > 3500);
     // The locked address is refused on the decision API; one inside the CIDR too.
     for ip in ["192.0.2.9", "198.51.100.77"] {
-        let body = json!({"ip": ip, "method": "GET", "path": "/"}).to_string();
-        let v = http(
-            d.api,
-            "POST",
-            "/v1/decide",
-            &[("content-type", "application/json")],
-            Some(body.as_bytes()),
-        )
-        .json();
+        let v = d.decide(ip);
         assert_eq!(v["action"], "reject", "{ip}: {v}");
     }
     let c = d.admin("GET", "/admin/v1/clients/192.0.2.9", None).json();
@@ -608,18 +587,7 @@ fn keys_issued_with_limiterctl_meter_revoke_and_survive_a_restart() {
 #[test]
 fn a_lifted_lockout_stays_lifted_across_a_restart() {
     let (_dir, mut d) = daemon();
-    let decide = |d: &Daemon, ip: &str| {
-        let body = json!({"ip": ip, "method": "GET", "path": "/"}).to_string();
-        http(
-            d.api,
-            "POST",
-            "/v1/decide",
-            &[("content-type", "application/json")],
-            Some(body.as_bytes()),
-        )
-        .json()["action"]
-            .clone()
-    };
+    let decide = |d: &Daemon, ip: &str| d.decide(ip)["action"].clone();
     assert_eq!(
         d.admin(
             "POST",
@@ -925,15 +893,7 @@ fn keys_keep_owner_and_note_apart_and_old_labels_read_as_owner() {
 fn a_client_report_lists_the_anonymous_windows_with_use_and_limits() {
     let (_dir, d) = daemon();
     for _ in 0..2 {
-        let body = json!({"ip": "192.0.2.31", "method": "GET", "path": "/"}).to_string();
-        let v = http(
-            d.api,
-            "POST",
-            "/v1/decide",
-            &[("content-type", "application/json")],
-            Some(body.as_bytes()),
-        )
-        .json();
+        let v = d.decide("192.0.2.31");
         assert_eq!(v["action"], "allow", "{v}");
     }
     let c = d.admin("GET", "/admin/v1/clients/192.0.2.31", None).json();

@@ -14,6 +14,7 @@ mod admin_support;
 mod kernel_support;
 
 use std::net::Ipv4Addr;
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -33,6 +34,29 @@ fn until_connects(pair: &VethPair, from: Ipv4Addr, port: u16, want: bool, what: 
     eventually(what, || (connects(pair, from, port) == want).then_some(()));
 }
 
+/// `nsenter`'s argument for the server namespace. `nsenter --net`, not `ip netns exec`: the
+/// latter remounts /sys, hiding the bpffs pins.
+fn nsenter_arg(pair: &VethPair) -> String {
+    format!("--net={}", pair.server.path().display())
+}
+
+/// The daemon in the server namespace, attached with TC to the server's interface, protecting
+/// `port`, its pins under `pins`.
+fn start_in_server_ns(dir: &Path, pair: &VethPair, pins: &Path, port: u16) -> Daemon {
+    let kernel = format!(
+        "[kernel]\nmode = \"required\"\nattach = \"tc\"\ninterfaces = [\"{}\"]\npin_path = \"{}\"\n\
+         protected_ports = [{port}]\n",
+        pair.server_if,
+        pins.display()
+    );
+    let wrapper = vec!["nsenter".to_string(), nsenter_arg(pair)];
+    let env = vec![(
+        "LIMITER_EBPF_OBJECT".to_string(),
+        object_path().display().to_string(),
+    )];
+    Daemon::start_with(dir, &kernel, "", wrapper, env)
+}
+
 #[test]
 fn admin_lockouts_drop_packets_lift_and_stay_lifted() {
     let Some(kernel_support::Dataplane {
@@ -45,20 +69,8 @@ fn admin_lockouts_drop_packets_lift_and_stay_lifted() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let kernel = format!(
-        "[kernel]\nmode = \"required\"\nattach = \"tc\"\ninterfaces = [\"{}\"]\npin_path = \"{}\"\n\
-         protected_ports = [{port}]\n",
-        pair.server_if,
-        pins.0.display()
-    );
-    // `nsenter --net`, not `ip netns exec`: the latter remounts /sys, hiding the bpffs pins.
-    let netns = format!("--net={}", pair.server.path().display());
-    let wrapper = vec!["nsenter".to_string(), netns.clone()];
-    let env = vec![(
-        "LIMITER_EBPF_OBJECT".to_string(),
-        object_path().display().to_string(),
-    )];
-    let mut d = Daemon::start_with(dir.path(), &kernel, "", wrapper, env);
+    let netns = nsenter_arg(&pair);
+    let mut d = start_in_server_ns(dir.path(), &pair, &pins.0, port);
     let attached = |d: &Daemon| {
         pair.server.run(|| {
             admin_support::try_http(
@@ -252,18 +264,7 @@ fn an_ipv6_cidr_lockout_drops_addresses_inside_it_and_not_outside() {
         std::net::TcpListener::bind(format!("[{V6_SERVER}]:{port}")).expect("IPv6 listener")
     });
     let dir = tempfile::tempdir().unwrap();
-    let kernel = format!(
-        "[kernel]\nmode = \"required\"\nattach = \"tc\"\ninterfaces = [\"{}\"]\npin_path = \"{}\"\n\
-         protected_ports = [{port}]\n",
-        pair.server_if,
-        pins.0.display()
-    );
-    let netns = format!("--net={}", pair.server.path().display());
-    let env = vec![(
-        "LIMITER_EBPF_OBJECT".to_string(),
-        object_path().display().to_string(),
-    )];
-    let d = Daemon::start_with(dir.path(), &kernel, "", vec!["nsenter".into(), netns], env);
+    let d = start_in_server_ns(dir.path(), &pair, &pins.0, port);
     let admin = |method: &str, path: &str, body: Option<serde_json::Value>| {
         pair.server.run(|| d.admin(method, path, body.as_ref()))
     };

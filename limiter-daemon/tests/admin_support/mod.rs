@@ -282,6 +282,19 @@ impl Daemon {
         )
     }
 
+    /// `POST /v1/decide` for a GET of `/` from `ip`: the decision's JSON.
+    pub fn decide(&self, ip: &str) -> serde_json::Value {
+        let body = serde_json::json!({ "ip": ip, "method": "GET", "path": "/" }).to_string();
+        http(
+            self.api,
+            "POST",
+            "/v1/decide",
+            &[("content-type", "application/json")],
+            Some(body.as_bytes()),
+        )
+        .json()
+    }
+
     /// limiterctl with this daemon's URL and token.
     pub fn ctl(&self, args: &[&str]) -> (i32, String, String) {
         let out = Command::new(env!("CARGO_BIN_EXE_limiterctl"))
