@@ -484,8 +484,8 @@ fn endpoints_answer_their_happy_paths() {
     let secret = k["key"]
         .as_str()
         .unwrap()
-        .rsplit('_')
-        .next()
+        .splitn(3, '_')
+        .nth(2)
         .unwrap()
         .to_string();
     for path in ["/admin/v1/keys".to_string(), format!("/admin/v1/keys/{id}")] {
@@ -533,7 +533,7 @@ fn keys_issued_with_limiterctl_meter_revoke_and_survive_a_restart() {
     let issued: Value = serde_json::from_str(&out).unwrap();
     let key = issued["key"].as_str().unwrap().to_string();
     let id = issued["id"].as_str().unwrap().to_string();
-    let secret = key.rsplit('_').next().unwrap().to_string();
+    let secret = key.splitn(3, '_').nth(2).unwrap().to_string();
     // Pending: one rung down; then sponsor once the lookup has landed.
     assert_eq!(tier_of(&d, &key, "/other"), (200, "session".to_string()));
     eventually("the key to verify", || {
