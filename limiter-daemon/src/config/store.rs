@@ -44,6 +44,26 @@ pub struct RawStore {
     pub valkey_address: Option<String>,
     /// Namespaces every Valkey key (default `limiter:`).
     pub key_prefix: Option<String>,
+    /// Deadline of one remote decision (default 50ms); past it the decision is counted locally.
+    pub decision_timeout: Option<String>,
+    /// While the remote store is failing, how often one decision probes it (default 1s).
+    pub probe_interval: Option<String>,
+    /// What decisions do while the remote store is down: `local` (count in memory, default),
+    /// `open` (admit), `closed` (503 with Retry-After).
+    pub on_failure: Option<OnFailure>,
+}
+
+/// `[store] on_failure`: what a decision does while the remote store is down.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnFailure {
+    /// Count in local memory (degraded) until the store answers again.
+    #[default]
+    Local,
+    /// Admit without counting.
+    Open,
+    /// Refuse with 503 and `Retry-After`.
+    Closed,
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -59,6 +79,9 @@ pub struct StoreSettings {
     pub snapshot_interval: Duration,
     pub valkey_address: Option<String>,
     pub key_prefix: String,
+    pub decision_timeout: Duration,
+    pub probe_interval: Duration,
+    pub on_failure: OnFailure,
 }
 
 impl std::fmt::Debug for StoreSettings {
@@ -76,6 +99,9 @@ impl std::fmt::Debug for StoreSettings {
             .field("snapshot_interval", &self.snapshot_interval)
             .field("valkey_address", &self.valkey_address)
             .field("key_prefix", &self.key_prefix)
+            .field("decision_timeout", &self.decision_timeout)
+            .field("probe_interval", &self.probe_interval)
+            .field("on_failure", &self.on_failure)
             .finish()
     }
 }
@@ -189,7 +215,33 @@ impl StoreSettings {
             }
             _ => {}
         }
+        let decision_timeout = duration(
+            "store.decision_timeout",
+            raw.decision_timeout,
+            Duration::from_millis(50),
+        )?;
+        if decision_timeout < Duration::from_millis(1) || decision_timeout > Duration::from_secs(10)
+        {
+            return Err(ConfigError::invalid(
+                "store.decision_timeout",
+                "must be between 1ms and 10s",
+            ));
+        }
+        let probe_interval = duration(
+            "store.probe_interval",
+            raw.probe_interval,
+            Duration::from_secs(1),
+        )?;
+        if probe_interval < Duration::from_millis(10) {
+            return Err(ConfigError::invalid(
+                "store.probe_interval",
+                "must be at least 10ms",
+            ));
+        }
         Ok(StoreSettings {
+            decision_timeout,
+            probe_interval,
+            on_failure: raw.on_failure.unwrap_or_default(),
             backend,
             valkey_address: raw.valkey_address,
             key_prefix: raw.key_prefix.unwrap_or_else(|| "limiter:".to_string()),

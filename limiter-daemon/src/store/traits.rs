@@ -2,7 +2,9 @@
 //! decision, plus the read-only views of counters), and [`RecordStore`], persistence of keys,
 //! strikes, lockouts and allow/deny lists. [`Store`] is both; every backend implements both.
 
+use std::future::Future;
 use std::net::IpAddr;
+use std::pin::Pin;
 
 use ipnet::IpNet;
 
@@ -11,6 +13,20 @@ use super::error::{CorruptFile, StoreError};
 use super::gate::Gate;
 use crate::identity::hash::{IdKey, IdentityHasher};
 use crate::model::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
+
+/// A remote store's call in flight.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// One counted decision's store work as the request path receives it: answered in place, or
+/// a remote call to await. Awaiting is the only way a request waits on a remote store; no
+/// request thread ever blocks on its I/O.
+pub enum Counting<'a> {
+    /// Answered without I/O: an in-process store, or a remote store's local answer (lockout
+    /// replica, over-limit cache, degraded local counting).
+    Ready(Result<Gate, StoreError>),
+    /// A remote call; the future owns what it needs from the request.
+    Pending(StoreFuture<'a, Gate>),
+}
 
 /// The counting side: what a decision costs the store.
 pub trait CountStore: Send + Sync + 'static {
@@ -22,6 +38,11 @@ pub trait CountStore: Send + Sync + 'static {
     /// counted), else [`CountStore::check_and_count`]. Remote stores answer in one round trip;
     /// an in-process store asks the two questions in turn ([`lockout_then_count`]).
     fn gate_and_count(&self, ip: IpAddr, req: &CountRequest) -> Result<Gate, StoreError>;
+    /// [`CountStore::gate_and_count`] for the request path: never blocks on I/O. The default
+    /// answers in place, right for a store whose every answer is in memory.
+    fn gate_and_count_async(&self, ip: IpAddr, req: &CountRequest) -> Counting<'_> {
+        Counting::Ready(self.gate_and_count(ip, req))
+    }
     /// Current use of an identity without counting.
     fn usage(&self, id: &IdKey, now_ms: u64) -> Result<Option<Usage>, StoreError>;
     /// Identities currently tracked.

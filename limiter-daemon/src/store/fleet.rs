@@ -1,0 +1,55 @@
+//! The vocabulary of a fleet sharing one remote store: lockout events as every host sees them
+//! (made or lifted on some host, carried on the store's lockout stream), and the sink each
+//! host feeds them into (its lockout replica, its kernel maps).
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Lockout, StrikeRecord};
+
+/// One entry of the lockout stream.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "lowercase")]
+pub enum LockoutEvent {
+    /// An address lockout made (or lengthened), with the strike record it came with.
+    Locked {
+        lockout: Lockout,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        strikes: Option<StrikeRecord>,
+        host: String,
+    },
+    /// An address lockout lifted.
+    Lifted { ip: IpAddr, host: String },
+    /// A prefix lockout (a deny-list entry with a deadline) made.
+    NetLocked {
+        net: IpNet,
+        until_ms: u64,
+        reason: String,
+        host: String,
+    },
+    /// A prefix lockout lifted.
+    NetLifted { net: IpNet, host: String },
+}
+
+impl LockoutEvent {
+    /// The host that made the event.
+    pub fn host(&self) -> &str {
+        match self {
+            LockoutEvent::Locked { host, .. }
+            | LockoutEvent::Lifted { host, .. }
+            | LockoutEvent::NetLocked { host, .. }
+            | LockoutEvent::NetLifted { host, .. } => host,
+        }
+    }
+}
+
+/// Where a host applies what the stream carries.
+pub trait LockoutEvents: Send + Sync + 'static {
+    /// One event, in stream order.
+    fn apply(&self, event: &LockoutEvent);
+    /// The whole set of active address lockouts (at start, and after a gap in the stream that
+    /// could not be resumed): replaces what was known.
+    fn reload(&self, active: Vec<(Lockout, Option<StrikeRecord>)>);
+}
