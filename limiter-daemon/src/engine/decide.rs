@@ -8,6 +8,9 @@
 //! arrives, refused or not, so a loop hammering a spent budget is still struck and locked out,
 //! while a caller politely sitting at its limit, at or below its burst rate, never is.
 
+use std::sync::Arc;
+
+use super::decider::Decided;
 use super::request::RequestInfo;
 use super::Engine;
 use crate::config::{Config, OverQuota, Route};
@@ -17,7 +20,7 @@ use crate::model::{
 };
 use crate::store::count::{CountOutcome, CountRequest, Limit, WindowUse};
 use crate::store::windows::HOUR_MS;
-use crate::store::Gate;
+use crate::store::{Counting, Gate, StoreError};
 
 pub(crate) fn ceil_secs(ms: u64) -> u64 {
     ms.div_ceil(1000)
@@ -98,56 +101,88 @@ pub(crate) fn base_decision(
     Decision::new(tier, identity, cfg.upgrade.hint(tier))
 }
 
+/// In shadow mode a decision is made and counted like any other; only the enforcing is left
+/// out.
+fn with_shadow(mut d: Decision, shadow: bool) -> Decision {
+    if shadow {
+        d.shadow(false);
+    }
+    d
+}
+
 pub(crate) fn locked(mut d: Decision, remaining_ms: u64) -> Decision {
     d.reject(Reason::Locked, ceil_secs(remaining_ms).max(1));
     d
 }
 
+/// A counted decision waiting on its store work: what finishing it needs, owned, so the
+/// remote store's future can carry it across the await.
+pub(crate) struct Counted {
+    cfg: Arc<Config>,
+    d: Decision,
+    caller: Caller,
+    creq: CountRequest,
+    budget: Option<u64>,
+    mode: Mode,
+    shadow: bool,
+}
+
+/// The first half of a decision.
+enum Step {
+    /// Decided without counting (lists, explain, a store failure while reading).
+    Done(Decision),
+    /// To be finished with the store's answer for `creq`.
+    Count(Box<Counted>),
+}
+
 impl Engine {
-    /// Decides on `req` now (the injected clock) and counts it.
+    /// Decides on `req` now (the injected clock) and counts it. Blocks on a remote store's
+    /// round trip: the request path uses [`Engine::decide_async`].
     pub fn decide(&self, req: &RequestInfo<'_>) -> Decision {
-        self.decide_at(req, self.clock.now_ms(), true)
+        let now = self.clock.now_ms();
+        match self.with_runtime(|rt| self.begin(rt, req, now, true)) {
+            Step::Done(d) => d,
+            Step::Count(c) => {
+                let gate = self.store.gate_and_count(c.caller.group, &c.creq);
+                self.end(*c, gate)
+            }
+        }
+    }
+
+    /// [`Engine::decide`] without blocking: answered in place when the store answers in place
+    /// (the embedded store, a remote store's local caches), else a future awaiting the
+    /// remote call. Both finish the decision with the same code.
+    pub fn decide_async(&self, req: &RequestInfo<'_>) -> Decided<'_> {
+        let now = self.clock.now_ms();
+        let c = match self.with_runtime(|rt| self.begin(rt, req, now, true)) {
+            Step::Done(d) => return Decided::Ready(d),
+            Step::Count(c) => c,
+        };
+        match self.store.gate_and_count_async(c.caller.group, &c.creq) {
+            Counting::Ready(gate) => Decided::Ready(self.end(*c, gate)),
+            Counting::Pending(call) => Decided::Pending(Box::pin(async move {
+                let gate = call.await;
+                self.end(*c, gate)
+            })),
+        }
     }
 
     /// What `decide` would answer, without counting anything or striking (admin dry-run).
     pub fn explain(&self, req: &RequestInfo<'_>) -> Decision {
-        self.decide_at(req, self.clock.now_ms(), false)
+        let now = self.clock.now_ms();
+        match self.with_runtime(|rt| self.begin(rt, req, now, false)) {
+            Step::Done(d) => d,
+            // A dry run reads the usage in `begin`; it never asks to count.
+            Step::Count(c) => c.d,
+        }
     }
 
-    fn decide_at(&self, req: &RequestInfo<'_>, now: u64, count: bool) -> Decision {
-        self.with_runtime(|rt| self.decide_with(rt, req, now, count))
-    }
-
-    fn decide_with(
-        &self,
-        rt: &super::Runtime,
-        req: &RequestInfo<'_>,
-        now: u64,
-        count: bool,
-    ) -> Decision {
+    /// Everything before the store counts: caller, route, lists; for a dry run, the whole
+    /// decision from the current usage.
+    fn begin(&self, rt: &super::Runtime, req: &RequestInfo<'_>, now: u64, count: bool) -> Step {
         let cfg = &*rt.cfg;
         let route = cfg.routes.matching(req.method, req.path);
         let shadow = cfg.engine.shadow || route.shadow;
-        let mut d = self.judge(rt, req, route, now, count, shadow);
-        if shadow {
-            // Made and counted like any other; only the enforcing is left out.
-            d.shadow(false);
-        }
-        d
-    }
-
-    /// The decision for `req` on `route`. In `shadow` mode nothing is struck or pushed to the
-    /// kernel; a strike that would have been made is recorded in the decision's shadow.
-    fn judge(
-        &self,
-        rt: &super::Runtime,
-        req: &RequestInfo<'_>,
-        route: &Route,
-        now: u64,
-        count: bool,
-        shadow: bool,
-    ) -> Decision {
-        let cfg = &*rt.cfg;
         let caller = rt
             .resolver
             .resolve(cfg, &self.key_cache, req.peer, req.headers, now);
@@ -164,54 +199,75 @@ impl Engine {
         let budget = hourly_budget(&creq.limits);
         let lock_out = |mut d: Decision, remaining_ms: u64| {
             d.hourly_budget = budget;
-            locked(d, remaining_ms)
+            with_shadow(locked(d, remaining_ms), shadow)
         };
 
         let lists = &rt.lists;
         if lists.allows(caller.ip) {
-            return d;
+            return Step::Done(with_shadow(d, shadow));
         }
         if let Some(until) = lists.denies(caller.ip, now) {
-            return lock_out(d, until.map_or(HOUR_MS, |u| u.saturating_sub(now)));
+            return Step::Done(lock_out(d, until.map_or(HOUR_MS, |u| u.saturating_sub(now))));
         }
-        if !count {
-            // A counted decision asks the store once for lockout and counts (`gate_and_count`).
-            match self.store.lockout(caller.group) {
-                Ok(Some(l)) if l.is_active(now) => return lock_out(d, l.remaining_ms(now)),
-                Ok(_) => {}
-                Err(err) => tracing::warn!(error = %err, "lockout lookup failed"),
-            }
+        if count {
+            d.cost = creq.cost;
+            let mode = if shadow { Mode::Shadow } else { Mode::Enforce };
+            return Step::Count(Box::new(Counted {
+                cfg: Arc::clone(&rt.cfg),
+                d,
+                caller,
+                creq,
+                budget,
+                mode,
+                shadow,
+            }));
         }
-
+        // A counted decision asks the store once for lockout and counts (`gate_and_count`).
+        match self.store.lockout(caller.group) {
+            Ok(Some(l)) if l.is_active(now) => return Step::Done(lock_out(d, l.remaining_ms(now))),
+            Ok(_) => {}
+            Err(err) => tracing::warn!(error = %err, "lockout lookup failed"),
+        }
         d.cost = creq.cost;
-        let outcome = if count {
-            match self.store.gate_and_count(caller.group, &creq) {
-                Ok(Gate::Locked(l)) => return lock_out(d, l.remaining_ms(now)),
-                Ok(Gate::Counted(o)) => Ok(o),
-                Err(err) => Err(err),
+        let outcome = self.store.usage(&creq.id, now).map(|u| {
+            // Rebuild an entry with the same counts, then apply to it.
+            let mut e = u.map(|u| u.entry(now)).unwrap_or_default();
+            crate::store::count::apply(&mut e, &creq)
+        });
+        match outcome {
+            Ok(o) => self.finish(cfg, &caller, &mut d, &o, now, Mode::DryRun),
+            Err(err) => tracing::warn!(error = %err, "store read failed; allowing"),
+        }
+        Step::Done(with_shadow(d, shadow))
+    }
+
+    /// The rest of a counted decision, from the store's answer.
+    fn end(&self, c: Counted, gate: Result<Gate, StoreError>) -> Decision {
+        let Counted {
+            cfg,
+            mut d,
+            caller,
+            creq,
+            budget,
+            mode,
+            shadow,
+        } = c;
+        let now = creq.now_ms;
+        match gate {
+            Ok(Gate::Locked(l)) => {
+                d.hourly_budget = budget;
+                d = locked(d, l.remaining_ms(now));
             }
-        } else {
-            self.store.usage(&creq.id, now).map(|u| {
-                // Rebuild an entry with the same counts, then apply to it.
-                let mut e = u.map(|u| u.entry(now)).unwrap_or_default();
-                crate::store::count::apply(&mut e, &creq)
-            })
-        };
-        let outcome = match outcome {
-            Ok(o) => o,
-            Err(err) => {
-                // Never a 5xx because the store failed: let the request through, say so.
-                tracing::warn!(error = %err, "store check failed; allowing");
-                return d;
+            Ok(Gate::Counted(o)) => self.finish(&cfg, &caller, &mut d, &o, now, mode),
+            Err(StoreError::Closed { retry_after_secs }) => {
+                d.reject(Reason::Unavailable, retry_after_secs.max(1));
             }
-        };
-        let mode = match (count, shadow) {
-            (false, _) => Mode::DryRun,
-            (true, false) => Mode::Enforce,
-            (true, true) => Mode::Shadow,
-        };
-        self.finish(cfg, &caller, &mut d, &outcome, now, mode);
-        d
+            // `on_failure = "open"`: admitted uncounted, as configured; nothing to warn about.
+            Err(StoreError::Open) => {}
+            // Never a 5xx because the store failed: let the request through, say so.
+            Err(err) => tracing::warn!(error = %err, "store check failed; allowing"),
+        }
+        with_shadow(d, shadow)
     }
 
     fn finish(

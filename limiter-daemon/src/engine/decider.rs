@@ -3,7 +3,9 @@
 //! Surfaces are written against [`Decider`] so their mechanics (streaming, holding, rendering)
 //! can be tested with a scripted decider; the daemon plugs in the real engine.
 
+use std::future::Future;
 use std::net::IpAddr;
+use std::pin::Pin;
 
 use http::{HeaderMap, Method};
 
@@ -23,10 +25,25 @@ pub struct RequestView<'a> {
     pub headers: &'a HeaderMap,
 }
 
+/// A decision as the request path receives it: made in place, or waiting on a remote store.
+pub enum Decided<'a> {
+    Ready(Decision),
+    /// Awaiting a remote store's answer (boxed: the rare, slow case keeps the common one
+    /// small in every connection's future).
+    Pending(Pin<Box<dyn Future<Output = Decision> + Send + 'a>>),
+}
+
 /// Decides one request. Implementations must be cheap and must not block for long: surfaces
 /// call this on the request path.
 pub trait Decider: Send + Sync + 'static {
+    /// The decision, blocking on a remote store if there is one (admin, tests, benches).
     fn decide(&self, req: &RequestView<'_>) -> Decision;
+
+    /// The decision without blocking the thread: what every surface calls. The default
+    /// answers in place.
+    fn decide_async<'a>(&'a self, req: &RequestView<'_>) -> Decided<'a> {
+        Decided::Ready(self.decide(req))
+    }
 
     /// Whether a decision may depend on the request field `name` (any case). A surface that
     /// parses heads itself builds the view's map from these fields alone; the default, every
@@ -47,6 +64,10 @@ impl<D: Decider + ?Sized> Decider for std::sync::Arc<D> {
         (**self).decide(req)
     }
 
+    fn decide_async<'a>(&'a self, req: &RequestView<'_>) -> Decided<'a> {
+        (**self).decide_async(req)
+    }
+
     fn reads_header(&self, name: &[u8]) -> bool {
         (**self).reads_header(name)
     }
@@ -60,6 +81,10 @@ impl<D: Decider + ?Sized> Decider for std::sync::Arc<D> {
 impl Decider for Engine {
     fn decide(&self, req: &RequestView<'_>) -> Decision {
         Engine::decide(self, &info(req))
+    }
+
+    fn decide_async<'a>(&'a self, req: &RequestView<'_>) -> Decided<'a> {
+        Engine::decide_async(self, &info(req))
     }
 
     fn reads_header(&self, name: &[u8]) -> bool {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::Metrics;
-use crate::engine::decider::{Decider, RequestView};
+use crate::engine::decider::{Decided, Decider, RequestView};
 use crate::engine::standing::Standing;
 use crate::model::Decision;
 
@@ -21,15 +21,37 @@ impl MeteredDecider {
     }
 }
 
+impl MeteredDecider {
+    fn observe(&self, started: Instant, d: &Decision) {
+        self.metrics
+            .decisions
+            .observe_decide_time(started.elapsed());
+        self.metrics.decisions.observe(d);
+    }
+}
+
 impl Decider for MeteredDecider {
     fn decide(&self, req: &RequestView<'_>) -> Decision {
         let started = Instant::now();
         let d = self.inner.decide(req);
-        self.metrics
-            .decisions
-            .observe_decide_time(started.elapsed());
-        self.metrics.decisions.observe(&d);
+        self.observe(started, &d);
         d
+    }
+
+    /// Timed from the call to the answer, the remote store's wait included.
+    fn decide_async<'a>(&'a self, req: &RequestView<'_>) -> Decided<'a> {
+        let started = Instant::now();
+        match self.inner.decide_async(req) {
+            Decided::Ready(d) => {
+                self.observe(started, &d);
+                Decided::Ready(d)
+            }
+            Decided::Pending(f) => Decided::Pending(Box::pin(async move {
+                let d = f.await;
+                self.observe(started, &d);
+                d
+            })),
+        }
     }
 
     fn reads_header(&self, name: &[u8]) -> bool {

@@ -60,12 +60,15 @@ pub enum Reason {
     Daily,
     KeyHourly,
     Locked,
+    /// The remote store is down and `[store] on_failure = "closed"` (a 503, not a 429).
+    Unavailable,
 }
 
 impl Reason {
-    /// Every reason: the windows' in [`WindowKind::ALL`] order, then `locked`.
-    pub const ALL: [Reason; WindowKind::COUNT + 1] = {
-        let mut all = [Reason::Locked; WindowKind::COUNT + 1];
+    /// Every reason: the windows' in [`WindowKind::ALL`] order, then `locked`, `unavailable`.
+    pub const ALL: [Reason; WindowKind::COUNT + 2] = {
+        let mut all = [Reason::Locked; WindowKind::COUNT + 2];
+        all[WindowKind::COUNT + 1] = Reason::Unavailable;
         let mut i = 0;
         while i < WindowKind::COUNT {
             all[i] = SPECS[i].reason;
@@ -85,7 +88,11 @@ impl Reason {
     }
 
     pub fn as_str(self) -> &'static str {
-        self.window().map_or("locked", WindowKind::as_str)
+        match self {
+            Reason::Locked => "locked",
+            Reason::Unavailable => "unavailable",
+            _ => self.window().map_or("locked", WindowKind::as_str),
+        }
     }
 }
 
@@ -299,7 +306,7 @@ mod tests {
         assert_eq!(Reason::Locked.as_str(), "locked");
         assert_eq!(
             Reason::ALL.map(Reason::as_str),
-            ["burst", "hourly", "daily", "key_hourly", "locked"]
+            ["burst", "hourly", "daily", "key_hourly", "locked", "unavailable"]
         );
     }
 

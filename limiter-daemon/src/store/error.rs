@@ -30,6 +30,12 @@ pub enum StoreError {
     },
     #[error("valkey {op}: {message}")]
     Valkey { op: &'static str, message: String },
+    /// The remote store is down and `[store] on_failure = "open"`: admit without counting.
+    #[error("store unavailable; admitting uncounted (on_failure = \"open\")")]
+    Open,
+    /// The remote store is down and `[store] on_failure = "closed"`: refuse with a 503.
+    #[error("store unavailable; refusing (on_failure = \"closed\")")]
+    Closed { retry_after_secs: u64 },
     #[error("API key id {id} already exists")]
     KeyExists { id: String },
 }

@@ -21,7 +21,7 @@ use axum::extract::{ConnectInfo, State};
 use axum::response::Response;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
-use crate::engine::decider::RequestView;
+use crate::engine::decider::{Decided, RequestView};
 use crate::http::api::state::{drop_forwarding, ApiState};
 use crate::http::proxy::admit::{admission, Admission};
 use crate::http::proxy::limits::too_large;
@@ -71,12 +71,15 @@ pub async fn auth(
     headers.remove(&X_ORIGINAL_URI);
     headers.remove(&X_ORIGINAL_METHOD);
 
-    let d = state.decider.decide(&RequestView {
+    let d = match state.decider.decide_async(&RequestView {
         peer: client,
         method: &method,
         path: &path,
         headers: &headers,
-    });
+    }) {
+        Decided::Ready(d) => d,
+        Decided::Pending(f) => f.await,
+    };
     // nginx replays a 429 from the captured headers, so the problem document travels in one.
     let compact =
         (d.action() == Action::Reject).then(|| rejection_problem(&d, &state.hints).to_bytes());

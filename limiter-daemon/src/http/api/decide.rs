@@ -17,7 +17,7 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use serde_json::{json, Map, Value};
 
-use crate::engine::decider::RequestView;
+use crate::engine::decider::{Decided, RequestView};
 use crate::http::api::decide_body::{parse, DescribeError};
 use crate::http::api::state::ApiState;
 use crate::http::render::problem;
@@ -73,12 +73,15 @@ pub async fn decide(
     };
     // Headers are copied into the map; the body's buffer is not needed any more.
     drop(body);
-    let d = state.decider.decide(&RequestView {
+    let d = match state.decider.decide_async(&RequestView {
         peer: described.ip,
         method: &described.method,
         path: &described.path,
         headers: &described.headers,
-    });
+    }) {
+        Decided::Ready(d) => d,
+        Decided::Pending(f) => f.await,
+    };
     let mut h = HeaderMap::new();
     write_headers(&d, &mut h);
     let headers: Map<String, Value> = h

@@ -175,7 +175,7 @@ async fn serve_loop(
             path: plan.path(buf),
             headers: &plan.fields,
         };
-        let admission = admit(&front.state, &view);
+        let admission = admit(&front.state, &view).await;
         // Only `up` is needed from here on.
         buf.advance(plan.len);
         let decision = match admission {

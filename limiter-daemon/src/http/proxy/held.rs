@@ -111,7 +111,7 @@ pub(crate) async fn decide_before_hyper(
         path: uri.path(),
         headers: &headers,
     };
-    let admission = admit(state, &view);
+    let admission = admit(state, &view).await;
     let Admission::Hold(decision, permit) = admission else {
         return Some(Some(admission));
     };

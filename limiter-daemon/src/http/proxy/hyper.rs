@@ -14,7 +14,7 @@ use hyper::body::Incoming;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::decider::{Decider, RequestView};
+use crate::engine::decider::{Decided, Decider, RequestView};
 use crate::http::h1::hop::{append_forwarded_for, strip_hop_by_hop};
 use crate::http::proxy::admit::admission;
 pub use crate::http::proxy::admit::Admission;
@@ -44,11 +44,17 @@ pub struct ProxyState {
 
 /// Decides on `view`: reject, hold (within the bounds) or forward; the self-service path is
 /// answered here instead, undecided.
-pub fn admit(state: &ProxyState, view: &RequestView<'_>) -> Admission {
+/// The decision is awaited, never blocked on: a remote store's round trip costs this task,
+/// not the thread.
+pub async fn admit(state: &ProxyState, view: &RequestView<'_>) -> Admission {
     if let Some(resp) = self_service::answer(state.self_service.as_deref(), &*state.decider, view) {
         return Admission::Answer(resp);
     }
-    admission(state.decider.decide(view), &state.gate, &state.hints)
+    let d = match state.decider.decide_async(view) {
+        Decided::Ready(d) => d,
+        Decided::Pending(f) => f.await,
+    };
+    admission(d, &state.gate, &state.hints)
 }
 
 /// Waits out a held request's delay on an async timer: it costs a task, not a thread. `Err` is
@@ -98,7 +104,7 @@ pub async fn handle(
                 path: req.uri().path(),
                 headers: req.headers(),
             };
-            admit(state, &view)
+            admit(state, &view).await
         }
     };
     let decision = match admission {

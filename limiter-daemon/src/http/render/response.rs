@@ -338,6 +338,10 @@ pub fn detail(d: &Decision) -> String {
             "This caller is locked out after repeated bursts; the lockout ends in {wait} s. \
              Retrying earlier extends nothing but is refused."
         ),
+        (Some(Reason::Unavailable), _) => format!(
+            "The rate limiter's shared store is unavailable, and this service refuses requests \
+             while it is rather than count them locally. Retry in {wait} s."
+        ),
         (Some(r), None) => format!(
             "Rate limit ({}) exceeded for tier {tier}; retry in {wait} s.",
             r.as_str()
@@ -353,7 +357,13 @@ pub fn problem(d: &Decision, hints: &Hints) -> Problem {
         .problem_type_base
         .as_ref()
         .map(|b| format!("{b}{reason}"));
-    Problem::new(StatusCode::TOO_MANY_REQUESTS, type_uri, detail(d))
+    // Only a store outage under `on_failure = "closed"` is not the caller's doing.
+    let status = if d.reason() == Some(Reason::Unavailable) {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::TOO_MANY_REQUESTS
+    };
+    Problem::new(status, type_uri, detail(d))
         .with("tier", d.tier.as_str())
         .with(
             "hourlyLimit",
