@@ -165,6 +165,8 @@ async fn serve(
         clock,
         EngineOptions { key_refresh },
     ));
+    // Lockouts other hosts make reach this host's kernel (a fleet store only).
+    engine.follow_fleet();
     metrics.attach_engine(Arc::clone(&engine));
     let decider = Arc::new(MeteredDecider::new(
         Arc::clone(&engine) as _,

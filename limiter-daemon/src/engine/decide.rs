@@ -207,7 +207,10 @@ impl Engine {
             return Step::Done(with_shadow(d, shadow));
         }
         if let Some(until) = lists.denies(caller.ip, now) {
-            return Step::Done(lock_out(d, until.map_or(HOUR_MS, |u| u.saturating_sub(now))));
+            return Step::Done(lock_out(
+                d,
+                until.map_or(HOUR_MS, |u| u.saturating_sub(now)),
+            ));
         }
         if count {
             d.cost = creq.cost;

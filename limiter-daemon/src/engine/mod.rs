@@ -39,6 +39,7 @@ pub mod compat;
 pub mod decide;
 pub mod decider;
 pub mod error;
+pub mod fleet_events;
 pub mod keys;
 pub mod lists;
 pub mod lockouts;

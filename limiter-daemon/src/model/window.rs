@@ -306,7 +306,14 @@ mod tests {
         assert_eq!(Reason::Locked.as_str(), "locked");
         assert_eq!(
             Reason::ALL.map(Reason::as_str),
-            ["burst", "hourly", "daily", "key_hourly", "locked", "unavailable"]
+            [
+                "burst",
+                "hourly",
+                "daily",
+                "key_hourly",
+                "locked",
+                "unavailable"
+            ]
         );
     }
 

@@ -13,6 +13,7 @@ pub mod fallback;
 pub mod fleet;
 pub mod gate;
 pub mod open;
+pub mod remote;
 pub mod state_file;
 pub mod traits;
 pub mod valkey;

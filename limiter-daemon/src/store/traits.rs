@@ -5,11 +5,13 @@
 use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 
 use super::count::{CountOutcome, CountRequest, Usage};
 use super::error::{CorruptFile, StoreError};
+use super::fleet::LockoutEvents;
 use super::gate::Gate;
 use crate::identity::hash::{IdKey, IdentityHasher};
 use crate::model::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
@@ -58,6 +60,11 @@ pub trait CountStore: Send + Sync + 'static {
         0
     }
 
+    /// Times this host's hashing secret and the shared store's were found to differ (metrics).
+    fn secret_mismatches(&self) -> u64 {
+        0
+    }
+
     /// Writes the in-memory counters to disk so a restart keeps them (blocking I/O: call it off
     /// the request path). `None`: this store keeps its counters elsewhere (Valkey).
     fn persist_counters(&self, _now_ms: u64) -> Result<Option<usize>, StoreError> {
@@ -86,6 +93,17 @@ pub trait RecordStore: Send + Sync + 'static {
     fn list(&self, kind: ListKind) -> Result<Vec<ListEntry>, StoreError>;
     fn put_list_entry(&self, kind: ListKind, entry: ListEntry) -> Result<(), StoreError>;
     fn remove_list_entry(&self, kind: ListKind, net: &IpNet) -> Result<bool, StoreError>;
+
+    /// Delivers lockout events made by other hosts of a fleet to `sink` from now on (a store
+    /// shared by a fleet follows its lockout stream). The default: no fleet, nothing to do.
+    fn follow_fleet(&self, _sink: Arc<dyn LockoutEvents>) {}
+
+    /// Waits up to `timeout` for writes this store queued to reach their destination; `true`
+    /// when they have (one-shot commands call it before exiting). The default: writes are
+    /// made in place.
+    fn flush(&self, _timeout: std::time::Duration) -> bool {
+        true
+    }
 
     /// State files found corrupt when the store opened.
     fn corrupt_files(&self) -> Vec<CorruptFile> {
