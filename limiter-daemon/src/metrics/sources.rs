@@ -185,6 +185,50 @@ impl Collector for SourceCollector {
             )?;
             gauge_u(
                 &mut enc,
+                "store_secret_mismatch",
+                "Times this host's identity-hashing secret and the shared store's were found to differ (the fleet then counts one caller under two keys until restarted)",
+                store.secret_mismatches(),
+            )?;
+            if let Some(r) = store.remote_stats() {
+                counter(
+                    &mut enc,
+                    "store_remote_decisions",
+                    "Counted decisions sent to the shared store (one round trip each)",
+                    r.remote_calls,
+                )?;
+                counter(
+                    &mut enc,
+                    "store_timeouts",
+                    "Decisions the shared store did not answer within [store] decision_timeout (counted locally instead)",
+                    r.timeouts,
+                )?;
+                counter(
+                    &mut enc,
+                    "store_over_limit_answers",
+                    "Decisions answered from the local over-limit cache, without a round trip",
+                    r.over_limit_answers,
+                )?;
+                counter(
+                    &mut enc,
+                    "store_lockout_events_applied",
+                    "Lockouts and lifts made on other hosts, applied here from the lockout stream",
+                    r.events_applied,
+                )?;
+                gauge_u(
+                    &mut enc,
+                    "store_lockout_writes_queued",
+                    "Lockouts and lifts made here and not yet written to the shared store",
+                    r.writes_queued,
+                )?;
+                counter(
+                    &mut enc,
+                    "store_lockout_writes_dropped",
+                    "Lockout writes dropped because the queue was full while the store was down",
+                    r.writes_dropped,
+                )?;
+            }
+            gauge_u(
+                &mut enc,
                 "store_identities",
                 "Identities with counters in the store (this process's view)",
                 store.identity_count() as u64,

@@ -50,6 +50,23 @@ impl LockoutEvent {
     }
 }
 
+/// What a fleet store did since start (metrics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RemoteStats {
+    /// Counted decisions that went to the shared store.
+    pub remote_calls: u64,
+    /// Of those, the ones past `decision_timeout` (counted locally instead).
+    pub timeouts: u64,
+    /// Decisions answered from the over-limit cache, without a round trip.
+    pub over_limit_answers: u64,
+    /// Lockout events from other hosts applied here.
+    pub events_applied: u64,
+    /// Lockout writes waiting for the store.
+    pub writes_queued: u64,
+    /// Lockout writes dropped because the queue was full.
+    pub writes_dropped: u64,
+}
+
 /// Where a host applies what the stream carries.
 pub trait LockoutEvents: Send + Sync + 'static {
     /// One event, in stream order.

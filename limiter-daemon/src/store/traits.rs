@@ -60,6 +60,11 @@ pub trait CountStore: Send + Sync + 'static {
         0
     }
 
+    /// What a fleet store did (metrics); `None` for a store that is not shared.
+    fn remote_stats(&self) -> Option<super::fleet::RemoteStats> {
+        None
+    }
+
     /// Times this host's hashing secret and the shared store's were found to differ (metrics).
     fn secret_mismatches(&self) -> u64 {
         0

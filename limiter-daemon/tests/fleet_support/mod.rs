@@ -90,7 +90,7 @@ impl Server {
 pub struct Remote {
     pub server: Arc<Server>,
     host: String,
-    rt: tokio::runtime::Runtime,
+    rt: Option<tokio::runtime::Runtime>,
 }
 
 impl Remote {
@@ -103,7 +103,7 @@ impl Remote {
         Arc::new(Remote {
             server: Arc::clone(server),
             host: host.to_string(),
-            rt,
+            rt: Some(rt),
         })
     }
 }
@@ -111,13 +111,9 @@ impl Remote {
 impl Drop for Remote {
     fn drop(&mut self) {
         // Dropping a runtime inside another blocks; let it go in the background.
-        let rt = std::mem::replace(
-            &mut self.rt,
-            tokio::runtime::Builder::new_current_thread()
-                .build()
-                .unwrap(),
-        );
-        rt.shutdown_background();
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
     }
 }
 
@@ -272,7 +268,7 @@ impl FleetRemote for Remote {
 
     fn follow(&self, sink: Arc<dyn LockoutEvents>, cancel: CancellationToken) {
         let s = Arc::clone(&self.server);
-        self.rt.spawn(async move {
+        self.rt.as_ref().unwrap().spawn(async move {
             let active = s
                 .store
                 .lockouts(0)
@@ -303,7 +299,7 @@ impl FleetRemote for Remote {
     }
 
     fn spawn(&self, task: Pin<Box<dyn Future<Output = ()> + Send + 'static>>) {
-        self.rt.spawn(task);
+        self.rt.as_ref().unwrap().spawn(task);
     }
 }
 

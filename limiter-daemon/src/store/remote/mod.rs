@@ -33,7 +33,7 @@ use self::writer::{Write, Writer};
 use super::count::{CountOutcome, CountRequest, Usage};
 use super::embedded::counters::Counters;
 use super::error::{CorruptFile, StoreError};
-use super::fleet::{FleetRemote, LockoutEvent, LockoutEvents};
+use super::fleet::{FleetRemote, LockoutEvent, LockoutEvents, RemoteStats};
 use super::gate::Gate;
 use super::traits::{CountStore, Counting, RecordStore};
 use crate::config::store::{OnFailure, StoreSettings};
@@ -88,6 +88,8 @@ pub struct FleetStore {
     /// Where events from other hosts go after the replica (the engine: kernel, lists).
     downstream: OnceLock<Arc<dyn LockoutEvents>>,
     following: AtomicBool,
+    /// Signalled when the first connect succeeds.
+    first_connect: (parking_lot::Mutex<bool>, parking_lot::Condvar),
     reconnect: Arc<Notify>,
     errors: AtomicU64,
     stats: FleetStats,
@@ -116,6 +118,7 @@ impl FleetStore {
             writer: Arc::new(Writer::default()),
             downstream: OnceLock::new(),
             following: AtomicBool::new(false),
+            first_connect: Default::default(),
             reconnect: Arc::new(Notify::new()),
             errors: AtomicU64::new(0),
             stats: FleetStats::default(),
@@ -143,6 +146,20 @@ impl FleetStore {
     /// True once the store has been reached (it may have failed since: see `degraded`).
     pub fn connected(&self) -> bool {
         self.connected.load(Ordering::Acquire)
+    }
+
+    /// Waits up to `timeout` for the first connect; `true` once connected. The daemon gives
+    /// the store a moment at start, so its first decisions are counted there.
+    pub fn wait_connected(&self, timeout: Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        let (lock, cv) = &self.first_connect;
+        let mut done = lock.lock();
+        while !*done {
+            if cv.wait_until(&mut done, deadline).timed_out() {
+                break;
+            }
+        }
+        *done
     }
 
     /// Lockout writes not yet in the store.
@@ -274,8 +291,17 @@ async fn connector(store: Weak<FleetStore>, cancel: CancellationToken) {
                 let Some(s) = store.upgrade() else { return };
                 if !s.connected.swap(true, Ordering::AcqRel) {
                     tracing::info!("store connected");
+                    let (lock, cv) = &s.first_connect;
+                    *lock.lock() = true;
+                    cv.notify_all();
                 }
-                s.breaker.probe_now();
+                // It answered just now: decisions go to it again.
+                if s.breaker.success() {
+                    tracing::warn!(
+                        event = "store_recovered",
+                        "store answers again: counting resumed there"
+                    );
+                }
                 s.start_following();
                 drop(s);
                 logged = false;
@@ -438,6 +464,18 @@ impl CountStore for FleetStore {
 
     fn secret_mismatches(&self) -> u64 {
         self.remote.secret_mismatches()
+    }
+
+    fn remote_stats(&self) -> Option<RemoteStats> {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Some(RemoteStats {
+            remote_calls: load(&self.stats.remote_calls),
+            timeouts: load(&self.stats.timeouts),
+            over_limit_answers: load(&self.stats.over_limit_hits),
+            events_applied: load(&self.stats.events_applied),
+            writes_queued: self.writer.queued() as u64,
+            writes_dropped: self.writer.dropped(),
+        })
     }
 }
 
