@@ -168,6 +168,18 @@ impl Daemon {
         wrapper: Vec<String>,
         env: Vec<(String, String)>,
     ) -> Daemon {
+        Daemon::start_store(dir, kernel, "", extra, wrapper, env)
+    }
+
+    /// As [`Daemon::start_with`], with `store` lines added to `[store]`.
+    pub fn start_store(
+        dir: &Path,
+        kernel: &str,
+        store: &str,
+        extra: &str,
+        wrapper: Vec<String>,
+        env: Vec<(String, String)>,
+    ) -> Daemon {
         let up = upstream();
         let (admin, proxy, api) = (free_addr(), free_addr(), free_addr());
         let config = dir.join("limiter.toml");
@@ -179,7 +191,7 @@ impl Daemon {
         std::fs::write(
             &config,
             format!(
-                "{kernel}[store]\nstate_dir = \"{}\"\n[http]\nproxy_listen = [\"{proxy}\"]\n\
+                "{kernel}[store]\nstate_dir = \"{}\"\n{store}\n[http]\nproxy_listen = [\"{proxy}\"]\n\
                  api_listen = [\"{api}\"]\nupstream = \"http://{up}\"\n[metrics]\nlisten = \"\"\n\
                  [admin]\nlisten = \"{admin}\"\n[[routes]]\nprefix = \"/api/feeds\"\nkey_limit = true\n{extra}",
                 dir.join("state").display()
