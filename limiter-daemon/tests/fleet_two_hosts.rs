@@ -28,7 +28,15 @@ const SHORT: Duration = Duration::from_millis(100);
 fn link_to_store(pair: &VethPair, n: u8) -> String {
     let here = limiter_tests::netns::unique_name("fl");
     run(std::process::Command::new("ip").args([
-        "link", "add", &here, "type", "veth", "peer", "name", "lim-store", "netns",
+        "link",
+        "add",
+        &here,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "lim-store",
+        "netns",
         pair.server.name(),
     ]));
     run(std::process::Command::new("ip").args([
@@ -39,8 +47,13 @@ fn link_to_store(pair: &VethPair, n: u8) -> String {
         &here,
     ]));
     run(std::process::Command::new("ip").args(["link", "set", &here, "up"]));
-    pair.server
-        .ip(&["addr", "add", &format!("10.250.{n}.2/30"), "dev", "lim-store"]);
+    pair.server.ip(&[
+        "addr",
+        "add",
+        &format!("10.250.{n}.2/30"),
+        "dev",
+        "lim-store",
+    ]);
     pair.server.ip(&["link", "set", "lim-store", "up"]);
     pair.server.ip(&["link", "set", "lo", "up"]);
     format!("10.250.{n}.1")
@@ -67,6 +80,7 @@ fn host(dir: &Path, pair: &VethPair, pins: &Path, port: u16, store: &str) -> Dae
         &kernel,
         &store,
         extra,
+        false,
         vec![
             "nsenter".to_string(),
             format!("--net={}", pair.server.path().display()),
@@ -99,13 +113,32 @@ fn a_lockout_on_one_host_drops_the_client_on_the_other() {
     let port = limiter_tests::valkey::free_port();
     let Some(_valkey) = limiter_tests::valkey::start_with(
         port,
-        &["--bind", "127.0.0.1", &store_a, &store_b, "--protected-mode", "no"],
+        &[
+            "--bind",
+            "127.0.0.1",
+            &store_a,
+            &store_b,
+            "--protected-mode",
+            "no",
+        ],
     ) else {
         return;
     };
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let host_a = host(dir_a.path(), &a.pair, &a.pins.0, a.port, &format!("{store_a}:{port}"));
-    let mut host_b = host(dir_b.path(), &b.pair, &b.pins.0, b.port, &format!("{store_b}:{port}"));
+    let host_a = host(
+        dir_a.path(),
+        &a.pair,
+        &a.pins.0,
+        a.port,
+        &format!("{store_a}:{port}"),
+    );
+    let mut host_b = host(
+        dir_b.path(),
+        &b.pair,
+        &b.pins.0,
+        b.port,
+        &format!("{store_b}:{port}"),
+    );
     let in_a = |f: &(dyn Fn() -> serde_json::Value + Sync)| a.pair.server.run(f);
     let in_b = |f: &(dyn Fn() -> serde_json::Value + Sync)| b.pair.server.run(f);
     let ready = |pair: &VethPair, d: &Daemon| {
@@ -128,8 +161,14 @@ fn a_lockout_on_one_host_drops_the_client_on_the_other() {
 
     let client = a.pair.client_ips[0];
     let other = a.pair.client_ips[1];
-    assert_eq!(client, b.pair.client_ips[0], "one client, as both hosts see it");
-    assert!(connects(&b.pair, client, b.port), "{client} reaches B before any lockout");
+    assert_eq!(
+        client, b.pair.client_ips[0],
+        "one client, as both hosts see it"
+    );
+    assert!(
+        connects(&b.pair, client, b.port),
+        "{client} reaches B before any lockout"
+    );
 
     // A burst at A: the sixth decision within the minute strikes.
     let mut struck = None;
@@ -144,12 +183,21 @@ fn a_lockout_on_one_host_drops_the_client_on_the_other() {
     assert_eq!(d["reason"], "burst", "{d}");
     // Dropped by B's kernel: B never saw a request from it.
     while connects(&b.pair, client, b.port) {
-        assert!(at.elapsed() < Duration::from_secs(10), "B never dropped {client}");
+        assert!(
+            at.elapsed() < Duration::from_secs(10),
+            "B never dropped {client}"
+        );
     }
     let took = at.elapsed();
     println!("lockout propagation, decision on A to a dropped SYN on B: {took:?}");
-    assert!(connects(&b.pair, other, b.port), "{other} is not locked out");
-    assert!(!connects(&a.pair, client, a.port), "A's kernel drops it too");
+    assert!(
+        connects(&b.pair, other, b.port),
+        "{other} is not locked out"
+    );
+    assert!(
+        !connects(&a.pair, client, a.port),
+        "A's kernel drops it too"
+    );
 
     // An unlock on B frees it on both.
     let r = b
@@ -157,8 +205,12 @@ fn a_lockout_on_one_host_drops_the_client_on_the_other() {
         .server
         .run(|| host_b.admin("DELETE", &format!("/admin/v1/lockouts/{client}"), None));
     assert_eq!(r.status, 200, "{}", r.body);
-    eventually("B to let it in", || connects(&b.pair, client, b.port).then_some(()));
-    eventually("A to let it in", || connects(&a.pair, client, a.port).then_some(()));
+    eventually("B to let it in", || {
+        connects(&b.pair, client, b.port).then_some(())
+    });
+    eventually("A to let it in", || {
+        connects(&a.pair, client, a.port).then_some(())
+    });
     let listed = in_a(&|| host_a.admin("GET", "/admin/v1/lockouts", None).json());
     assert_eq!(listed["items"], json!([]), "A's store agrees: {listed}");
 

@@ -140,6 +140,8 @@ pub struct Daemon {
     pub admin: SocketAddr,
     pub proxy: SocketAddr,
     pub api: SocketAddr,
+    /// `/metrics`, `/readyz` (`None`: off).
+    pub metrics: Option<SocketAddr>,
     pub stderr: PathBuf,
     /// Prefixed to the command (e.g. `ip netns exec NAME`).
     pub wrapper: Vec<String>,
@@ -168,20 +170,24 @@ impl Daemon {
         wrapper: Vec<String>,
         env: Vec<(String, String)>,
     ) -> Daemon {
-        Daemon::start_store(dir, kernel, "", extra, wrapper, env)
+        Daemon::start_store(dir, kernel, "", extra, false, wrapper, env)
     }
 
-    /// As [`Daemon::start_with`], with `store` lines added to `[store]`.
+    /// As [`Daemon::start_with`], with `store` lines added to `[store]`, and the metrics
+    /// listener (`/metrics`, `/readyz`) on a free port when `metrics`.
     pub fn start_store(
         dir: &Path,
         kernel: &str,
         store: &str,
         extra: &str,
+        metrics: bool,
         wrapper: Vec<String>,
         env: Vec<(String, String)>,
     ) -> Daemon {
         let up = upstream();
         let (admin, proxy, api) = (free_addr(), free_addr(), free_addr());
+        let metrics = metrics.then(free_addr);
+        let metrics_listen = metrics.map_or(String::new(), |m| m.to_string());
         let config = dir.join("limiter.toml");
         let kernel = if kernel.is_empty() {
             "[kernel]\nmode = \"off\"\n"
@@ -192,7 +198,7 @@ impl Daemon {
             &config,
             format!(
                 "{kernel}[store]\nstate_dir = \"{}\"\n{store}\n[http]\nproxy_listen = [\"{proxy}\"]\n\
-                 api_listen = [\"{api}\"]\nupstream = \"http://{up}\"\n[metrics]\nlisten = \"\"\n\
+                 api_listen = [\"{api}\"]\nupstream = \"http://{up}\"\n[metrics]\nlisten = \"{metrics_listen}\"\n\
                  [admin]\nlisten = \"{admin}\"\n[[routes]]\nprefix = \"/api/feeds\"\nkey_limit = true\n{extra}",
                 dir.join("state").display()
             ),
@@ -205,6 +211,7 @@ impl Daemon {
             admin,
             proxy,
             api,
+            metrics,
             stderr: dir.join("stderr.log"),
             wrapper,
             env,
