@@ -803,6 +803,11 @@ fn an_address_lockout_keeps_the_operators_reason_across_a_restart() {
     assert_eq!(v["items"][0]["ip"], "192.0.2.40", "{v}");
     assert_eq!(v["items"][0]["reason"], "scraping /search", "{v}");
     assert_eq!(v["items"][0]["source"], "operator", "{v}");
+    // The caller's 429 says who locked it out.
+    let decided = d.decide("192.0.2.40");
+    assert_eq!(decided["reason"], "locked", "{decided}");
+    let detail = decided["problem"]["detail"].as_str().unwrap();
+    assert!(detail.contains("locked out by the operator"), "{detail}");
 }
 
 #[test]

@@ -16,7 +16,7 @@ use super::Engine;
 use crate::config::{Config, OverQuota, Route};
 use crate::identity::{Caller, Subject};
 use crate::model::{
-    Decision, DelayKind, IdentityText, PerWindow, Reason, Tier, WindowKind, WindowState,
+    Decision, DelayKind, IdentityText, LockCause, PerWindow, Reason, Tier, WindowKind, WindowState,
 };
 use crate::store::count::{CountOutcome, CountRequest, Limit, WindowUse};
 use crate::store::windows::HOUR_MS;
@@ -207,6 +207,7 @@ impl Engine {
             return Step::Done(with_shadow(d, shadow));
         }
         if let Some(until) = lists.denies(caller.ip, now) {
+            d.lock_cause = Some(LockCause::Manual);
             return Step::Done(lock_out(
                 d,
                 until.map_or(HOUR_MS, |u| u.saturating_sub(now)),
@@ -227,7 +228,10 @@ impl Engine {
         }
         // A counted decision asks the store once for lockout and counts (`gate_and_count`).
         match self.store.lockout(caller.group) {
-            Ok(Some(l)) if l.is_active(now) => return Step::Done(lock_out(d, l.remaining_ms(now))),
+            Ok(Some(l)) if l.is_active(now) => {
+                d.lock_cause = Some(l.cause);
+                return Step::Done(lock_out(d, l.remaining_ms(now)));
+            }
             Ok(_) => {}
             Err(err) => tracing::warn!(error = %err, "lockout lookup failed"),
         }
@@ -259,6 +263,7 @@ impl Engine {
         match gate {
             Ok(Gate::Locked(l)) => {
                 d.hourly_budget = budget;
+                d.lock_cause = Some(l.cause);
                 d = locked(d, l.remaining_ms(now));
             }
             Ok(Gate::Counted(o)) => self.finish(&cfg, &caller, &mut d, &o, now, mode),

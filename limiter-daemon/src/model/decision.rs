@@ -161,6 +161,9 @@ pub struct Decision {
     pub hourly_budget: Option<u64>,
     /// Set in shadow mode: what enforcing would have done (the verdict is then an allow).
     shadow: Option<Shadow>,
+    /// Who made the lockout a `locked` refusal answers: a strike, or an operator (by hand, a
+    /// deny list). The 429 says which.
+    pub lock_cause: Option<crate::model::LockCause>,
 }
 
 impl Decision {
@@ -179,6 +182,7 @@ impl Decision {
             upgrade,
             key_status: None,
             lockout_level: None,
+            lock_cause: None,
             cost: 0,
             hourly_budget: None,
             shadow: None,

@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use crate::config::http::HttpSettings;
 use crate::http::render::problem::Problem;
-use crate::model::{Action, Decision, Reason, WindowKind, WindowState};
+use crate::model::{Action, Decision, LockCause, Reason, WindowKind, WindowState};
 
 pub const X_RATELIMIT_TIER: HeaderName = HeaderName::from_static("x-ratelimit-tier");
 pub const X_RATELIMIT_LIMIT_HOUR: HeaderName = HeaderName::from_static("x-ratelimit-limit-hour");
@@ -333,6 +333,10 @@ pub fn detail(d: &Decision) -> String {
         (Some(Reason::KeyHourly), Some(n)) => format!(
             "This API key's hourly limit of {n} units on this route is used up; it renews at the \
              top of the UTC hour, in {wait} s."
+        ),
+        (Some(Reason::Locked), _) if d.lock_cause == Some(LockCause::Manual) => format!(
+            "This caller is locked out by the operator; the lockout ends in {wait} s. \
+             Retrying earlier extends nothing but is refused."
         ),
         (Some(Reason::Locked), _) => format!(
             "This caller is locked out after repeated bursts; the lockout ends in {wait} s. \
