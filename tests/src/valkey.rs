@@ -95,3 +95,97 @@ pub fn start_with(port: u16, extra: &[&str]) -> Option<Server> {
     });
     Some(server)
 }
+
+/// `valkey-cli`, beside the server binary.
+pub fn cli() -> Option<PathBuf> {
+    binary().map(|b| b.with_file_name("valkey-cli"))
+}
+
+/// A Valkey Cluster of three primaries on free loopback ports, slots assigned and
+/// `cluster_state:ok` on every node; `None` (after `require` said why) without the binaries.
+pub fn cluster() -> Option<Vec<Server>> {
+    let mut nodes = Vec::new();
+    for _ in 0..3 {
+        let bus = free_port().to_string();
+        nodes.push(start_with(
+            free_port(),
+            &[
+                "--cluster-enabled",
+                "yes",
+                "--cluster-port",
+                &bus,
+                "--cluster-config-file",
+                "nodes.conf",
+            ],
+        )?);
+    }
+    let cli = cli()?;
+    let out = Command::new(&cli)
+        .args(["--cluster", "create"])
+        .args(nodes.iter().map(|n| n.addr.as_str()))
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .output()
+        .expect("run valkey-cli --cluster create");
+    assert!(
+        out.status.success(),
+        "cluster create: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    for n in &nodes {
+        let (host, port) = n.addr.rsplit_once(':').unwrap();
+        crate::poll(Duration::from_secs(20), "cluster_state:ok", || {
+            let out = Command::new(&cli)
+                .args(["-h", host, "-p", port, "cluster", "info"])
+                .output()
+                .ok()?;
+            String::from_utf8_lossy(&out.stdout)
+                .contains("cluster_state:ok")
+                .then_some(())
+        });
+    }
+    Some(nodes)
+}
+
+/// Servers started once per test process and stopped when it exits (the test harness exits
+/// through `exit`, which runs `atexit` handlers; statics are never dropped).
+static SHARED: std::sync::Mutex<Vec<(u32, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+
+extern "C" fn stop_shared() {
+    if let Ok(kept) = SHARED.lock() {
+        for (pid, dir) in kept.iter() {
+            // SAFETY: kill has no memory preconditions; the pids are our own children.
+            unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn keep_for_process(servers: Vec<Server>) -> Vec<String> {
+    let mut pids = SHARED.lock().unwrap();
+    if pids.is_empty() {
+        // SAFETY: registers a plain function with no captured state.
+        unsafe { libc::atexit(stop_shared) };
+    }
+    let addrs = servers.iter().map(|s| s.addr.clone()).collect();
+    for s in servers {
+        pids.push((s.pid(), s._dir.path().to_path_buf()));
+        // Its directory and process now live as long as the test process.
+        std::mem::forget(s);
+    }
+    addrs
+}
+
+/// The address of one standalone server shared by every test in this process.
+pub fn shared_standalone() -> Option<String> {
+    static ADDR: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    ADDR.get_or_init(|| start().map(|s| keep_for_process(vec![s]).remove(0)))
+        .clone()
+}
+
+/// The node addresses of one cluster shared by every test in this process.
+pub fn shared_cluster() -> Option<Vec<String>> {
+    static ADDRS: std::sync::OnceLock<Option<Vec<String>>> = std::sync::OnceLock::new();
+    ADDRS
+        .get_or_init(|| cluster().map(keep_for_process))
+        .clone()
+}

@@ -135,8 +135,9 @@ fn run(task: Task) -> Result<()> {
             // The end-to-end tests start the real daemon binary, so build it before they run.
             sh(cargo().args(["build", "-p", "limiter-daemon", "--bins"]))?;
             sh(cargo().args(["test", "--workspace"]).args(&rest))?;
-            // A filtered run is someone chasing one test: no fuzzing pass then.
+            // A filtered run is someone chasing one test: no conformance or fuzzing pass then.
             if rest.is_empty() {
+                conformance()?;
                 fuzz(CI_FUZZ_SECONDS, &[])?;
             }
             Ok(())
@@ -165,6 +166,32 @@ fn run(task: Task) -> Result<()> {
             fuzz(seconds, &targets)
         }
     }
+}
+
+/// The engine suites that make the store conformance suite: `cargo test --workspace` runs them
+/// on the embedded store, and [`conformance`] again on a real Valkey and a real Valkey Cluster.
+const CONFORMANCE_SUITES: [&str; 6] = [
+    "engine_rules",
+    "engine_burst_after_budget",
+    "engine_session_quota",
+    "engine_shadow",
+    "engine_admin",
+    "engine_concurrency",
+];
+
+/// Runs the conformance suite on each remote store (`LIMITER_TEST_STORE`; the tests start the
+/// servers on free loopback ports): the same cases, the same answers required.
+fn conformance() -> Result<()> {
+    for store in ["valkey", "cluster"] {
+        let mut c = cargo();
+        c.args(["test", "-p", "limiter-daemon"])
+            .env("LIMITER_TEST_STORE", store);
+        for suite in CONFORMANCE_SUITES {
+            c.args(["--test", suite]);
+        }
+        sh(&mut c).with_context(|| format!("the store conformance suite on {store}"))?;
+    }
+    Ok(())
 }
 
 /// Seconds per fuzz target in `cargo xtask test` (the CI pass): 2 min for the six targets. The

@@ -15,13 +15,14 @@ use std::time::Duration;
 use http::HeaderMap;
 use ipnet::IpNet;
 use limiter_daemon::clock::{Clock, ManualClock};
+use limiter_daemon::config::store::StoreBackend;
 use limiter_daemon::config::{Config, EnvMap};
 use limiter_daemon::engine::sink::EnforcementSink;
 use limiter_daemon::engine::{
     Action, Decision, Engine, EngineOptions, KeyRefresh, Reason, RequestInfo, Tier, WindowKind,
 };
 use limiter_daemon::model::ListKind;
-use limiter_daemon::store::EmbeddedStore;
+use limiter_daemon::store::{EmbeddedStore, Store};
 use parking_lot::Mutex;
 
 /// 2026-01-01T00:00:00Z.
@@ -171,11 +172,48 @@ pub fn rig(toml_text: &str) -> Rig {
     rig_in(toml_text, dir, T0)
 }
 
+/// The store the engine suites run on, from `LIMITER_TEST_STORE`: `embedded` (the default),
+/// `valkey` (one real standalone server) or `cluster` (a real three-primary Valkey Cluster),
+/// the servers started once per test process. `cargo xtask test` runs the suites once per
+/// store: one conformance suite, three stores, the same answers required.
+pub fn test_store(cfg: &mut Config, now_ms: u64) -> Arc<dyn Store> {
+    let which = std::env::var("LIMITER_TEST_STORE").unwrap_or_default();
+    let address = match which.as_str() {
+        "" | "embedded" => {
+            return Arc::new(EmbeddedStore::open(&cfg.store, now_ms).expect("store opens"));
+        }
+        "valkey" => limiter_tests::valkey::shared_standalone(),
+        "cluster" => limiter_tests::valkey::shared_cluster().map(|n| n[0].clone()),
+        other => panic!("LIMITER_TEST_STORE={other:?}: embedded, valkey or cluster"),
+    }
+    .expect("LIMITER_TEST_STORE names a Valkey store, so valkey-server must be installed");
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    cfg.store.backend = StoreBackend::Valkey;
+    cfg.store.valkey_address = Some(address);
+    // Every rig its own key space on the shared server.
+    cfg.store.key_prefix = format!(
+        "t{}-{}:",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let store = limiter_daemon::store::open(&cfg.store, now_ms).expect("store opens");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while store.degraded() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the Valkey store never connected"
+        );
+        std::thread::park_timeout(Duration::from_millis(5));
+    }
+    store
+}
+
 pub fn rig_in(toml_text: &str, dir: tempfile::TempDir, start_ms: u64) -> Rig {
-    let cfg = Arc::new(config(toml_text, dir.path()));
+    let mut cfg = config(toml_text, dir.path());
     let clock = ManualClock::new(start_ms);
     let sink = Arc::new(RecordingSink::default());
-    let store = Arc::new(EmbeddedStore::open(&cfg.store, clock.now_ms()).expect("store opens"));
+    let store = test_store(&mut cfg, clock.now_ms());
+    let cfg = Arc::new(cfg);
     let engine = Engine::with_options(
         Arc::clone(&cfg),
         store,
