@@ -16,7 +16,7 @@ use limiter_daemon::engine::{Action, Engine, EngineOptions, KeyRefresh, Reason, 
 use limiter_daemon::identity::hash::{IdKey, IdentityHasher, Namespace};
 use limiter_daemon::model::{PerWindow, WindowKind};
 use limiter_daemon::store::count::{apply, CountRequest, Entry, Limit};
-use limiter_daemon::store::valkey::pool::Topology;
+use limiter_daemon::store::valkey::Topology;
 use limiter_daemon::store::valkey::ValkeyStore;
 use limiter_daemon::store::{CountStore, Gate, LockCause, Lockout, RecordStore};
 use limiter_tests::valkey::{free_port, start, start_on, start_with, Server};
@@ -411,7 +411,7 @@ fn start_cluster() -> Option<Vec<Server>> {
 fn cluster_counts_each_identity_in_one_slot_and_shares_lockouts() {
     let Some(nodes) = start_cluster() else { return };
     let store = ValkeyStore::open(&nodes[0].addr, "c:", HashMode::Hmac, None).unwrap();
-    assert_eq!(store.topology(), Topology::Cluster);
+    assert_eq!(store.topology(), Some(Topology::Cluster));
 
     // The script over identities spread across the three primaries matches the reference.
     let h = store.hasher();

@@ -58,6 +58,12 @@ pub trait CountStore: Send + Sync + 'static {
         0
     }
 
+    /// Times this process found the fleet's hashing secret in the remote store different from
+    /// the one it hashes with (metrics: hosts counting one caller under two keys).
+    fn secret_mismatches(&self) -> u64 {
+        0
+    }
+
     /// Writes the in-memory counters to disk so a restart keeps them (blocking I/O: call it off
     /// the request path). `None`: this store keeps its counters elsewhere (Valkey).
     fn persist_counters(&self, _now_ms: u64) -> Result<Option<usize>, StoreError> {
