@@ -14,8 +14,8 @@ use redis::aio::{
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{
-    AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Pipeline,
-    RedisError, RedisFuture, RedisResult, TlsCertificates, Value,
+    AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo,
+    Pipeline, RedisError, RedisFuture, RedisResult, TlsCertificates, Value,
 };
 
 use crate::config::store::ValkeyPassword;
@@ -260,16 +260,19 @@ impl Target {
         let password = self
             .password_setting
             .unwrap_or("store.valkey_password_file");
-        if text.contains("WRONGPASS") || text.contains("invalid username-password") {
+        let refused = e.kind() == ErrorKind::AuthenticationFailed
+            || text.contains("WRONGPASS")
+            || text.contains("invalid username-password");
+        if refused && self.password_setting.is_some() {
             return err(
                 op,
                 format!(
-                    "{password}: the server refused the password (WRONGPASS) at {}",
+                    "{password}: the server at {} refused the password (WRONGPASS)",
                     self.address
                 ),
             );
         }
-        if text.contains("NOAUTH") {
+        if refused || text.contains("NOAUTH") {
             return err(
                 op,
                 format!(
@@ -307,10 +310,21 @@ pub enum Conn {
     Cluster(ClusterConnection),
 }
 
+/// A call that found the shared connection dropped (the server restarted): the command never
+/// reached a server, so it is sent once more, after the manager's reconnect.
+fn found_dropped(e: &RedisError) -> bool {
+    e.is_connection_dropped() && !e.is_timeout()
+}
+
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Single(c) => Box::pin(async move {
+                match c.req_packed_command(cmd).await {
+                    Err(e) if found_dropped(&e) => c.req_packed_command(cmd).await,
+                    r => r,
+                }
+            }),
             Conn::Plain(c) => c.req_packed_command(cmd),
             Conn::Cluster(c) => c.req_packed_command(cmd),
         }
@@ -323,7 +337,14 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Single(c) => Box::pin(async move {
+                match c.req_packed_commands(pipeline, offset, count).await {
+                    Err(e) if found_dropped(&e) => {
+                        c.req_packed_commands(pipeline, offset, count).await
+                    }
+                    r => r,
+                }
+            }),
             Conn::Plain(c) => c.req_packed_commands(pipeline, offset, count),
             Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
         }

@@ -206,7 +206,7 @@ impl ValkeyStore {
             return Ok(s);
         }
         let (t, key) = (target.clone(), layout.secret());
-        let theirs = rt.block_on(async move {
+        let theirs = wait(rt.handle(), async move {
             let ask = async {
                 let (mut c, _) = t.shared().await?;
                 secret::fetch(&mut c, &key).await
@@ -214,8 +214,8 @@ impl ValkeyStore {
             tokio::time::timeout(CONNECT_TIMEOUT * 2, ask).await
         });
         let s = match theirs {
-            Ok(Ok(Some(s))) => s,
-            Ok(Err(e)) if e.to_string().contains("store.valkey_") => return Err(e),
+            Some(Ok(Ok(Some(s)))) => s,
+            Some(Ok(Err(e))) if e.to_string().contains("store.valkey_") => return Err(e),
             // Not reachable (or a cluster, empty): this host starts the fleet's secret.
             _ => secret::fresh(),
         };
@@ -293,14 +293,8 @@ impl ValkeyStore {
         if std::thread::current().name() == Some(IO_THREAD) {
             return Err(err(op, "a blocking call on the store's own I/O thread"));
         }
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.handle().spawn(async move {
-            // The caller waits on `rx`; it is gone only if it panicked.
-            let _sent = tx.send(fut.await);
-        });
-        let r = rx
-            .recv()
-            .map_err(|_| err(op, "the store's I/O runtime stopped"))?;
+        let r =
+            wait(self.handle(), fut).ok_or_else(|| err(op, "the store's I/O runtime stopped"))?;
         if r.is_err() {
             self.inner.errors.fetch_add(1, Ordering::Relaxed);
         }
@@ -316,6 +310,20 @@ impl ValkeyStore {
     {
         self.block(op, f(self.inner.clone()))
     }
+}
+
+/// Runs `fut` on `rt` and waits for it on this thread (`Runtime::block_on` would panic when
+/// this thread is inside another runtime). `None` if the runtime dropped it.
+fn wait<T: Send + 'static>(
+    rt: &tokio::runtime::Handle,
+    fut: impl Future<Output = T> + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    rt.spawn(async move {
+        // The caller waits on `rx`; it is gone only if it panicked.
+        let _sent = tx.send(fut.await);
+    });
+    rx.recv().ok()
 }
 
 impl Inner {
