@@ -303,6 +303,42 @@ fn a_wrong_password_is_a_clear_error_naming_the_setting() {
     let ok = with(Some("right-horse-battery")).unwrap();
     ok.put_key(key_record("aa11bb22")).unwrap();
     assert!(ok.key("aa11bb22").unwrap().is_some());
+
+    // An ACL user: `valkey_username` with its own password.
+    cli_run(
+        &server.addr,
+        &[
+            "-a",
+            "right-horse-battery",
+            "--no-auth-warning",
+            "ACL",
+            "SETUSER",
+            "fleet",
+            "on",
+            ">fleet-pw",
+            "~*",
+            "+@all",
+        ],
+    );
+    let as_user = |pw: &str| {
+        let mut o = ValkeyOptions::new(&server.addr, "auth:");
+        o.username = Some("fleet".into());
+        o.password = Some(ValkeyPassword {
+            value: pw.into(),
+            setting: "LIMITER_VALKEY_PASSWORD",
+        });
+        ValkeyStore::open_with(o)
+    };
+    assert!(as_user("fleet-pw")
+        .unwrap()
+        .key("aa11bb22")
+        .unwrap()
+        .is_some());
+    let e = as_user("nope").err().unwrap().to_string();
+    assert!(
+        e.contains("LIMITER_VALKEY_PASSWORD") && e.contains("WRONGPASS"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -400,18 +436,21 @@ fn a_key_issued_or_revoked_on_one_host_reads_back_on_another() {
     assert_eq!(b.keys().unwrap(), vec![revoked]);
 }
 
+/// What a reload hands the sink.
+type Active = Vec<(Lockout, Option<StrikeRecord>)>;
+
 /// A follower's sink that records what it was given.
 #[derive(Default)]
 struct Seen {
     applied: Mutex<Vec<LockoutEvent>>,
-    reloads: Mutex<Vec<Vec<(Lockout, Option<StrikeRecord>)>>>,
+    reloads: Mutex<Vec<Active>>,
 }
 
 impl LockoutEvents for Seen {
     fn apply(&self, event: &LockoutEvent) {
         self.applied.lock().push(event.clone());
     }
-    fn reload(&self, active: Vec<(Lockout, Option<StrikeRecord>)>) {
+    fn reload(&self, active: Active) {
         self.reloads.lock().push(active);
     }
 }

@@ -324,3 +324,59 @@ impl StoreSettings {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn valkey(extra: RawStore) -> RawStore {
+        RawStore {
+            backend: Some(StoreBackend::Valkey),
+            valkey_address: Some("rediss://127.0.0.1:6380".into()),
+            ..extra
+        }
+    }
+
+    #[test]
+    fn the_password_comes_from_its_file_and_debug_never_shows_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pw");
+        std::fs::write(&file, "s3cret-horse\n").unwrap();
+        let s = StoreSettings::validate(valkey(RawStore {
+            valkey_password_file: Some(file),
+            valkey_username: Some("limiter".into()),
+            ..RawStore::default()
+        }))
+        .unwrap();
+        let pw = s.valkey_password.as_ref().unwrap();
+        assert_eq!(
+            (pw.value.as_str(), pw.setting),
+            ("s3cret-horse", "store.valkey_password_file")
+        );
+        assert!(!format!("{s:?}").contains("s3cret"), "{s:?}");
+        let e = StoreSettings::validate(valkey(RawStore {
+            valkey_password_file: Some(dir.path().join("missing")),
+            ..RawStore::default()
+        }))
+        .unwrap_err();
+        assert!(e.to_string().contains("store.valkey_password_file"), "{e}");
+    }
+
+    #[test]
+    fn a_ca_file_needs_rediss_and_a_host_id_a_name() {
+        let e = StoreSettings::validate(RawStore {
+            backend: Some(StoreBackend::Valkey),
+            valkey_address: Some("127.0.0.1:6379".into()),
+            valkey_ca_file: Some("/etc/ca.pem".into()),
+            ..RawStore::default()
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("store.valkey_ca_file"), "{e}");
+        let e = StoreSettings::validate(valkey(RawStore {
+            host_id: Some(" ".into()),
+            ..RawStore::default()
+        }))
+        .unwrap_err();
+        assert!(e.to_string().contains("store.host_id"), "{e}");
+    }
+}
