@@ -374,8 +374,36 @@ fn construction_needs_no_server_and_connect_switches_over() {
     );
 }
 
+/// Everything this test binary logs (JSON lines), from every thread (the store logs on its own).
+fn captured_logs() -> Arc<Mutex<Vec<u8>>> {
+    static LOGS: std::sync::OnceLock<Arc<Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let writer = buf.clone();
+        tracing_subscriber::fmt()
+            .json()
+            .with_writer(move || Capture(writer.clone()))
+            .init();
+        buf
+    })
+    .clone()
+}
+
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[test]
 fn the_fleet_secret_is_kept_locally_and_a_mismatch_is_counted() {
+    let logs = captured_logs();
     let Some(server) = start() else { return };
     let opts = |dir: &std::path::Path| {
         let mut o = ValkeyOptions::new(&server.addr, "sec:");
@@ -410,6 +438,13 @@ fn the_fleet_secret_is_kept_locally_and_a_mismatch_is_counted() {
     std::fs::write(c.path().join(SECRET_FILE), &other).unwrap();
     let sc = ValkeyStore::open_with(opts(c.path())).unwrap();
     assert_eq!(sc.secret_mismatches(), 1);
+    let text = String::from_utf8(logs.lock().clone()).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains("hash_secret_mismatch"))
+        .unwrap_or_else(|| panic!("logged: {text}"));
+    assert!(line.contains("\"level\":\"ERROR\""), "{line}");
+    assert!(!line.contains(&local) && !line.contains(&other), "never the secrets: {line}");
     let h2 = IdentityHasher::hmac(&hex::decode(&other).unwrap());
     assert_eq!(
         sc.hasher().id(Namespace::Ip, b"x"),

@@ -195,6 +195,11 @@ impl ValkeyStore {
         })
     }
 
+    /// [`ValkeyStore::new`] as `[store]` configures it (what the daemon opens).
+    pub fn from_settings(settings: &StoreSettings) -> Result<ValkeyStore, StoreError> {
+        ValkeyStore::new(ValkeyOptions::from_settings(settings)?)
+    }
+
     /// The local copy; else Valkey's (saved locally); else a fresh one (saved locally).
     fn choose_secret(
         rt: &tokio::runtime::Runtime,
