@@ -444,7 +444,10 @@ fn the_fleet_secret_is_kept_locally_and_a_mismatch_is_counted() {
         .find(|l| l.contains("hash_secret_mismatch"))
         .unwrap_or_else(|| panic!("logged: {text}"));
     assert!(line.contains("\"level\":\"ERROR\""), "{line}");
-    assert!(!line.contains(&local) && !line.contains(&other), "never the secrets: {line}");
+    assert!(
+        !line.contains(&local) && !line.contains(&other),
+        "never the secrets: {line}"
+    );
     let h2 = IdentityHasher::hmac(&hex::decode(&other).unwrap());
     assert_eq!(
         sc.hasher().id(Namespace::Ip, b"x"),
@@ -562,6 +565,23 @@ fn the_stream_carries_lockouts_between_stores_and_survives_restarts_and_gaps() {
             .any(|e| matches!(e, LockoutEvent::NetLocked { .. }))
             .then_some(())
     });
+
+    // A lost connection without a gap: B resumes from its last ID, no reload.
+    let reloads = seen.reloads.lock().len();
+    cli_run(&server.addr, &["CLIENT", "KILL", "TYPE", "normal"]);
+    let resumed = lockout("192.0.2.5", now, 600);
+    poll("A writes after the kill", || {
+        rt.block_on(a.put_lockout_async(&resumed, None, "host-a"))
+            .ok()
+    });
+    poll("B resumes and applies it", || {
+        seen.applied
+            .lock()
+            .iter()
+            .any(|e| matches!(e, LockoutEvent::Locked { lockout, .. } if *lockout == resumed))
+            .then_some(())
+    });
+    assert_eq!(seen.reloads.lock().len(), reloads, "resumed, not reloaded");
 
     // A gap: the stream trimmed while B is away, and a lockout it never saw an event for.
     let hasher = a.hasher();
