@@ -5,7 +5,7 @@ set -euo pipefail
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
-APT_PKGS=(llvm-22-dev libzstd-dev zlib1g-dev iproute2 nginx wrk bpftool tcpdump python3-pip curl)
+APT_PKGS=(llvm-22-dev libzstd-dev zlib1g-dev iproute2 nginx wrk bpftool tcpdump python3-pip curl stunnel4)
 
 need_apt=()
 for p in "${APT_PKGS[@]}"; do

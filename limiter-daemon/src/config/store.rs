@@ -40,8 +40,17 @@ pub struct RawStore {
     pub sweep_interval: Option<String>,
     /// How often the embedded store writes its counters to `state_dir` (also at shutdown).
     pub snapshot_interval: Option<String>,
-    /// `host:port` of the Valkey server (backend = "valkey").
+    /// The Valkey server (backend = "valkey"): `host:port`, `redis://host:port`, or
+    /// `rediss://host:port` for TLS.
     pub valkey_address: Option<String>,
+    /// ACL user for AUTH (default: the server's `default` user).
+    pub valkey_username: Option<String>,
+    /// File holding the AUTH password (else env `LIMITER_VALKEY_PASSWORD`).
+    pub valkey_password_file: Option<PathBuf>,
+    /// PEM file of the CA that signed the server's certificate (`rediss://`).
+    pub valkey_ca_file: Option<PathBuf>,
+    /// This host's name on the lockout stream (default: hostname and process id).
+    pub host_id: Option<String>,
     /// Namespaces every Valkey key (default `limiter:`).
     pub key_prefix: Option<String>,
     /// Deadline of one remote decision (default 50ms); past it the decision is counted locally.
@@ -66,6 +75,17 @@ pub enum OnFailure {
     Closed,
 }
 
+/// The Valkey AUTH password and the setting it came from (errors name it; never printed).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ValkeyPassword {
+    pub value: String,
+    /// `store.valkey_password_file` or `LIMITER_VALKEY_PASSWORD`.
+    pub setting: &'static str,
+}
+
+/// The environment variable that carries the Valkey password when no file is configured.
+pub const VALKEY_PASSWORD_ENV: &str = "LIMITER_VALKEY_PASSWORD";
+
 #[derive(Clone, PartialEq, Eq)]
 pub struct StoreSettings {
     pub backend: StoreBackend,
@@ -78,6 +98,10 @@ pub struct StoreSettings {
     /// Embedded store: how often counters are snapshotted (a crash loses at most this much).
     pub snapshot_interval: Duration,
     pub valkey_address: Option<String>,
+    pub valkey_username: Option<String>,
+    pub valkey_password: Option<ValkeyPassword>,
+    pub valkey_ca_file: Option<PathBuf>,
+    pub host_id: Option<String>,
     pub key_prefix: String,
     pub decision_timeout: Duration,
     pub probe_interval: Duration,
@@ -98,6 +122,13 @@ impl std::fmt::Debug for StoreSettings {
             .field("sweep_interval", &self.sweep_interval)
             .field("snapshot_interval", &self.snapshot_interval)
             .field("valkey_address", &self.valkey_address)
+            .field("valkey_username", &self.valkey_username)
+            .field(
+                "valkey_password",
+                &self.valkey_password.as_ref().map(|_| "<redacted>"),
+            )
+            .field("valkey_ca_file", &self.valkey_ca_file)
+            .field("host_id", &self.host_id)
             .field("key_prefix", &self.key_prefix)
             .field("decision_timeout", &self.decision_timeout)
             .field("probe_interval", &self.probe_interval)
@@ -238,7 +269,46 @@ impl StoreSettings {
                 "must be at least 10ms",
             ));
         }
+        let valkey_password = match raw.valkey_password_file {
+            Some(p) => Some(ValkeyPassword {
+                value: std::fs::read_to_string(&p)
+                    .map_err(|e| {
+                        ConfigError::invalid(
+                            "store.valkey_password_file",
+                            format!("cannot read {}: {e}", p.display()),
+                        )
+                    })?
+                    .trim_end_matches(['\r', '\n'])
+                    .to_string(),
+                setting: "store.valkey_password_file",
+            }),
+            None => std::env::var(VALKEY_PASSWORD_ENV)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .map(|value| ValkeyPassword {
+                    value,
+                    setting: VALKEY_PASSWORD_ENV,
+                }),
+        };
+        if raw.valkey_ca_file.is_some()
+            && !raw
+                .valkey_address
+                .as_deref()
+                .is_some_and(|a| a.starts_with("rediss://"))
+        {
+            return Err(ConfigError::invalid(
+                "store.valkey_ca_file",
+                "only used with a rediss:// valkey_address (TLS)",
+            ));
+        }
+        if raw.host_id.as_deref().is_some_and(|h| h.trim().is_empty()) {
+            return Err(ConfigError::invalid("store.host_id", "must not be empty"));
+        }
         Ok(StoreSettings {
+            valkey_username: raw.valkey_username,
+            valkey_password,
+            valkey_ca_file: raw.valkey_ca_file,
+            host_id: raw.host_id,
             decision_timeout,
             probe_interval,
             on_failure: raw.on_failure.unwrap_or_default(),
@@ -252,5 +322,61 @@ impl StoreSettings {
             sweep_interval,
             snapshot_interval,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn valkey(extra: RawStore) -> RawStore {
+        RawStore {
+            backend: Some(StoreBackend::Valkey),
+            valkey_address: Some("rediss://127.0.0.1:6380".into()),
+            ..extra
+        }
+    }
+
+    #[test]
+    fn the_password_comes_from_its_file_and_debug_never_shows_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pw");
+        std::fs::write(&file, "s3cret-horse\n").unwrap();
+        let s = StoreSettings::validate(valkey(RawStore {
+            valkey_password_file: Some(file),
+            valkey_username: Some("limiter".into()),
+            ..RawStore::default()
+        }))
+        .unwrap();
+        let pw = s.valkey_password.as_ref().unwrap();
+        assert_eq!(
+            (pw.value.as_str(), pw.setting),
+            ("s3cret-horse", "store.valkey_password_file")
+        );
+        assert!(!format!("{s:?}").contains("s3cret"), "{s:?}");
+        let e = StoreSettings::validate(valkey(RawStore {
+            valkey_password_file: Some(dir.path().join("missing")),
+            ..RawStore::default()
+        }))
+        .unwrap_err();
+        assert!(e.to_string().contains("store.valkey_password_file"), "{e}");
+    }
+
+    #[test]
+    fn a_ca_file_needs_rediss_and_a_host_id_a_name() {
+        let e = StoreSettings::validate(RawStore {
+            backend: Some(StoreBackend::Valkey),
+            valkey_address: Some("127.0.0.1:6379".into()),
+            valkey_ca_file: Some("/etc/ca.pem".into()),
+            ..RawStore::default()
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("store.valkey_ca_file"), "{e}");
+        let e = StoreSettings::validate(valkey(RawStore {
+            host_id: Some(" ".into()),
+            ..RawStore::default()
+        }))
+        .unwrap_err();
+        assert!(e.to_string().contains("store.host_id"), "{e}");
     }
 }

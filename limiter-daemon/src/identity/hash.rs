@@ -36,11 +36,27 @@ impl Namespace {
     }
 }
 
-/// A hashed subject: namespace byte + 15 bytes of digest. This is what stores key counters by.
+/// A hashed subject: namespace byte + the whole 32-byte digest. This is what stores key counters
+/// by: a remote store names keys with all 64 hex digits (so `printf %s IP | sha256sum` finds a
+/// caller in `sha256` mode); the embedded store keeps a prefix of it.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct IdKey(pub [u8; 16]);
+pub struct IdKey(pub [u8; IdKey::LEN]);
 
 impl IdKey {
+    /// The namespace byte and the digest.
+    pub const LEN: usize = 33;
+
+    /// A key from its leading bytes (a store that keeps a prefix), the rest zero.
+    pub fn from_prefix(bytes: &[u8]) -> IdKey {
+        let mut k = [0u8; IdKey::LEN];
+        let n = bytes.len().min(IdKey::LEN);
+        k[..n].copy_from_slice(&bytes[..n]);
+        IdKey(k)
+    }
+    /// The whole digest as 64 lowercase hex digits (what remote store keys carry).
+    pub fn digest_hex(&self) -> String {
+        hex::encode(&self.0[1..])
+    }
     pub fn namespace_byte(&self) -> u8 {
         self.0[0]
     }
@@ -192,9 +208,9 @@ impl IdentityHasher {
 
     pub fn id(&self, ns: Namespace, data: &[u8]) -> IdKey {
         let d = self.digest(ns, data);
-        let mut k = [0u8; 16];
+        let mut k = [0u8; IdKey::LEN];
         k[0] = ns as u8;
-        k[1..].copy_from_slice(&d[..15]);
+        k[1..].copy_from_slice(&d);
         IdKey(k)
     }
 
@@ -255,11 +271,11 @@ mod tests {
 
     #[test]
     fn display_is_the_namespace_and_16_hex_digits() {
-        let k = IdKey([
+        let k = IdKey::from_prefix(&[
             1, 0x00, 0x0f, 0xa0, 0xff, 0x12, 0x34, 0x56, 0x78, 9, 9, 9, 9, 9, 9, 9,
         ]);
         assert_eq!(k.display(), "ip:000fa0ff12345678");
-        let k = IdKey([3, 0xab, 0, 0, 0, 0, 0, 0, 0xcd, 0, 0, 0, 0, 0, 0, 0]);
+        let k = IdKey::from_prefix(&[3, 0xab, 0, 0, 0, 0, 0, 0, 0xcd]);
         assert_eq!(k.display(), "key:ab000000000000cd");
     }
 
@@ -318,6 +334,14 @@ mod tests {
             a.id(Namespace::Ip, b"1.2.3.4"),
             a.clone().id(Namespace::Ip, b"1.2.3.4")
         );
+    }
+
+    #[test]
+    fn the_key_carries_the_whole_digest() {
+        let h = IdentityHasher::sha256();
+        let k = h.id(Namespace::Ip, b"203.0.113.7");
+        assert_eq!(k.digest_hex(), hex::encode(Sha256::digest(b"203.0.113.7")));
+        assert_eq!(k.digest_hex().len(), 64);
     }
 
     #[test]

@@ -65,7 +65,8 @@ pub trait CountStore: Send + Sync + 'static {
         None
     }
 
-    /// Times this host's hashing secret and the shared store's were found to differ (metrics).
+    /// Times this process found the fleet's hashing secret in the remote store different from
+    /// the one it hashes with (metrics: hosts counting one caller under two keys).
     fn secret_mismatches(&self) -> u64 {
         0
     }

@@ -39,7 +39,8 @@ fn put_fixed(out: &mut Vec<u8>, f: Fixed) {
 }
 
 fn encode(out: &mut Vec<u8>, id: &IdKey, e: &Entry) {
-    out.extend_from_slice(&id.0);
+    // The file keeps 16 bytes of the key (the table keeps fewer): its format predates full digests.
+    out.extend_from_slice(&id.0[..16]);
     out.extend_from_slice(&e.last_seen_s.to_le_bytes());
     for f in [e.hour, e.day, e.key_hour] {
         put_fixed(out, f);
@@ -55,8 +56,7 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 }
 
 fn decode(r: &[u8]) -> (IdKey, Entry) {
-    let mut id = [0u8; 16];
-    id.copy_from_slice(&r[..16]);
+    let id = IdKey::from_prefix(&r[..16]);
     let fixed = |at| Fixed {
         // What a `Fixed` keeps of the index (16 bits; see `store::windows`).
         index: u32_at(r, at) as u16,
@@ -77,7 +77,7 @@ fn decode(r: &[u8]) -> (IdKey, Entry) {
             counts,
         },
     };
-    (IdKey(id), entry)
+    (id, entry)
 }
 
 /// Writes every identity with something counted at `now_ms` to `dir`. Returns how many.
@@ -172,7 +172,7 @@ mod tests {
             ..Entry::default()
         };
         e.burst.add(1_000_000, 9);
-        let id = IdKey([3; 16]);
+        let id = IdKey::from_prefix(&[3; 16]);
         let mut buf = Vec::new();
         encode(&mut buf, &id, &e);
         assert_eq!(buf.len(), RECORD);

@@ -25,9 +25,7 @@ fn key(id: &IdKey) -> Key {
 }
 
 fn id_of(k: &Key) -> IdKey {
-    let mut id = [0u8; 16];
-    id[..12].copy_from_slice(k);
-    IdKey(id)
+    IdKey::from_prefix(k)
 }
 
 /// The key's digest is already uniform: the index uses it as the hash (as the map did).
@@ -129,7 +127,7 @@ mod tests {
         k[0] = 1;
         k[1..5].copy_from_slice(&n.wrapping_mul(0x9e37_79b9).to_le_bytes());
         k[5..9].copy_from_slice(&n.to_le_bytes());
-        IdKey(k)
+        IdKey::from_prefix(&k)
     }
 
     #[test]

@@ -1,32 +1,29 @@
--- One decision in one call: the caller's lockout, then (if none is active) one atomic
--- check-and-count of every window of one identity, the same semantics as store::count::apply.
--- All keys share one hash tag, so they live in one cluster slot.
+-- One atomic check-and-count of every window of one identity, the same semantics as
+-- store::count::apply. All keys share one hash tag, so they live in one cluster slot. (Lockouts
+-- are not read here: each host answers them from its replica of the lockout stream.)
 -- The windows are the rows of the window table (model/window.rs), in its order; n of them.
 -- KEYS: 1..n one per window: a sliding window's hash (5 s slot -> count), a fixed window's
---       counter (window index in the name); n+1 (optional) the caller's lockout (JSON, until_ms)
--- ARGV: now_ms, cost, then 6 per window: limit (0 = not applied), refuses (1/0: 0 counts but
---       never refuses), per request (1: counts 1; 0: counts cost), span ms, sliding (1/0),
---       counts refused (1: counts every request that arrives, admitted or not; the burst)
--- Reply: {2, lockout JSON} when locked (nothing counted), else
---        {admitted 1/0, refusal flags (window i: bit i-1), then per window: used, reset ms}
+--       counter; n+1 the identity's first-seen key (`:ts`, ISO 8601)
+-- ARGV: now_ms, cost, now as ISO 8601 (UTC), dated (the window, 1-based, whose key carries no
+--       index and starts over when `:ts` names another UTC day: the daily count; 0 = none),
+--       then 6 per window: limit (0 = not applied), refuses (1/0: 0 counts but never refuses),
+--       per request (1: counts 1; 0: counts cost), span ms, sliding (1/0), counts refused (1:
+--       counts every request that arrives, admitted or not; the burst)
+-- Reply: {admitted 1/0, refusal flags (window i: bit i-1), then per window: used, reset ms}
 local now = tonumber(ARGV[1])
 local cost = tonumber(ARGV[2])
-local n = (#ARGV - 2) / 6
-if KEYS[n + 1] then
-  local body = redis.call('GET', KEYS[n + 1])
-  if body then
-    -- Active by the caller's clock, not the key's TTL: the caller's clock is the one in force.
-    local ok, l = pcall(cjson.decode, body)
-    if ok and type(l) == 'table' and tonumber(l.until_ms) and now < tonumber(l.until_ms) then
-      return {2, body}
-    end
-  end
-end
+local iso = ARGV[3]
+local dated = tonumber(ARGV[4])
+local n = (#ARGV - 4) / 6
+local ts_key = KEYS[n + 1]
+-- The day the first-seen key names: nil when absent, then today is assumed.
+local ts = nil
+local stale = false
 local slot_ms = 5000
 local slot = math.floor(now / slot_ms)
 local w = {}
 for i = 1, n do
-  local a = 2 + (i - 1) * 6
+  local a = 4 + (i - 1) * 6
   local add = cost
   if ARGV[a + 3] == '1' then add = 1 end
   w[i] = {
@@ -59,6 +56,14 @@ for i = 1, n do
     else
       local v = redis.call('GET', KEYS[i])
       if v then x.used = tonumber(v) end
+      if i == dated then
+        ts = redis.call('GET', ts_key)
+        -- Yesterday's count, not yet expired (its TTL runs past the day end): start over.
+        if ts and string.sub(ts, 1, 10) ~= string.sub(iso, 1, 10) then
+          stale = true
+          x.used = 0
+        end
+      end
     end
   end
 end
@@ -91,8 +96,18 @@ for i = 1, n do
       x.used = x.used + x.add - over
       if x.oldest < 0 then x.oldest = slot end
     else
-      x.used = redis.call('INCRBY', KEYS[i], x.add)
-      redis.call('PEXPIRE', KEYS[i], string.format('%d', rollover(x.span) + 60000))
+      local ttl = string.format('%d', rollover(x.span) + 60000)
+      if i == dated and stale then
+        redis.call('SET', KEYS[i], x.add, 'PX', ttl)
+        x.used = x.add
+      else
+        x.used = redis.call('INCRBY', KEYS[i], x.add)
+        redis.call('PEXPIRE', KEYS[i], ttl)
+      end
+      if i == dated and (stale or not ts) then
+        -- First count of the day: when this identity was first seen, with the count's TTL.
+        redis.call('SET', ts_key, iso, 'PX', ttl)
+      end
     end
   end
 end

@@ -1,462 +1,513 @@
-//! A Valkey store: the same [`Store`] semantics with counters in Valkey (standalone or Valkey
-//! Cluster, detected when the store opens), so a fleet shares budgets. Talks to the server
-//! through the `redis` crate ([`pool`]).
+//! A Valkey store: the same [`Store`](crate::store::Store) semantics with counters in Valkey
+//! (standalone or Valkey Cluster, detected at connect), so a fleet shares budgets.
 //!
-//! One round trip per counted decision: [`check_and_count.lua`](check_and_count.lua) reads the
-//! caller's lockout and, when none is active, checks and counts every window of one identity
-//! atomically (the same rules as [`crate::store::count::apply`]), with one key and one set of
-//! arguments per row of the window table ([`crate::model::WINDOWS`]). Each identity's keys share a
-//! hash tag (`<prefix>quota:{ip:<hash>}…`), and an IP's lockout and strikes carry the same tag
-//! as that IP's counters (`<prefix>lockout:{ip:<hash>}`), so the script touches one cluster
-//! slot. API keys and lists are JSON values under the same prefix. The hashing secret, when none
-//! is configured, is generated once and kept in the server (`SET NX`), shared by every host.
+//! - Construction ([`ValkeyStore::new`]) checks the settings and chooses the hashing secret
+//!   without needing the server; [`ValkeyStore::connect`] (retried by the caller until it
+//!   succeeds) makes the connections, loads the script and reconciles the fleet secret
+//!   ([`secret`]). Calls before that fail at once.
+//! - The request path awaits [`CountStore::gate_and_count_async`]: one script call
+//!   ([`script`]) on one multiplexed connection ([`conn`]), in one cluster slot for every kind
+//!   of caller ([`layout`]). Lockouts are not asked on that path: each host keeps a replica fed
+//!   by the lockout stream ([`stream`]).
+//! - The synchronous trait methods (admin, the key cache, tests) run their call on the store's
+//!   own one-thread runtime (`valkey-io`, which also drives the connections and the stream
+//!   follower) and wait for it, so they work from any thread, inside a runtime or not.
 //!
 //! What this backend does not do itself: fall back when the server is down (the engine wraps
 //! it in [`crate::store::fallback::FallbackStore`]).
 
-pub mod pool;
+pub mod conn;
+pub mod layout;
+mod records;
+pub mod script;
+pub mod secret;
+pub mod stream;
 
+use std::future::Future;
 use std::net::IpAddr;
-use std::time::Duration;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use ipnet::IpNet;
-use redis::{ConnectionLike, RedisError, Value};
 
-use self::pool::{err, Pool, Topology};
-use super::count::{CountOutcome, CountRequest, Usage, WindowUse};
+pub use self::conn::Topology;
+use self::conn::{err, Access, Conn, Target, CONNECT_TIMEOUT};
+use self::layout::Layout;
+use super::count::{CountOutcome, CountRequest, Usage};
 use super::error::StoreError;
 use super::gate::Gate;
-use super::traits::{CountStore, RecordStore};
-use super::windows;
+use super::traits::{lockout_then_count, CountStore, Counting, RecordStore};
+use crate::config::store::{StoreSettings, ValkeyPassword};
+use crate::config::HashMode;
 use crate::identity::hash::{IdKey, IdentityHasher, Namespace};
-use crate::model::{
-    Counts, KeyRecord, ListEntry, ListKind, Lockout, PerWindow, Shape, StrikeRecord, WindowKind,
-};
+use crate::model::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
 
-const SCRIPT: &str = include_str!("check_and_count.lua");
-const STRIKE_TTL_MS: u64 = 7 * 86_400_000;
-/// Connect, read and write timeout: a dead server fails the call (and the fallback store
-/// counts locally) instead of hanging the request.
-const TIMEOUT: Duration = Duration::from_secs(2);
-/// The script's first reply element when the caller is locked out (0/1 = refused/admitted).
-const LOCKED: i64 = 2;
+/// The name of the store's I/O thread (sync calls made on it would wait on themselves).
+const IO_THREAD: &str = "valkey-io";
+/// The local copy of the fleet secret, in the state directory.
+pub const SECRET_FILE: &str = "fleet-secret";
+
+/// What a [`ValkeyStore`] is built from (see [`ValkeyOptions::from_settings`]).
+#[derive(Clone, Debug)]
+pub struct ValkeyOptions {
+    /// `host:port`, `redis://host:port` or `rediss://host:port`.
+    pub address: String,
+    pub prefix: String,
+    pub hash: HashMode,
+    /// A configured HMAC secret; `None`: the fleet's (local file and Valkey).
+    pub hash_secret: Option<Vec<u8>>,
+    pub username: Option<String>,
+    pub password: Option<ValkeyPassword>,
+    pub ca_file: Option<PathBuf>,
+    /// Where the fleet secret is kept locally (`None`: only in Valkey, for tests).
+    pub secret_file: Option<PathBuf>,
+    /// This host on the lockout stream.
+    pub host: String,
+}
+
+impl std::fmt::Debug for ValkeyPassword {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<redacted from {}>", self.setting)
+    }
+}
+
+/// `<hostname>:<pid>`, this process's default name on the lockout stream.
+pub fn default_host() -> String {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let name = if name.is_empty() { "host".into() } else { name };
+    format!("{name}:{}", std::process::id())
+}
+
+impl ValkeyOptions {
+    /// `address` with defaults (hmac, fleet secret in Valkey only, no AUTH).
+    pub fn new(address: &str, prefix: &str) -> ValkeyOptions {
+        ValkeyOptions {
+            address: address.to_string(),
+            prefix: prefix.to_string(),
+            hash: HashMode::Hmac,
+            hash_secret: None,
+            username: None,
+            password: None,
+            ca_file: None,
+            secret_file: None,
+            host: default_host(),
+        }
+    }
+
+    /// As `[store]` configures it (the fleet secret kept in `<state_dir>/fleet-secret`).
+    pub fn from_settings(s: &StoreSettings) -> Result<ValkeyOptions, StoreError> {
+        let address = s
+            .valkey_address
+            .clone()
+            .ok_or_else(|| err("connect", "store.valkey_address is not set"))?;
+        Ok(ValkeyOptions {
+            address,
+            prefix: s.key_prefix.clone(),
+            hash: s.hash,
+            hash_secret: s.hash_secret.clone(),
+            username: s.valkey_username.clone(),
+            password: s.valkey_password.clone(),
+            ca_file: s.valkey_ca_file.clone(),
+            secret_file: Some(s.state_dir.join(SECRET_FILE)),
+            host: s.host_id.clone().unwrap_or_else(default_host),
+        })
+    }
+}
+
+/// What the store's tasks share.
+struct Inner {
+    target: Target,
+    layout: Layout,
+    count_script: redis::Script,
+    lockout_script: redis::Script,
+    hasher: IdentityHasher,
+    /// The fleet secret this process hashes with, to reconcile with Valkey's at connect.
+    fleet_secret: Option<Vec<u8>>,
+    /// Set once by the first successful connect.
+    conn: OnceLock<(Conn, Topology)>,
+    connecting: tokio::sync::Mutex<()>,
+    secret_mismatches: AtomicU64,
+    errors: AtomicU64,
+    host: String,
+}
 
 pub struct ValkeyStore {
-    pool: Pool,
-    prefix: String,
-    script: redis::Script,
-    hasher: IdentityHasher,
+    inner: Arc<Inner>,
+    /// Always `Some` until drop (shut down in the background: dropping a runtime inside
+    /// another one's task would panic).
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for ValkeyStore {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl ValkeyStore {
-    /// Connects to `address` (`host:port`; a cluster node's address for a cluster), loads the
-    /// script, and settles the hashing secret.
-    pub fn open(
-        address: &str,
-        prefix: &str,
-        hash: crate::config::HashMode,
-        hash_secret: Option<&[u8]>,
-    ) -> Result<Self, StoreError> {
-        let mut store = ValkeyStore {
-            pool: Pool::open(address, TIMEOUT)?,
-            prefix: prefix.to_string(),
-            script: redis::Script::new(SCRIPT),
-            hasher: IdentityHasher::sha256(),
-        };
-        // Loaded up front so the first decision does not pay for NOSCRIPT; `invoke` reloads it
-        // by itself if the server forgot it (restart, SCRIPT FLUSH).
-        store
-            .pool
-            .with(0, "script load", |c| store.script.prepare_invoke().load(c))?;
-        store.hasher = match (hash, hash_secret) {
-            (crate::config::HashMode::Sha256, _) => IdentityHasher::sha256(),
-            (crate::config::HashMode::Hmac, Some(s)) => IdentityHasher::hmac(s),
-            (crate::config::HashMode::Hmac, None) => {
-                let key = store.name("hash-secret");
-                let fresh = hex::encode(rand::random::<[u8; 32]>());
-                let got: String = store.pool.with(0, "secret", |c| {
-                    redis::cmd("SET").arg(&key).arg(&fresh).arg("NX").exec(c)?;
-                    redis::cmd("GET").arg(&key).query(c)
-                })?;
-                let bytes = hex::decode(got.trim())
-                    .ok()
-                    .filter(|b| b.len() >= 16)
-                    .ok_or_else(|| err("secret", "stored hash secret is not hex of 16+ bytes"))?;
-                IdentityHasher::hmac(&bytes)
+    /// Checks the settings (address, CA file) and chooses the hashing secret; returns without
+    /// the server (except once: a host with no local fleet secret asks Valkey briefly for the
+    /// fleet's, and makes one if it cannot).
+    pub fn new(opts: ValkeyOptions) -> Result<ValkeyStore, StoreError> {
+        let target = Target::new(
+            &opts.address,
+            &Access {
+                username: opts.username.clone(),
+                password: opts.password.clone(),
+                ca_file: opts.ca_file.clone(),
+            },
+        )?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name(IO_THREAD)
+            .enable_all()
+            .build()
+            .map_err(|e| err("runtime", e.to_string()))?;
+        let layout = Layout::new(&opts.prefix);
+        let (hasher, fleet_secret) = match (opts.hash, &opts.hash_secret) {
+            (HashMode::Sha256, _) => (IdentityHasher::sha256(), None),
+            (HashMode::Hmac, Some(s)) => (IdentityHasher::hmac(s), None),
+            (HashMode::Hmac, None) => {
+                let s = Self::choose_secret(&rt, &target, &layout, opts.secret_file.as_deref())?;
+                (IdentityHasher::hmac(&s), Some(s))
             }
         };
+        Ok(ValkeyStore {
+            inner: Arc::new(Inner {
+                target,
+                layout,
+                count_script: script::count_script(),
+                lockout_script: records::lockout_script(),
+                hasher,
+                fleet_secret,
+                conn: OnceLock::new(),
+                connecting: tokio::sync::Mutex::new(()),
+                secret_mismatches: AtomicU64::new(0),
+                errors: AtomicU64::new(0),
+                host: opts.host,
+            }),
+            rt: Some(rt),
+        })
+    }
+
+    /// [`ValkeyStore::new`] as `[store]` configures it (what the daemon opens).
+    pub fn from_settings(settings: &StoreSettings) -> Result<ValkeyStore, StoreError> {
+        ValkeyStore::new(ValkeyOptions::from_settings(settings)?)
+    }
+
+    /// The local copy; else Valkey's (saved locally); else a fresh one (saved locally).
+    fn choose_secret(
+        rt: &tokio::runtime::Runtime,
+        target: &Target,
+        layout: &Layout,
+        file: Option<&std::path::Path>,
+    ) -> Result<Vec<u8>, StoreError> {
+        if let Some(s) = file.map(secret::read_local).transpose()?.flatten() {
+            return Ok(s);
+        }
+        let (t, key) = (target.clone(), layout.secret());
+        let theirs = wait(rt.handle(), async move {
+            let ask = async {
+                let (mut c, _) = t.shared().await?;
+                secret::fetch(&mut c, &key).await
+            };
+            tokio::time::timeout(CONNECT_TIMEOUT * 2, ask).await
+        });
+        let s = match theirs {
+            Some(Ok(Ok(Some(s)))) => s,
+            Some(Ok(Err(e))) if e.to_string().contains("store.valkey_") => return Err(e),
+            // Not reachable (or a cluster, empty): this host starts the fleet's secret.
+            _ => secret::fresh(),
+        };
+        if let Some(f) = file {
+            secret::write_local(f, &s)?;
+        }
+        Ok(s)
+    }
+
+    /// Constructs and connects, blocking (tests, tools).
+    pub fn open_with(opts: ValkeyOptions) -> Result<ValkeyStore, StoreError> {
+        let store = ValkeyStore::new(opts)?;
+        let inner = store.inner.clone();
+        store.block("connect", async move { inner.connect().await })?;
         Ok(store)
     }
 
-    /// Standalone server or cluster.
-    pub fn topology(&self) -> Topology {
-        self.pool.topology()
+    /// [`ValkeyStore::open_with`] from the four settings the old constructor took.
+    pub fn open(
+        address: &str,
+        prefix: &str,
+        hash: HashMode,
+        hash_secret: Option<&[u8]>,
+    ) -> Result<ValkeyStore, StoreError> {
+        let mut opts = ValkeyOptions::new(address, prefix);
+        opts.hash = hash;
+        opts.hash_secret = hash_secret.map(<[u8]>::to_vec);
+        ValkeyStore::open_with(opts)
     }
 
-    fn name(&self, rest: &str) -> String {
-        format!("{}{rest}", self.prefix)
+    /// Makes the connections, loads the script and reconciles the fleet secret; `Ok` at once
+    /// when already connected. Runs on the store's runtime, so its connection drivers do.
+    pub async fn connect(&self) -> Result<(), StoreError> {
+        let inner = self.inner.clone();
+        self.handle()
+            .spawn(async move { inner.connect().await })
+            .await
+            .map_err(|e| err("connect", e.to_string()))?
     }
 
-    fn get_json<T: serde::de::DeserializeOwned>(
+    /// Connected yet?
+    pub fn is_connected(&self) -> bool {
+        self.inner.conn.get().is_some()
+    }
+
+    /// Standalone server or cluster; `None` before the first connect.
+    pub fn topology(&self) -> Option<Topology> {
+        self.inner.conn.get().map(|(_, t)| *t)
+    }
+
+    /// This host's name on the lockout stream.
+    pub fn host(&self) -> &str {
+        &self.inner.host
+    }
+
+    /// The key names this store uses.
+    pub fn layout(&self) -> &Layout {
+        &self.inner.layout
+    }
+
+    fn handle(&self) -> &tokio::runtime::Handle {
+        // `rt` is only taken in drop.
+        self.rt
+            .as_ref()
+            .map(|r| r.handle())
+            .expect("runtime until drop")
+    }
+
+    /// Runs `fut` on the store's runtime and waits for it: for the synchronous methods.
+    fn block<T: Send + 'static>(
         &self,
         op: &'static str,
-        key: &str,
-    ) -> Result<Option<T>, StoreError> {
-        let body: Option<Vec<u8>> = self
-            .pool
-            .with(0, op, |c| redis::cmd("GET").arg(key).query(c))?;
-        body.map(|b| serde_json::from_slice(&b).map_err(|e| err(op, format!("{key}: {e}"))))
-            .transpose()
-    }
-
-    fn set_json<T: serde::Serialize>(
-        &self,
-        op: &'static str,
-        key: &str,
-        value: &T,
-        ttl_ms: Option<u64>,
-    ) -> Result<(), StoreError> {
-        let body = serde_json::to_vec(value).map_err(|e| err(op, e.to_string()))?;
-        self.pool.with(0, op, |c| {
-            let mut cmd = redis::cmd("SET");
-            cmd.arg(key).arg(&body);
-            if let Some(ms) = ttl_ms {
-                cmd.arg("PX").arg(ms.max(1));
-            }
-            cmd.exec(c)
-        })
-    }
-
-    /// Every key matching `pattern`: SCAN on a standalone server (never blocks it); KEYS on a
-    /// cluster, which the client sends to every primary and combines (admin listings only).
-    fn matching(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
-        if self.topology() == Topology::Cluster {
-            return self
-                .pool
-                .with(0, "keys", |c| redis::cmd("KEYS").arg(pattern).query(c));
+        fut: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        if std::thread::current().name() == Some(IO_THREAD) {
+            return Err(err(op, "a blocking call on the store's own I/O thread"));
         }
-        self.pool.with(0, "scan", |c| {
-            let mut cursor = 0u64;
-            let mut out = Vec::new();
-            loop {
-                let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(pattern)
-                    .arg("COUNT")
-                    .arg(500)
-                    .query(c)?;
-                out.extend(keys);
-                if next == 0 {
-                    return Ok(out);
-                }
-                cursor = next;
-            }
-        })
-    }
-
-    /// `{ip:<hex>}`: the identity's hash tag, so all its keys share one cluster slot.
-    fn tag(id: &IdKey) -> String {
-        let ns = match id.namespace_byte() {
-            1 => "ip",
-            2 => "tid",
-            3 => "key",
-            _ => "compat",
-        };
-        format!("{{{ns}:{}}}", hex::encode(&id.0[1..]))
-    }
-
-    /// `<prefix>quota:{ip:<hex>}`.
-    fn quota_key(&self, id: &IdKey) -> String {
-        format!("{}quota:{}", self.prefix, Self::tag(id))
-    }
-
-    /// The identity `ip` is counted as when it is the subject (same bytes as the engine hashes).
-    fn ip_id(&self, ip: IpAddr) -> IdKey {
-        self.hasher.id(Namespace::Ip, ip.to_string().as_bytes())
-    }
-
-    /// `<prefix>lockout:{ip:<hex>}`: beside the IP's counters, in the same slot.
-    fn lockout_key(&self, ip: IpAddr) -> String {
-        format!("{}lockout:{}", self.prefix, Self::tag(&self.ip_id(ip)))
-    }
-
-    fn strikes_key(&self, ip: IpAddr) -> String {
-        format!("{}strikes:{}", self.prefix, Self::tag(&self.ip_id(ip)))
-    }
-
-    /// One key per window: `<quota key>:burst` (sliding), `<quota key>:h:<hour index>` (fixed).
-    fn window_keys(&self, id: &IdKey, now_ms: u64) -> PerWindow<String> {
-        let base = self.quota_key(id);
-        PerWindow::from_fn(|k| {
-            let spec = k.spec();
-            match spec.shape {
-                Shape::Sliding => format!("{base}:{}", spec.store_key),
-                Shape::Fixed => format!(
-                    "{base}:{}:{}",
-                    spec.store_key,
-                    windows::index(now_ms, spec.span_ms)
-                ),
-            }
-        })
-    }
-
-    /// Runs the script for `req`, with `lockout` (a lockout key) checked first when given.
-    fn run_script(
-        &self,
-        req: &CountRequest,
-        lockout: Option<&str>,
-    ) -> Result<Vec<Value>, StoreError> {
-        let mut inv = self.script.prepare_invoke();
-        for k in self.window_keys(&req.id, req.now_ms).0 {
-            inv.key(k);
+        let r =
+            wait(self.handle(), fut).ok_or_else(|| err(op, "the store's I/O runtime stopped"))?;
+        if r.is_err() {
+            self.inner.errors.fetch_add(1, Ordering::Relaxed);
         }
-        if let Some(k) = lockout {
-            inv.key(k);
-        }
-        inv.arg(req.now_ms).arg(req.cost);
-        for (kind, limit) in req.limits.iter() {
-            let spec = kind.spec();
-            inv.arg(limit.map_or(0, |l| l.max))
-                .arg(u8::from(limit.is_some_and(|l| l.refuse)))
-                .arg(u8::from(spec.counts == Counts::Requests))
-                .arg(spec.span_ms)
-                .arg(u8::from(spec.shape == Shape::Sliding))
-                .arg(u8::from(spec.counts_refused));
-        }
-        let slot = usize::try_from(req.id.as_u64() % pool::POOL as u64).unwrap_or(0);
-        self.pool
-            .with(slot, "check_and_count", |c: &mut dyn ConnectionLike| {
-                inv.invoke::<Vec<Value>>(c)
-            })
+        r
     }
 
-    /// The script's counting reply as the reference semantics' outcome.
-    fn outcome(req: &CountRequest, r: &[Value]) -> CountOutcome {
-        let flags = int(r, 1);
-        CountOutcome {
-            admitted: int(r, 0) == 1,
-            refused: PerWindow::from_fn(|k| flags & (1 << k.index()) != 0),
-            uses: req.limits.map(|k, limit| {
-                limit.map(|l| WindowUse {
-                    limit: l.max,
-                    used: clamp(int(r, 2 + 2 * k.index())),
-                    reset_ms: int(r, 3 + 2 * k.index()),
-                })
-            }),
-        }
+    /// Runs `f(inner)` on the store's runtime and waits (most synchronous methods).
+    fn run<T, F, Fut>(&self, op: &'static str, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Inner>) -> Fut,
+        Fut: Future<Output = Result<T, StoreError>> + Send + 'static,
+    {
+        self.block(op, f(self.inner.clone()))
     }
 }
 
-/// A sliding window's hash as read: `(5 s slot number, count)`.
-type RingSlots = Vec<(u64, u32)>;
-
-/// Element `i` of a reply as a count (integers, or numbers the script sent as strings).
-fn int(r: &[Value], i: usize) -> u64 {
-    let v = match r.get(i) {
-        Some(Value::Int(x)) => Some(*x),
-        Some(Value::BulkString(b)) => std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()),
-        _ => None,
-    };
-    v.map_or(0, |x| u64::try_from(x).unwrap_or(0))
+/// Runs `fut` on `rt` and waits for it on this thread (`Runtime::block_on` would panic when
+/// this thread is inside another runtime). `None` if the runtime dropped it.
+fn wait<T: Send + 'static>(
+    rt: &tokio::runtime::Handle,
+    fut: impl Future<Output = T> + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    rt.spawn(async move {
+        // The caller waits on `rx`; it is gone only if it panicked.
+        let _sent = tx.send(fut.await);
+    });
+    rx.recv().ok()
 }
 
-fn clamp(v: u64) -> u32 {
-    u32::try_from(v).unwrap_or(u32::MAX)
+impl Inner {
+    /// The shared connection, or an error at once before the first connect.
+    fn conn(&self, op: &'static str) -> Result<Conn, StoreError> {
+        self.conn.get().map(|(c, _)| c.clone()).ok_or_else(|| {
+            err(
+                op,
+                format!("not connected to {} yet", self.target.address()),
+            )
+        })
+    }
+
+    fn topology(&self) -> Topology {
+        self.conn.get().map_or(Topology::Standalone, |(_, t)| *t)
+    }
+
+    async fn connect(&self) -> Result<(), StoreError> {
+        let _one_at_a_time = self.connecting.lock().await;
+        if self.conn.get().is_some() {
+            return Ok(());
+        }
+        let (mut conn, topology) = self.target.shared().await?;
+        // Loaded up front so the first decision does not pay for NOSCRIPT; `invoke` reloads
+        // a script by itself if the server forgot it (restart, SCRIPT FLUSH).
+        for s in [&self.count_script, &self.lockout_script] {
+            s.prepare_invoke()
+                .load_async(&mut conn)
+                .await
+                .map_err(|e| self.target.explain("script load", &e))?;
+        }
+        if let Some(ours) = &self.fleet_secret {
+            let key = self.layout.secret();
+            if let Some(theirs) = secret::settle(&mut conn, &key, ours).await? {
+                self.secret_mismatches.fetch_add(1, Ordering::Relaxed);
+                // Fingerprints (keyed hashes) tell the two apart in the log; never the secrets.
+                let print =
+                    |s: &[u8]| IdentityHasher::hmac(s).id(Namespace::Compat, b"fingerprint");
+                let (ours_id, theirs_id) = (print(ours), print(&theirs));
+                tracing::error!(
+                    event = "hash_secret_mismatch",
+                    key = %key,
+                    ours = %ours_id.display(),
+                    valkey = %theirs_id.display(),
+                    "the fleet hash secret in Valkey differs from this host's: hosts now count \
+                     one caller under different keys; keeping this host's secret. Make every \
+                     host's <state_dir>/fleet-secret and Valkey's {key} the same, then restart"
+                );
+            }
+        }
+        // Set only here, under the mutex: the first connect wins and stays.
+        let _first = self.conn.set((conn, topology));
+        Ok(())
+    }
 }
 
 impl CountStore for ValkeyStore {
     fn hasher(&self) -> IdentityHasher {
-        self.hasher.clone()
+        self.inner.hasher.clone()
     }
 
     fn check_and_count(&self, req: &CountRequest) -> Result<CountOutcome, StoreError> {
-        let r = self.run_script(req, None)?;
-        Ok(Self::outcome(req, &r))
+        let req = *req;
+        self.run("check_and_count", move |inner| async move {
+            let conn = inner.conn("check_and_count")?;
+            script::count(&inner.count_script, &inner.layout, conn, req).await
+        })
     }
 
     fn gate_and_count(&self, ip: IpAddr, req: &CountRequest) -> Result<Gate, StoreError> {
-        if self.topology() == Topology::Cluster && self.ip_id(ip) != req.id {
-            // A key or token holder is counted under its own tag, in another slot than its
-            // address's lockout: a cluster refuses one script over both, so ask in turn.
-            if let Some(l) = self.lockout(ip)?.filter(|l| l.is_active(req.now_ms)) {
-                return Ok(Gate::Locked(l));
+        lockout_then_count(self, ip, req)
+    }
+
+    fn gate_and_count_async(&self, _ip: IpAddr, req: &CountRequest) -> Counting<'_> {
+        let conn = match self.inner.conn("check_and_count") {
+            Ok(c) => c,
+            Err(e) => return Counting::Ready(Err(e)),
+        };
+        let req = *req;
+        Counting::Pending(Box::pin(async move {
+            let r = script::count(&self.inner.count_script, &self.inner.layout, conn, req).await;
+            if r.is_err() {
+                self.inner.errors.fetch_add(1, Ordering::Relaxed);
             }
-            return self.check_and_count(req).map(Gate::Counted);
-        }
-        let r = self.run_script(req, Some(&self.lockout_key(ip)))?;
-        if r.first() == Some(&Value::Int(LOCKED)) {
-            let Some(Value::BulkString(body)) = r.get(1) else {
-                return Err(err("check_and_count", "locked reply without the lockout"));
-            };
-            let l: Lockout = serde_json::from_slice(body)
-                .map_err(|e| err("check_and_count", format!("lockout of {ip}: {e}")))?;
-            return Ok(Gate::Locked(l));
-        }
-        Ok(Gate::Counted(Self::outcome(req, &r)))
+            r.map(Gate::Counted)
+        }))
     }
 
     fn usage(&self, id: &IdKey, now_ms: u64) -> Result<Option<Usage>, StoreError> {
-        // Plain reads (admin views need no atomicity); all keys share one slot, so MGET works
-        // on a cluster too.
-        let keys = self.window_keys(id, now_ms);
-        let fixed: Vec<WindowKind> = WindowKind::ALL
-            .into_iter()
-            .filter(|k| k.spec().shape == Shape::Fixed)
-            .collect();
-        let (slots, counts): (PerWindow<RingSlots>, Vec<Option<u32>>) =
-            self.pool.with(0, "usage", |c| {
-                let mut slots = PerWindow::<RingSlots>::default();
-                for (k, key) in keys.iter() {
-                    if k.spec().shape == Shape::Sliding {
-                        slots[k] = redis::cmd("HGETALL").arg(key).query(c)?;
-                    }
-                }
-                let names: Vec<&String> = fixed.iter().map(|&k| &keys[k]).collect();
-                let counts = redis::cmd("MGET").arg(&names).query(c)?;
-                Ok::<_, RedisError>((slots, counts))
-            })?;
-        let mut u = Usage {
-            used: PerWindow::default(),
-            reset_ms: PerWindow::from_fn(|k| windows::until_rollover(now_ms, k.spec().span_ms)),
-        };
-        for (k, n) in fixed.iter().zip(counts) {
-            u.used[*k] = n.unwrap_or(0);
-        }
-        let slot = now_ms / windows::BURST_SLOT_MS;
-        let span = windows::BURST_SLOTS as u64 - 1;
-        for (k, slots) in slots.iter() {
-            if k.spec().shape != Shape::Sliding {
-                continue;
-            }
-            let mut oldest = None;
-            for &(s, c) in slots {
-                if s + span >= slot && s <= slot {
-                    u.used[k] = u.used[k].saturating_add(c);
-                    oldest = Some(oldest.map_or(s, |o: u64| o.min(s)));
-                }
-            }
-            u.reset_ms[k] = oldest.map_or(k.spec().span_ms, |o| {
-                ((o + windows::BURST_SLOTS as u64) * windows::BURST_SLOT_MS)
-                    .saturating_sub(now_ms)
-                    .max(1)
-            });
-        }
-        let empty = u.used.0.iter().all(|&n| n == 0);
-        Ok((!empty).then_some(u))
+        let id = *id;
+        self.run("usage", move |i| async move { i.usage(id, now_ms).await })
     }
 
     fn identity_count(&self) -> usize {
         // Counting would need a keyspace scan; the server's own INFO keyspace says it better.
         0
     }
+
+    fn remote_errors(&self) -> u64 {
+        self.inner.errors.load(Ordering::Relaxed)
+    }
+
+    fn secret_mismatches(&self) -> u64 {
+        self.inner.secret_mismatches.load(Ordering::Relaxed)
+    }
 }
 
 impl RecordStore for ValkeyStore {
     fn put_key(&self, record: KeyRecord) -> Result<(), StoreError> {
-        self.set_json(
-            "put_key",
-            &self.name(&format!("key:{}", record.id)),
-            &record,
-            None,
-        )
+        self.run("put_key", move |i| async move { i.put_key(record).await })
     }
 
     fn key(&self, id: &str) -> Result<Option<KeyRecord>, StoreError> {
-        self.get_json("key", &self.name(&format!("key:{id}")))
+        let id = id.to_string();
+        self.run("key", move |i| async move { i.key(&id).await })
     }
 
     fn keys(&self) -> Result<Vec<KeyRecord>, StoreError> {
-        let mut v = Vec::new();
-        for k in self.matching(&self.name("key:*"))? {
-            if let Some(r) = self.get_json::<KeyRecord>("keys", &k)? {
-                v.push(r);
-            }
-        }
-        v.sort_by(|a, b| a.id.cmp(&b.id));
-        Ok(v)
+        self.run("keys", move |i| async move { i.keys().await })
     }
 
     fn strikes(&self, ip: IpAddr) -> Result<Option<StrikeRecord>, StoreError> {
-        self.get_json("strikes", &self.strikes_key(ip))
+        self.run("strikes", move |i| async move { i.strikes(ip).await })
     }
 
+    /// Also appends the lockout to the stream (as this host), like [`Self::put_lockout_async`].
     fn put_lockout(
         &self,
         lockout: Lockout,
         strikes: Option<StrikeRecord>,
     ) -> Result<(), StoreError> {
-        let ttl = lockout.until_ms.saturating_sub(lockout.since_ms);
-        self.set_json(
-            "put_lockout",
-            &self.lockout_key(lockout.ip),
-            &lockout,
-            Some(ttl),
-        )?;
-        if let Some(s) = strikes {
-            self.set_json(
-                "put_lockout",
-                &self.strikes_key(lockout.ip),
-                &s,
-                Some(s.quiet_from_ms.saturating_sub(lockout.since_ms) + STRIKE_TTL_MS),
-            )?;
-        }
-        Ok(())
+        self.run("put_lockout", move |i| async move {
+            let host = i.host.clone();
+            i.put_lockout(&lockout, strikes.as_ref(), &host)
+                .await
+                .map(drop)
+        })
     }
 
     fn lockout(&self, ip: IpAddr) -> Result<Option<Lockout>, StoreError> {
-        self.get_json("lockout", &self.lockout_key(ip))
+        self.run("lockout", move |i| async move { i.lockout(ip).await })
     }
 
+    /// Also appends the lift to the stream (as this host).
     fn remove_lockout(&self, ip: IpAddr) -> Result<Option<Lockout>, StoreError> {
-        let key = self.lockout_key(ip);
-        let body: Option<Vec<u8>> = self.pool.with(0, "remove_lockout", |c| {
-            redis::cmd("GETDEL").arg(&key).query(c)
-        })?;
-        body.map(|b| {
-            serde_json::from_slice(&b).map_err(|e| err("remove_lockout", format!("{key}: {e}")))
+        self.run("remove_lockout", move |i| async move {
+            let host = i.host.clone();
+            i.remove_lockout(ip, &host).await
         })
-        .transpose()
     }
 
     fn lockouts(&self, now_ms: u64) -> Result<Vec<Lockout>, StoreError> {
-        let mut v = Vec::new();
-        for k in self.matching(&self.name("lockout:*"))? {
-            if let Some(l) = self.get_json::<Lockout>("lockouts", &k)? {
-                if l.is_active(now_ms) {
-                    v.push(l);
-                }
-            }
-        }
-        v.sort_by_key(|l| (l.since_ms, l.ip));
-        Ok(v)
+        self.run("lockouts", move |i| async move {
+            let mut v: Vec<Lockout> = i
+                .active_lockouts()
+                .await?
+                .into_iter()
+                .map(|(l, _)| l)
+                .filter(|l| l.is_active(now_ms))
+                .collect();
+            v.sort_by_key(|l| (l.since_ms, l.ip));
+            Ok(v)
+        })
     }
 
     fn list(&self, kind: ListKind) -> Result<Vec<ListEntry>, StoreError> {
-        let key = self.name(&format!("list:{kind:?}").to_lowercase());
-        let flat: Vec<(String, Vec<u8>)> = self
-            .pool
-            .with(0, "list", |c| redis::cmd("HGETALL").arg(&key).query(c))?;
-        flat.iter()
-            .map(|(_, b)| serde_json::from_slice(b).map_err(|e| err("list", e.to_string())))
-            .collect()
+        self.run("list", move |i| async move { i.list(kind).await })
     }
 
     fn put_list_entry(&self, kind: ListKind, entry: ListEntry) -> Result<(), StoreError> {
-        let key = self.name(&format!("list:{kind:?}").to_lowercase());
-        let body = serde_json::to_vec(&entry).map_err(|e| err("put_list_entry", e.to_string()))?;
-        let field = entry.net.to_string();
-        self.pool.with(0, "put_list_entry", |c| {
-            redis::cmd("HSET").arg(&key).arg(&field).arg(&body).exec(c)
+        self.run("put_list_entry", move |i| async move {
+            i.put_list_entry(kind, entry).await
         })
     }
 
     fn remove_list_entry(&self, kind: ListKind, net: &IpNet) -> Result<bool, StoreError> {
-        let key = self.name(&format!("list:{kind:?}").to_lowercase());
-        let field = net.to_string();
-        let n: i64 = self.pool.with(0, "remove_list_entry", |c| {
-            redis::cmd("HDEL").arg(&key).arg(&field).query(c)
-        })?;
-        Ok(n == 1)
+        let net = *net;
+        self.run("remove_list_entry", move |i| async move {
+            i.remove_list_entry(kind, net).await
+        })
     }
 }

@@ -1,0 +1,95 @@
+//! One counted decision as one script call: [`check_and_count.lua`](check_and_count.lua) with
+//! a key and six arguments per row of the window table, and its reply read back as the
+//! reference semantics' [`CountOutcome`] ([`crate::store::count::apply`]).
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use redis::Value;
+
+use super::conn::{check, Conn};
+use super::layout::Layout;
+use crate::model::{Counts, PerWindow, Shape, WindowKind};
+use crate::store::count::{CountOutcome, CountRequest, WindowUse};
+use crate::store::error::StoreError;
+
+const SOURCE: &str = include_str!("check_and_count.lua");
+
+/// The count script, hashed once.
+pub fn count_script() -> redis::Script {
+    redis::Script::new(SOURCE)
+}
+
+/// `now_ms` as ISO 8601 in UTC (the `:ts` value, and how the script tells one day from the next).
+pub fn iso8601(now_ms: u64) -> String {
+    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(now_ms)).to_string()
+}
+
+/// Runs the count script for `req` on `conn`.
+pub async fn count(
+    script: &redis::Script,
+    layout: &Layout,
+    mut conn: Conn,
+    req: CountRequest,
+) -> Result<CountOutcome, StoreError> {
+    let mut inv = script.prepare_invoke();
+    for k in layout.windows(&req.id, req.now_ms).0 {
+        inv.key(k);
+    }
+    inv.key(layout.first_seen(&req.id));
+    inv.arg(req.now_ms)
+        .arg(req.cost)
+        .arg(iso8601(req.now_ms))
+        .arg(WindowKind::Daily.index() + 1);
+    for (kind, limit) in req.limits.iter() {
+        let spec = kind.spec();
+        inv.arg(limit.map_or(0, |l| l.max))
+            .arg(u8::from(limit.is_some_and(|l| l.refuse)))
+            .arg(u8::from(spec.counts == Counts::Requests))
+            .arg(spec.span_ms)
+            .arg(u8::from(spec.shape == Shape::Sliding))
+            .arg(u8::from(spec.counts_refused));
+    }
+    let r: Vec<Value> = check("check_and_count", inv.invoke_async(&mut conn).await)?;
+    Ok(outcome(&req, &r))
+}
+
+/// The script's reply as the reference semantics' outcome.
+fn outcome(req: &CountRequest, r: &[Value]) -> CountOutcome {
+    let flags = int(r, 1);
+    CountOutcome {
+        admitted: int(r, 0) == 1,
+        refused: PerWindow::from_fn(|k| flags & (1 << k.index()) != 0),
+        uses: req.limits.map(|k, limit| {
+            limit.map(|l| WindowUse {
+                limit: l.max,
+                used: clamp(int(r, 2 + 2 * k.index())),
+                reset_ms: int(r, 3 + 2 * k.index()),
+            })
+        }),
+    }
+}
+
+/// Element `i` of a reply as a count (integers, or numbers the script sent as strings).
+fn int(r: &[Value], i: usize) -> u64 {
+    let v = match r.get(i) {
+        Some(Value::Int(x)) => Some(*x),
+        Some(Value::BulkString(b)) => std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()),
+        _ => None,
+    };
+    v.map_or(0, |x| u64::try_from(x).unwrap_or(0))
+}
+
+pub fn clamp(v: u64) -> u32 {
+    u32::try_from(v).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso8601_is_utc_with_the_date_first() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601(1_798_761_600_000 + 1), "2027-01-01T00:00:00.001Z");
+    }
+}

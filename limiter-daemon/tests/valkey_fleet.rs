@@ -1,0 +1,629 @@
+//! The Valkey store as a fleet uses it, against real valkey-servers this test starts on
+//! loopback (standalone and a three-primary cluster): the async count, one script call per
+//! decision for every kind of caller, the key layout read back with `valkey-cli`, AUTH, the
+//! lockout stream between two stores, the fleet secret, and keys shared between hosts.
+
+mod valkey_support;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use limiter_daemon::config::store::ValkeyPassword;
+use limiter_daemon::config::HashMode;
+use limiter_daemon::engine::Tier;
+use limiter_daemon::identity::hash::{IdKey, IdentityHasher, Namespace};
+use limiter_daemon::model::{KeyRecord, PerWindow, WindowKind};
+use limiter_daemon::store::count::{CountOutcome, CountRequest, Limit};
+use limiter_daemon::store::fleet::{LockoutEvent, LockoutEvents};
+use limiter_daemon::store::valkey::{ValkeyOptions, ValkeyStore, SECRET_FILE};
+use limiter_daemon::store::{
+    CountStore, Counting, Gate, LockCause, Lockout, RecordStore, StrikeRecord,
+};
+use limiter_tests::valkey::{free_port, start, start_on, start_with};
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+use valkey_support::*;
+
+fn now_ms() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+fn limits(hourly: u32) -> PerWindow<Option<Limit>> {
+    PerWindow::default()
+        .with(WindowKind::Burst, Some(Limit::refusing(1000)))
+        .with(WindowKind::Hourly, Some(Limit::refusing(hourly)))
+        .with(WindowKind::Daily, Some(Limit::refusing(5000)))
+}
+
+fn req(id: IdKey, now_ms: u64, hourly: u32) -> CountRequest {
+    CountRequest {
+        id,
+        now_ms,
+        cost: 1,
+        limits: limits(hourly),
+    }
+}
+
+async fn count_async(store: &ValkeyStore, r: &CountRequest) -> CountOutcome {
+    let ip: IpAddr = "192.0.2.1".parse().unwrap();
+    match store.gate_and_count_async(ip, r) {
+        Counting::Pending(f) => match f.await.unwrap() {
+            Gate::Counted(o) => o,
+            Gate::Locked(l) => panic!("the count script never answers locked: {l:?}"),
+        },
+        Counting::Ready(r) => panic!("a remote store awaits: {r:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_async_count_answers_as_the_sync_one() {
+    let Some(server) = start() else { return };
+    let store = ValkeyStore::open(&server.addr, "as:", HashMode::Hmac, None).unwrap();
+    let h = store.hasher();
+    let (a, b) = (h.id(Namespace::Ip, b"a"), h.id(Namespace::Ip, b"b"));
+    let t = 1_767_225_600_000 + 3_599_000; // a second before an hour ends
+    for step in 0..40u64 {
+        let now = t + step * 100;
+        let store_ref = &store;
+        let sync =
+            tokio::task::block_in_place(|| store_ref.check_and_count(&req(a, now, 25)).unwrap());
+        let asy = count_async(&store, &req(b, now, 25)).await;
+        assert_eq!(asy, sync, "step {step}");
+    }
+}
+
+async fn no_more_than_the_limit(store: Arc<ValkeyStore>) {
+    let id = store.hasher().id(Namespace::Ip, b"crowd");
+    let now = now_ms();
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let s = store.clone();
+            tokio::spawn(async move { count_async(&s, &req(id, now, 20)).await.admitted })
+        })
+        .collect();
+    let mut admitted = 0;
+    for t in tasks {
+        admitted += usize::from(t.await.unwrap());
+    }
+    assert_eq!(admitted, 20, "64 at once, limit 20");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_tasks_at_once_never_pass_the_limit_standalone_and_cluster() {
+    let Some(server) = start() else { return };
+    let s = tokio::task::block_in_place(|| {
+        ValkeyStore::open(&server.addr, "c64:", HashMode::Hmac, None).unwrap()
+    });
+    no_more_than_the_limit(Arc::new(s)).await;
+    let Some(nodes) = start_cluster() else { return };
+    let s = tokio::task::block_in_place(|| {
+        ValkeyStore::open(&nodes[0].addr, "c64:", HashMode::Hmac, None).unwrap()
+    });
+    no_more_than_the_limit(Arc::new(s)).await;
+}
+
+/// One script call per decision for address, token and key holders on `addrs`.
+fn one_call_per_decision(addrs: &[&str]) {
+    let store = Arc::new(ValkeyStore::open(addrs[0], "rt:", HashMode::Hmac, None).unwrap());
+    let h = store.hasher();
+    let ids = [
+        h.id(Namespace::Ip, b"198.51.100.7"),
+        h.id(Namespace::Token, b"jti-7"),
+        h.id(Namespace::Key, b"ab12cd34"),
+    ];
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let now = now_ms();
+    // Warm: the cluster client's first call to each node opens its connection.
+    rt.block_on(async {
+        for id in ids {
+            count_async(&store, &req(id, now, 1000)).await;
+        }
+    });
+    reset_stats(addrs);
+    let lines = client_commands_during(addrs, || {
+        rt.block_on(async {
+            for _ in 0..10 {
+                for id in ids {
+                    count_async(&store, &req(id, now, 1000)).await;
+                }
+            }
+        })
+    });
+    assert_eq!(lines.len(), 30, "one round trip per decision: {lines:#?}");
+    assert!(
+        lines.iter().all(|l| l.contains("\"EVALSHA\"")),
+        "{lines:#?}"
+    );
+    let stats = commandstats(addrs);
+    assert_eq!(stats.get("evalsha"), Some(&30), "{stats:?}");
+    assert_eq!(
+        stats.get("get").copied().unwrap_or(0) % 30,
+        0,
+        "no lockout GET beside the script: {stats:?}"
+    );
+}
+
+#[test]
+fn one_script_call_per_decision_for_every_kind_of_caller_standalone_and_cluster() {
+    let Some(server) = start() else { return };
+    one_call_per_decision(&[&server.addr]);
+    let Some(nodes) = start_cluster() else { return };
+    let addrs: Vec<&str> = nodes.iter().map(|n| n.addr.as_str()).collect();
+    one_call_per_decision(&addrs);
+}
+
+#[test]
+fn the_key_layout_on_the_server() {
+    let Some(server) = start() else { return };
+    let store = ValkeyStore::open(&server.addr, "lay:", HashMode::Sha256, None).unwrap();
+    let ip = "203.0.113.9";
+    let out = std::process::Command::new("sh")
+        .args(["-c", &format!("printf %s {ip} | sha256sum")])
+        .output()
+        .unwrap();
+    let hex = String::from_utf8(out.stdout).unwrap()[..64].to_string();
+    let id = store.hasher().ip_id(ip.parse().unwrap());
+    let now = now_ms();
+    let mut r = req(id, now, 100);
+    r.limits = r
+        .limits
+        .with(WindowKind::KeyHourly, Some(Limit::refusing(50)));
+    store.check_and_count(&r).unwrap();
+    store.check_and_count(&r).unwrap();
+
+    let hour = now / 3_600_000;
+    let base = format!("lay:quota:{{ip:{hex}}}");
+    let mut keys: Vec<String> = cli_run(&server.addr, &["--scan", "--pattern", "lay:quota:*"])
+        .lines()
+        .map(str::to_string)
+        .collect();
+    keys.sort();
+    let mut want = vec![
+        base.clone(),
+        format!("{base}:burst"),
+        format!("{base}:h:{hour}"),
+        format!("{base}:kh:{hour}"),
+        format!("{base}:ts"),
+    ];
+    want.sort();
+    assert_eq!(keys, want);
+    assert_eq!(
+        cli_run(&server.addr, &["GET", &base]).trim(),
+        "2",
+        "the daily count"
+    );
+    // TTLs: the daily count and :ts past the UTC day end (by at most a minute), the hour's
+    // past the hour's end.
+    let day_end_s = (now / 86_400_000 + 1) * 86_400 - now / 1000;
+    for k in [&base, &format!("{base}:ts")] {
+        let ttl: u64 = cli_run(&server.addr, &["TTL", k]).trim().parse().unwrap();
+        assert!(
+            ttl >= day_end_s.saturating_sub(2) && ttl <= day_end_s + 61,
+            "{k}: {ttl} vs {day_end_s}"
+        );
+    }
+    let hour_ttl: u64 = cli_run(&server.addr, &["TTL", &format!("{base}:h:{hour}")])
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(hour_ttl <= 3_600 + 61 && hour_ttl > 60, "{hour_ttl}");
+    // :ts: the first count's time, ISO 8601 (not moved by the second count).
+    let ts = cli_run(&server.addr, &["GET", &format!("{base}:ts")]);
+    let iso = limiter_daemon::store::valkey::script::iso8601(now);
+    assert_eq!(ts.trim(), iso);
+    assert!(ts.trim().ends_with('Z') && ts.contains('T'), "{ts}");
+
+    // The next UTC day starts the daily count over and moves :ts.
+    let tomorrow = (now / 86_400_000 + 1) * 86_400_000 + 5_000;
+    store.check_and_count(&req(id, tomorrow, 100)).unwrap();
+    assert_eq!(cli_run(&server.addr, &["GET", &base]).trim(), "1");
+    assert_eq!(
+        cli_run(&server.addr, &["GET", &format!("{base}:ts")]).trim(),
+        limiter_daemon::store::valkey::script::iso8601(tomorrow)
+    );
+    assert_eq!(
+        store.usage(&id, tomorrow).unwrap().unwrap().used[WindowKind::Daily],
+        1
+    );
+
+    // Lockouts and strikes under the same tag; keys as hashes.
+    let l = Lockout {
+        ip: ip.parse().unwrap(),
+        since_ms: now,
+        until_ms: now + 60_000,
+        level: 1,
+        cause: LockCause::Burst,
+        reason: None,
+    };
+    let s = StrikeRecord {
+        strikes: 1,
+        last_strike_ms: now,
+        quiet_from_ms: now + 60_000,
+    };
+    store.put_lockout(l, Some(s)).unwrap();
+    let all = cli_run(&server.addr, &["--scan", "--pattern", "lay:*"]);
+    assert!(all.contains(&format!("lay:lockout:{{ip:{hex}}}")), "{all}");
+    assert!(all.contains(&format!("lay:strikes:{{ip:{hex}}}")), "{all}");
+    assert!(all.contains("lay:lockouts"), "the stream: {all}");
+    store.put_key(key_record("ab12cd34")).unwrap();
+    let fields = cli_run(&server.addr, &["HGETALL", "lay:key:ab12cd34"]);
+    assert!(
+        fields.contains("secret_hash") && fields.contains("tier"),
+        "{fields}"
+    );
+}
+
+fn key_record(id: &str) -> KeyRecord {
+    KeyRecord {
+        id: id.into(),
+        secret_hash: "00".repeat(32),
+        tier: Tier::Sponsor,
+        hourly_limit: 100,
+        owner: Some("acme".into()),
+        note: None,
+        created_ms: 1,
+        revoked_ms: None,
+    }
+}
+
+#[test]
+fn a_wrong_password_is_a_clear_error_naming_the_setting() {
+    let Some(server) = start_with(free_port(), &["--requirepass", "right-horse-battery"]) else {
+        return;
+    };
+    let with = |pw: Option<&str>| {
+        let mut o = ValkeyOptions::new(&server.addr, "auth:");
+        o.password = pw.map(|p| ValkeyPassword {
+            value: p.into(),
+            setting: "store.valkey_password_file",
+        });
+        ValkeyStore::open_with(o)
+    };
+    let e = with(Some("wrong")).err().unwrap().to_string();
+    assert!(
+        e.contains("store.valkey_password_file") && e.contains("WRONGPASS"),
+        "{e}"
+    );
+    assert!(
+        !e.contains("wrong\""),
+        "the password is never in the message: {e}"
+    );
+    let e = with(None).err().unwrap().to_string();
+    assert!(
+        e.contains("NOAUTH") && e.contains("store.valkey_password_file"),
+        "{e}"
+    );
+    let ok = with(Some("right-horse-battery")).unwrap();
+    ok.put_key(key_record("aa11bb22")).unwrap();
+    assert!(ok.key("aa11bb22").unwrap().is_some());
+
+    // An ACL user: `valkey_username` with its own password.
+    cli_run(
+        &server.addr,
+        &[
+            "-a",
+            "right-horse-battery",
+            "--no-auth-warning",
+            "ACL",
+            "SETUSER",
+            "fleet",
+            "on",
+            ">fleet-pw",
+            "~*",
+            "+@all",
+        ],
+    );
+    let as_user = |pw: &str| {
+        let mut o = ValkeyOptions::new(&server.addr, "auth:");
+        o.username = Some("fleet".into());
+        o.password = Some(ValkeyPassword {
+            value: pw.into(),
+            setting: "LIMITER_VALKEY_PASSWORD",
+        });
+        ValkeyStore::open_with(o)
+    };
+    assert!(as_user("fleet-pw")
+        .unwrap()
+        .key("aa11bb22")
+        .unwrap()
+        .is_some());
+    let e = as_user("nope").err().unwrap().to_string();
+    assert!(
+        e.contains("LIMITER_VALKEY_PASSWORD") && e.contains("WRONGPASS"),
+        "{e}"
+    );
+}
+
+#[test]
+fn construction_needs_no_server_and_connect_switches_over() {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = ValkeyOptions::new(&addr, "late:");
+    o.secret_file = Some(dir.path().join(SECRET_FILE));
+    let started = Instant::now();
+    let store = ValkeyStore::new(o).unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        dir.path().join(SECRET_FILE).exists(),
+        "a secret made locally when Valkey is down"
+    );
+    let e = store.key("x").unwrap_err().to_string();
+    assert!(e.contains("not connected"), "{e}");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    assert!(rt.block_on(store.connect()).is_err());
+    let Some(server) = start_on(port) else { return };
+    rt.block_on(store.connect()).unwrap();
+    store.put_key(key_record("cc33dd44")).unwrap();
+    // The local secret went into the empty Valkey.
+    let local = std::fs::read_to_string(dir.path().join(SECRET_FILE)).unwrap();
+    assert_eq!(
+        cli_run(&server.addr, &["GET", "late:hash-secret"]).trim(),
+        local.trim()
+    );
+}
+
+/// Everything this test binary logs (JSON lines), from every thread (the store logs on its own).
+fn captured_logs() -> Arc<Mutex<Vec<u8>>> {
+    static LOGS: std::sync::OnceLock<Arc<Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let writer = buf.clone();
+        tracing_subscriber::fmt()
+            .json()
+            .with_writer(move || Capture(writer.clone()))
+            .init();
+        buf
+    })
+    .clone()
+}
+
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn the_fleet_secret_is_kept_locally_and_a_mismatch_is_counted() {
+    let logs = captured_logs();
+    let Some(server) = start() else { return };
+    let opts = |dir: &std::path::Path| {
+        let mut o = ValkeyOptions::new(&server.addr, "sec:");
+        o.secret_file = Some(dir.join(SECRET_FILE));
+        o
+    };
+    // Empty Valkey, local secret present: Valkey gets the local one.
+    let a = tempfile::tempdir().unwrap();
+    let local = "11".repeat(32);
+    std::fs::write(a.path().join(SECRET_FILE), &local).unwrap();
+    let sa = ValkeyStore::open_with(opts(a.path())).unwrap();
+    assert_eq!(
+        cli_run(&server.addr, &["GET", "sec:hash-secret"]).trim(),
+        local
+    );
+    assert_eq!(sa.secret_mismatches(), 0);
+    // Valkey present, no local one: adopted and saved.
+    let b = tempfile::tempdir().unwrap();
+    let sb = ValkeyStore::open_with(opts(b.path())).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(b.path().join(SECRET_FILE)).unwrap(),
+        local
+    );
+    let h = IdentityHasher::hmac(&hex::decode(&local).unwrap());
+    assert_eq!(
+        sb.hasher().id(Namespace::Ip, b"x"),
+        h.id(Namespace::Ip, b"x")
+    );
+    // Both present and different: counted, and this host keeps its own.
+    let c = tempfile::tempdir().unwrap();
+    let other = "22".repeat(32);
+    std::fs::write(c.path().join(SECRET_FILE), &other).unwrap();
+    let sc = ValkeyStore::open_with(opts(c.path())).unwrap();
+    assert_eq!(sc.secret_mismatches(), 1);
+    let text = String::from_utf8(logs.lock().clone()).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains("hash_secret_mismatch"))
+        .unwrap_or_else(|| panic!("logged: {text}"));
+    assert!(line.contains("\"level\":\"ERROR\""), "{line}");
+    assert!(
+        !line.contains(&local) && !line.contains(&other),
+        "never the secrets: {line}"
+    );
+    let h2 = IdentityHasher::hmac(&hex::decode(&other).unwrap());
+    assert_eq!(
+        sc.hasher().id(Namespace::Ip, b"x"),
+        h2.id(Namespace::Ip, b"x")
+    );
+    assert_eq!(
+        cli_run(&server.addr, &["GET", "sec:hash-secret"]).trim(),
+        local,
+        "Valkey's kept"
+    );
+}
+
+#[test]
+fn a_key_issued_or_revoked_on_one_host_reads_back_on_another() {
+    let Some(server) = start() else { return };
+    let a = ValkeyStore::open(&server.addr, "k2:", HashMode::Hmac, None).unwrap();
+    let b = ValkeyStore::open(&server.addr, "k2:", HashMode::Hmac, None).unwrap();
+    a.put_key(key_record("ee55ff66")).unwrap();
+    assert_eq!(b.key("ee55ff66").unwrap(), Some(key_record("ee55ff66")));
+    let mut revoked = key_record("ee55ff66");
+    revoked.revoked_ms = Some(99);
+    a.put_key(revoked.clone()).unwrap();
+    assert_eq!(b.key("ee55ff66").unwrap(), Some(revoked.clone()));
+    assert_eq!(b.keys().unwrap(), vec![revoked]);
+}
+
+/// What a reload hands the sink.
+type Active = Vec<(Lockout, Option<StrikeRecord>)>;
+
+/// A follower's sink that records what it was given.
+#[derive(Default)]
+struct Seen {
+    applied: Mutex<Vec<LockoutEvent>>,
+    reloads: Mutex<Vec<Active>>,
+}
+
+impl LockoutEvents for Seen {
+    fn apply(&self, event: &LockoutEvent) {
+        self.applied.lock().push(event.clone());
+    }
+    fn reload(&self, active: Active) {
+        self.reloads.lock().push(active);
+    }
+}
+
+fn poll<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    limiter_tests::poll(Duration::from_secs(15), what, &mut f)
+}
+
+fn lockout(ip: &str, now: u64, secs: u64) -> Lockout {
+    Lockout {
+        ip: ip.parse().unwrap(),
+        since_ms: now,
+        until_ms: now + secs * 1000,
+        level: 1,
+        cause: LockCause::Burst,
+        reason: None,
+    }
+}
+
+#[test]
+fn the_stream_carries_lockouts_between_stores_and_survives_restarts_and_gaps() {
+    let Some(server) = start() else { return };
+    let port: u16 = server.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let a = ValkeyStore::open(&server.addr, "st:", HashMode::Hmac, None).unwrap();
+    let b = ValkeyStore::open(&server.addr, "st:", HashMode::Hmac, None).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let now = now_ms();
+    // Made before B follows: B's start reloads it.
+    rt.block_on(a.put_lockout_async(&lockout("192.0.2.1", now, 600), None, "host-a"))
+        .unwrap();
+    let seen = Arc::new(Seen::default());
+    let cancel = CancellationToken::new();
+    let _follower = b.follow(seen.clone(), cancel.clone());
+    poll("the reload at start", || {
+        let r = seen.reloads.lock();
+        (r.len() == 1 && r[0].len() == 1 && r[0][0].0.ip == "192.0.2.1".parse::<IpAddr>().unwrap())
+            .then_some(())
+    });
+    // Published by A, applied by B.
+    let strikes = StrikeRecord {
+        strikes: 2,
+        last_strike_ms: now,
+        quiet_from_ms: now + 60_000,
+    };
+    let started = Instant::now();
+    let made = rt
+        .block_on(a.put_lockout_async(&lockout("192.0.2.2", now, 60), Some(&strikes), "host-a"))
+        .unwrap();
+    poll("B applies A's lockout", || {
+        seen.applied.lock().iter().any(|e| matches!(e, LockoutEvent::Locked { lockout, strikes: Some(s), host } if *lockout == made && s.strikes == 2 && host == "host-a")).then_some(())
+    });
+    println!("stream propagation: {:?}", started.elapsed());
+    // The longer lockout wins: a shorter one written late keeps the longer in force.
+    let kept = rt
+        .block_on(a.put_lockout_async(&lockout("192.0.2.2", now, 5), None, "host-a"))
+        .unwrap();
+    assert_eq!(kept, made);
+    rt.block_on(a.remove_lockout_async("192.0.2.2".parse().unwrap(), "host-a"))
+        .unwrap();
+    poll("B applies the lift", || {
+        seen.applied.lock().iter().any(|e| matches!(e, LockoutEvent::Lifted { ip, .. } if *ip == "192.0.2.2".parse::<IpAddr>().unwrap())).then_some(())
+    });
+    rt.block_on(a.publish(&LockoutEvent::NetLocked {
+        net: "198.51.100.0/24".parse().unwrap(),
+        until_ms: now + 1000,
+        reason: "scan".into(),
+        host: "host-a".into(),
+    }))
+    .unwrap();
+    poll("B applies a net event", || {
+        seen.applied
+            .lock()
+            .iter()
+            .any(|e| matches!(e, LockoutEvent::NetLocked { .. }))
+            .then_some(())
+    });
+
+    // A lost connection without a gap: B resumes from its last ID, no reload.
+    let reloads = seen.reloads.lock().len();
+    cli_run(&server.addr, &["CLIENT", "KILL", "TYPE", "normal"]);
+    let resumed = lockout("192.0.2.5", now, 600);
+    poll("A writes after the kill", || {
+        rt.block_on(a.put_lockout_async(&resumed, None, "host-a"))
+            .ok()
+    });
+    poll("B resumes and applies it", || {
+        seen.applied
+            .lock()
+            .iter()
+            .any(|e| matches!(e, LockoutEvent::Locked { lockout, .. } if *lockout == resumed))
+            .then_some(())
+    });
+    assert_eq!(seen.reloads.lock().len(), reloads, "resumed, not reloaded");
+
+    // A gap: the stream trimmed while B is away, and a lockout it never saw an event for.
+    let hasher = a.hasher();
+    let gone = lockout("192.0.2.3", now, 600);
+    let key = a.layout().lockout(&hasher.ip_id(gone.ip));
+    cli_run(&server.addr, &["XTRIM", "st:lockouts", "MAXLEN", "0"]);
+    cli_run(
+        &server.addr,
+        &[
+            "SET",
+            &key,
+            &serde_json::to_string(&gone).unwrap(),
+            "PX",
+            "600000",
+        ],
+    );
+    cli_run(&server.addr, &["CLIENT", "KILL", "TYPE", "normal"]);
+    poll("B reloads after the gap", || {
+        let r = seen.reloads.lock();
+        (r.len() >= 2 && r.last().unwrap().iter().any(|(l, _)| *l == gone)).then_some(())
+    });
+
+    // The server restarts (empty): B reconnects and sees what A makes next.
+    drop(server);
+    let Some(_again) = start_on(port) else { return };
+    let after = lockout("192.0.2.4", now, 600);
+    poll("A writes again after the restart", || {
+        rt.block_on(a.put_lockout_async(&after, None, "host-a"))
+            .ok()
+    });
+    poll("B has the lockout made after the restart", || {
+        let applied = seen
+            .applied
+            .lock()
+            .iter()
+            .any(|e| matches!(e, LockoutEvent::Locked { lockout, .. } if *lockout == after));
+        let reloaded = seen
+            .reloads
+            .lock()
+            .last()
+            .is_some_and(|r| r.iter().any(|(l, _)| *l == after));
+        (applied || reloaded).then_some(())
+    });
+    cancel.cancel();
+}
