@@ -386,12 +386,17 @@ fn engine_over_a_cluster_locks_out_and_a_second_host_restores_it() {
         (Some(Reason::Burst), Some(1))
     );
     assert!(!a.store().degraded(), "the cluster answered every call");
-    let sink_b = Arc::new(RecordingSink::default());
-    let b = Engine::open(cfg, sink_b.clone(), Arc::new(clock.clone())).unwrap();
     assert!(
-        sink_b.locks().contains(&(65, 1)),
-        "restored from the cluster"
+        a.store().flush(Duration::from_secs(10)),
+        "A's lockout written to the cluster"
     );
+    let sink_b = Arc::new(RecordingSink::default());
+    let b = Arc::new(Engine::open(cfg, sink_b.clone(), Arc::new(clock.clone())).unwrap());
+    // B loads the fleet's lockouts when it follows the stream (the daemon does at start).
+    b.follow_fleet();
+    limiter_tests::poll(Duration::from_secs(10), "restored from the cluster", || {
+        sink_b.locks().contains(&(65, 1)).then_some(())
+    });
     assert_eq!(b.decide(&req("192.0.2.90")).reason(), Some(Reason::Locked));
 }
 

@@ -9,7 +9,6 @@
 pub mod count;
 pub mod embedded;
 pub mod error;
-pub mod fallback;
 pub mod fleet;
 pub mod gate;
 pub mod open;

@@ -291,16 +291,15 @@ async fn connector(store: Weak<FleetStore>, cancel: CancellationToken) {
                 let Some(s) = store.upgrade() else { return };
                 if !s.connected.swap(true, Ordering::AcqRel) {
                     tracing::info!("store connected");
+                    // It answered just now: decisions go to it from the first.
+                    s.breaker.success();
                     let (lock, cv) = &s.first_connect;
                     *lock.lock() = true;
                     cv.notify_all();
-                }
-                // It answered just now: decisions go to it again.
-                if s.breaker.success() {
-                    tracing::warn!(
-                        event = "store_recovered",
-                        "store answers again: counting resumed there"
-                    );
+                } else {
+                    // A reconnecting client may say "connected" before the server answers
+                    // again: the next decision probes, and only its answer closes the breaker.
+                    s.breaker.probe_now();
                 }
                 s.start_following();
                 drop(s);

@@ -114,7 +114,7 @@ mod tests {
     use crate::store::count::WindowUse;
 
     fn id(n: u8) -> IdKey {
-        let mut k = [0u8; 16];
+        let mut k = [0u8; 33];
         k[0] = 1;
         k[5] = n;
         k[6] = n;
@@ -175,7 +175,7 @@ mod tests {
         for n in 0..=255u8 {
             c.remember(id(n), 0, &refused(WindowKind::Hourly, 1, 1, 1_000_000));
         }
-        let mut k = [0u8; 16];
+        let mut k = [0u8; 33];
         k[0] = 1;
         for n in 0..2000u32 {
             k[5] = (n % 256) as u8;

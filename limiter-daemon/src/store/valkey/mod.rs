@@ -14,9 +14,10 @@
 //!   follower) and wait for it, so they work from any thread, inside a runtime or not.
 //!
 //! What this backend does not do itself: fall back when the server is down (the engine wraps
-//! it in [`crate::store::fallback::FallbackStore`]).
+//! it in [`crate::store::remote::FleetStore`]).
 
 pub mod conn;
+pub mod fleet_remote;
 pub mod layout;
 mod records;
 pub mod script;

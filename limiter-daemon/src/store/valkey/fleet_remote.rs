@@ -1,0 +1,54 @@
+//! The Valkey store as a fleet's shared store ([`FleetRemote`]): what
+//! [`crate::store::remote::FleetStore`] drives, mapped onto the store's own async calls, each
+//! run on the store's I/O runtime.
+
+use std::future::Future;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::ValkeyStore;
+use crate::model::{Lockout, StrikeRecord};
+use crate::store::fleet::{FleetRemote, LockoutEvent, LockoutEvents};
+use crate::store::StoreFuture;
+
+impl FleetRemote for ValkeyStore {
+    fn host(&self) -> &str {
+        ValkeyStore::host(self)
+    }
+
+    fn connect(&self) -> StoreFuture<'_, ()> {
+        Box::pin(ValkeyStore::connect(self))
+    }
+
+    fn put_lockout_async(
+        &self,
+        lockout: Lockout,
+        strikes: Option<StrikeRecord>,
+    ) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            ValkeyStore::put_lockout_async(self, &lockout, strikes.as_ref(), self.host())
+                .await
+                .map(drop)
+        })
+    }
+
+    fn remove_lockout_async(&self, ip: IpAddr) -> StoreFuture<'_, Option<Lockout>> {
+        Box::pin(ValkeyStore::remove_lockout_async(self, ip, self.host()))
+    }
+
+    fn publish(&self, event: LockoutEvent) -> StoreFuture<'_, ()> {
+        Box::pin(async move { ValkeyStore::publish(self, &event).await })
+    }
+
+    fn follow(&self, sink: Arc<dyn LockoutEvents>, cancel: CancellationToken) {
+        // The follower ends with `cancel`; nothing waits on its handle.
+        drop(ValkeyStore::follow(self, sink, cancel));
+    }
+
+    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()> + Send + 'static>>) {
+        drop(self.handle().spawn(task));
+    }
+}
