@@ -32,12 +32,15 @@ pub fn command(ns: &Netns, cover: &[&Path], program: impl AsRef<OsStr>) -> Comma
 }
 
 /// `program` in the network and mount namespaces of the running process `pid` (one started by
-/// [`command`], or one of its descendants).
-pub fn join(pid: u32, program: impl AsRef<OsStr>) -> Command {
+/// [`command`], or one of its descendants), in the directory `cwd` (entering a mount namespace
+/// starts at its root otherwise).
+pub fn join(pid: u32, cwd: &Path, program: impl AsRef<OsStr>) -> Command {
     let mut cmd = Command::new("nsenter");
     cmd.arg("-t")
         .arg(pid.to_string())
-        .args(["-m", "-n", "--"])
+        .args(["-m", "-n"])
+        .arg(format!("--wd={}", cwd.display()))
+        .arg("--")
         .arg(program);
     cmd
 }

@@ -230,7 +230,7 @@ fn the_unpacked_daemon_attaches_and_answers_with_only_the_units_capabilities() {
     // It answers: the decision API on the shipped config's port, and the packaged limiterctl
     // through the admin API with the token the daemon generated in its state directory.
     let decide = poll(Duration::from_secs(10), "the decision API", || {
-        let out = isolated::join(child.id(), "curl")
+        let out = isolated::join(child.id(), Path::new("/"), "curl")
             .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])
             .args(["http://127.0.0.1:8081/v1/decide", "-d"])
             .arg(r#"{"ip":"203.0.113.9","method":"GET","path":"/","headers":{}}"#)
@@ -240,12 +240,16 @@ fn the_unpacked_daemon_attaches_and_answers_with_only_the_units_capabilities() {
         (code != "000").then_some(code)
     });
     assert_eq!(decide, "200");
-    let ctl = isolated::join(child.id(), built().tree.join("usr/bin/limiterctl"))
-        .arg("--config")
-        .arg(built().tree.join("etc/limiter/limiter.toml"))
-        .arg("kernel")
-        .output()
-        .unwrap();
+    let ctl = isolated::join(
+        child.id(),
+        Path::new("/"),
+        built().tree.join("usr/bin/limiterctl"),
+    )
+    .arg("--config")
+    .arg(built().tree.join("etc/limiter/limiter.toml"))
+    .arg("kernel")
+    .output()
+    .unwrap();
     let ctl_out = String::from_utf8_lossy(&ctl.stdout);
     assert!(
         ctl.status.success() && ctl_out.contains("attached: true"),
