@@ -264,7 +264,24 @@ fn the_unpacked_daemon_attaches_and_answers_with_only_the_units_capabilities() {
         let fewer: Vec<String> = caps.iter().filter(|c| *c != missing).cloned().collect();
         let log = dir.path().join(format!("without-{missing}.log"));
         let mut child = start(&pair, &fewer, &log);
-        let text = wait_for_log(&mut child, &log, "KERNEL DATAPLANE NOT RUNNING");
+        let text = poll(
+            Duration::from_secs(30),
+            "the daemon's kernel verdict",
+            || {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("the daemon exited with {status}:\n{text}");
+                }
+                (text.contains("KERNEL DATAPLANE NOT RUNNING")
+                    || text.contains("kernel dataplane ready"))
+                .then_some(text)
+            },
+        );
+        assert!(
+            !text.contains("kernel dataplane ready"),
+            "attached without CAP_{}: the unit grants more than the daemon needs",
+            missing.to_uppercase()
+        );
         process::terminate(&mut child, Duration::from_secs(15));
         assert!(
             text.contains("Operation not permitted") || text.contains("Permission denied"),
