@@ -62,6 +62,8 @@ fn build(ebpf: &Path) {
         "RUSTFLAGS",
         "RUSTDOCFLAGS",
         "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_BUILD_TARGET_DIR",
         "CARGO_TARGET_DIR",
         "CARGO_BUILD_TARGET",
         "CARGO_MAKEFLAGS",
