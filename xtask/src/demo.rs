@@ -12,16 +12,23 @@ use anyhow::{Context, Result};
 const BODY: &str = "Hello from the demo upstream of `cargo xtask run`.\n";
 
 /// Starts the demo upstream on the config's upstream address when nothing answers there;
-/// returns the address it serves (`None`: the config has no upstream, or an app is up).
+/// returns the address it serves (`None`: the config has no upstream on this host, an app is
+/// up, or the address cannot be bound).
 pub fn start_if_absent(config: &Path) -> Result<Option<SocketAddr>> {
-    let Some(addr) = upstream(config)? else {
+    // Only on this host: an app elsewhere that is down is the operator's to start.
+    let Some(addr) = upstream(config)?.filter(|a| a.ip().is_loopback()) else {
         return Ok(None);
     };
     if TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok() {
         return Ok(None);
     }
-    let listener =
-        TcpListener::bind(addr).with_context(|| format!("binding the demo upstream on {addr}"))?;
+    let listener = match TcpListener::bind(addr) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("xtask: no demo upstream: binding {addr}: {e}");
+            return Ok(None);
+        }
+    };
     std::thread::spawn(move || {
         for conn in listener.incoming().flatten() {
             std::thread::spawn(move || serve(conn));
