@@ -5,7 +5,11 @@ set -euo pipefail
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
-APT_PKGS=(llvm-22-dev libzstd-dev zlib1g-dev iproute2 nginx wrk bpftool tcpdump python3-pip curl stunnel4)
+# systemd: `systemd-analyze verify` on the packaged unit; binutils: `strip` for the .deb;
+# libcap2-bin and util-linux: capsh/setpriv, to run with only the unit's capabilities;
+# stunnel4: a TLS endpoint in front of valkey-server for the rediss:// test.
+APT_PKGS=(llvm-22-dev libzstd-dev zlib1g-dev iproute2 nginx wrk bpftool tcpdump python3-pip curl
+  systemd binutils libcap2-bin util-linux stunnel4)
 
 need_apt=()
 for p in "${APT_PKGS[@]}"; do

@@ -1,4 +1,4 @@
-//! Project tasks: `cargo xtask setup | build-ebpf | run | test | bench <what> | fuzz`.
+//! Project tasks: `cargo xtask setup | build-ebpf | run | package | test | bench <what> | fuzz`.
 //!
 //! Every task that needs prerequisites runs the idempotent `scripts/setup.sh` first, so a fresh
 //! machine needs nothing done by hand.
@@ -8,6 +8,9 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+
+mod demo;
+mod package;
 
 #[derive(Parser)]
 #[command(name = "xtask")]
@@ -22,7 +25,8 @@ enum Task {
     Setup,
     /// Build the eBPF object with the nightly toolchain.
     BuildEbpf,
-    /// Set up, build, and run the daemon on its embedded store, attached to an interface.
+    /// Set up, build, and run the daemon on its embedded store, attached to an interface. When
+    /// nothing listens on the config's upstream, a demo upstream answering 200 runs beside it.
     Run {
         /// Config file.
         #[arg(long, default_value = "examples/limiter.toml")]
@@ -30,6 +34,21 @@ enum Task {
         /// Interfaces to attach to (default: the config's).
         #[arg(long = "iface")]
         ifaces: Vec<String>,
+        /// Run the binaries already in this directory instead of setting up and building.
+        #[arg(long)]
+        bin_dir: Option<PathBuf>,
+    },
+    /// Build the release binaries and a .deb of them with the systemd unit and the config.
+    Package {
+        /// Package the binaries already in this directory instead of building release ones.
+        #[arg(long)]
+        bin_dir: Option<PathBuf>,
+        /// Where the .deb is written.
+        #[arg(long, default_value = "target/debian")]
+        out: PathBuf,
+        /// dpkg-deb's compression (`none` for a quick package in tests).
+        #[arg(long, default_value = "xz", value_parser = ["xz", "gzip", "zstd", "none"])]
+        compression: String,
     },
     /// Set up, build, and run every test (unit, kernel TEST_RUN, netns end-to-end, nginx).
     Test {
@@ -108,6 +127,15 @@ fn build_ebpf() -> Result<()> {
     .context("building the eBPF object (needs `cargo xtask setup` for rust-src and bpf-linker)")
 }
 
+/// Sets up and builds the release binaries (the eBPF object inside them); returns their
+/// directory.
+fn release_build() -> Result<PathBuf> {
+    setup()?;
+    build_ebpf()?;
+    sh(cargo().args(["build", "--release", "-p", "limiter-daemon", "--bins"]))?;
+    Ok(root().join("target/release"))
+}
+
 fn cargo() -> Command {
     let mut c = Command::new("cargo");
     c.current_dir(root());
@@ -118,16 +146,40 @@ fn run(task: Task) -> Result<()> {
     match task {
         Task::Setup => setup(),
         Task::BuildEbpf => build_ebpf(),
-        Task::Run { config, ifaces } => {
-            setup()?;
-            build_ebpf()?;
-            sh(cargo().args(["build", "--release", "-p", "limiter-daemon"]))?;
-            let mut c = Command::new(root().join("target/release/limiter-daemon"));
+        Task::Run {
+            config,
+            ifaces,
+            bin_dir,
+        } => {
+            let bin_dir = match bin_dir {
+                Some(dir) => dir,
+                None => release_build()?,
+            };
+            if let Some(addr) = demo::start_if_absent(&config)? {
+                println!(
+                    "xtask: nothing listens on {addr}, the config's [http] upstream: a demo \
+                     upstream answering 200 runs there now (it stops with the daemon)"
+                );
+            }
+            let mut c = Command::new(bin_dir.join("limiter-daemon"));
             c.arg("run").arg("--config").arg(&config);
             for i in &ifaces {
                 c.arg("--iface").arg(i);
             }
             sh(&mut c)
+        }
+        Task::Package {
+            bin_dir,
+            out,
+            compression,
+        } => {
+            let bin_dir = match bin_dir {
+                Some(dir) => dir,
+                None => release_build()?,
+            };
+            let deb = package::build(&bin_dir, &root().join(out), &compression)?;
+            println!("{}", deb.display());
+            Ok(())
         }
         Task::Test { rest } => {
             setup()?;

@@ -7,7 +7,6 @@
 //! (which aborts them as a backstop). Neither removes a pin, so enforcement and lockouts
 //! survive a crash or a restart; only `detach` removes them.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,9 +18,10 @@ use tokio_util::sync::CancellationToken;
 use super::events::{self, EventStats};
 use super::loader::{self, Attachment};
 use super::maps::KernelMaps;
+use super::object::{self, ObjectSource};
 use super::pins::PinLayout;
 use super::status::{self, KernelStatus};
-use super::{logs, object, KernelError};
+use super::{logs, KernelError};
 use crate::config::kernel::{KernelMode, KernelSettings};
 
 /// How often expired lockouts and deny entries are removed from the maps.
@@ -29,7 +29,7 @@ pub const SWEEP_EVERY: Duration = Duration::from_secs(30);
 
 pub struct Dataplane {
     settings: KernelSettings,
-    object: PathBuf,
+    object: ObjectSource,
     maps: Arc<KernelMaps>,
     attachments: Vec<Attachment>,
     events: Arc<EventStats>,
@@ -119,7 +119,7 @@ impl Dataplane {
         let events = Arc::new(EventStats::default());
         let mut dp = Dataplane {
             settings: settings.clone(),
-            object,
+            object: object.source,
             maps,
             attachments,
             events,
@@ -129,7 +129,7 @@ impl Dataplane {
         };
         dp.spawn_background();
         tracing::info!(
-            object = %dp.object.display(),
+            object = %dp.object,
             pin_path = %settings.pin_path.display(),
             interfaces = ?dp.attachments.iter().map(|a| format!("{}:{}{}", a.iface, a.mode, if a.adopted { " (adopted)" } else { "" })).collect::<Vec<_>>(),
             "kernel dataplane ready"

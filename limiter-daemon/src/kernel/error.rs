@@ -5,18 +5,17 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum KernelError {
     #[error(
-        "the eBPF object was not found (looked at: {}); run `cargo xtask build-ebpf` to build it, \
-         or point LIMITER_EBPF_OBJECT at it",
-        tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        "this binary was built with LIMITER_EBPF_BUILD=skip and carries no eBPF object; \
+         point LIMITER_EBPF_OBJECT at one (`cargo xtask build-ebpf` builds it) or rebuild without the variable"
     )]
-    ObjectMissing { tried: Vec<PathBuf> },
+    ObjectNotEmbedded,
 
     #[error("LIMITER_EBPF_OBJECT={path} does not exist; run `cargo xtask build-ebpf` or fix the variable")]
     ObjectEnvMissing { path: PathBuf },
 
-    #[error("loading the eBPF object {path}{hint}")]
+    #[error("loading the eBPF object ({object}){hint}")]
     Load {
-        path: PathBuf,
+        object: String,
         /// Extra advice (e.g. stale pins from an incompatible build).
         hint: String,
         #[source]

@@ -17,6 +17,7 @@ use aya::{Ebpf, EbpfLoader};
 use limiter_common::maps::{ALL_MAPS, PROG_TC, PROG_XDP};
 use serde::Serialize;
 
+use super::object::Object;
 use super::pins::{AttachedMode, PinLayout, PinnedAttachment};
 use super::KernelError;
 use crate::config::kernel::AttachMode;
@@ -34,7 +35,7 @@ pub struct Attachment {
 }
 
 /// Loads the object with every map pinned (or reused) under `layout`.
-pub fn load(object: &Path, layout: &PinLayout) -> Result<Ebpf, KernelError> {
+pub fn load(object: &Object, layout: &PinLayout) -> Result<Ebpf, KernelError> {
     layout.create_dirs()?;
     let had_maps = layout.has_maps();
     let paths: Vec<(&'static str, PathBuf)> = ALL_MAPS
@@ -48,9 +49,9 @@ pub fn load(object: &Path, layout: &PinLayout) -> Result<Ebpf, KernelError> {
     // Maps the object declares pinned-by-name that we do not know about stay under our dir too.
     loader.default_map_pin_directory(layout.root());
     loader
-        .load_file(object)
+        .load(&object.bytes)
         .map_err(|source| KernelError::Load {
-            path: object.to_path_buf(),
+            object: object.source.to_string(),
             hint: if had_maps {
                 format!(
                     " (maps pinned under {root} are reused; if they come from an incompatible \

@@ -1,53 +1,67 @@
-//! Finding the built eBPF object without the user passing a path.
-//!
-//! Order: `LIMITER_EBPF_OBJECT` (an explicit choice, so a wrong value is an error, not a fallback),
-//! then `limiter-ebpf` next to the running executable (how an installed daemon ships it), then the
-//! build output of `cargo xtask build-ebpf` in the workspace this binary was compiled from.
+//! Which eBPF object the daemon loads: the one `build.rs` embedded in this binary, unless
+//! `LIMITER_EBPF_OBJECT` names a file (an explicit choice, so a wrong value is an error, not a
+//! fallback). A copied or installed binary therefore needs nothing beside it.
 
-use std::path::{Path, PathBuf};
+use std::borrow::Cow;
+use std::fmt;
+use std::path::PathBuf;
 
 use super::KernelError;
 
 /// The environment variable naming the object explicitly.
 pub const OBJECT_ENV: &str = "LIMITER_EBPF_OBJECT";
-/// File name of the object, both next to the executable and in the build output.
-pub const OBJECT_NAME: &str = "limiter-ebpf";
 
-/// Where `cargo xtask build-ebpf` writes the object, for the workspace this crate was built in.
-pub fn build_output_path() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest
-        .parent()
-        .unwrap_or(manifest)
-        .join("limiter-ebpf/target/bpfel-unknown-none/release")
-        .join(OBJECT_NAME)
+/// The object `build.rs` built and copied into `OUT_DIR`; empty when it was built with
+/// `LIMITER_EBPF_BUILD=skip`.
+static EMBEDDED: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/limiter-ebpf"));
+
+/// Where the loaded object came from, for the log and error messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ObjectSource {
+    /// Compiled into this binary.
+    Embedded,
+    /// Read from the file `LIMITER_EBPF_OBJECT` names.
+    File(PathBuf),
 }
 
-/// Locates the object; the error lists every place tried and the command that builds it.
-pub fn find_object() -> Result<PathBuf, KernelError> {
-    find_object_with(
-        std::env::var_os(OBJECT_ENV).map(PathBuf::from),
-        std::env::current_exe().ok(),
-    )
+impl fmt::Display for ObjectSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ObjectSource::Embedded => write!(f, "embedded ({} bytes)", EMBEDDED.len()),
+            ObjectSource::File(p) => write!(f, "{}", p.display()),
+        }
+    }
 }
 
-fn find_object_with(env: Option<PathBuf>, exe: Option<PathBuf>) -> Result<PathBuf, KernelError> {
+/// An object ready for `EbpfLoader::load`: its bytes and where they came from.
+pub struct Object {
+    pub source: ObjectSource,
+    pub bytes: Cow<'static, [u8]>,
+}
+
+/// Picks the object: `LIMITER_EBPF_OBJECT` when set, else the embedded one.
+pub fn find_object() -> Result<Object, KernelError> {
+    find_object_with(std::env::var_os(OBJECT_ENV).map(PathBuf::from), EMBEDDED)
+}
+
+fn find_object_with(env: Option<PathBuf>, embedded: &'static [u8]) -> Result<Object, KernelError> {
     if let Some(path) = env.filter(|p| !p.as_os_str().is_empty()) {
-        return if path.is_file() {
-            Ok(path)
-        } else {
-            Err(KernelError::ObjectEnvMissing { path })
-        };
+        if !path.is_file() {
+            return Err(KernelError::ObjectEnvMissing { path });
+        }
+        let bytes = std::fs::read(&path).map_err(|e| KernelError::io(&path, e))?;
+        return Ok(Object {
+            source: ObjectSource::File(path),
+            bytes: Cow::Owned(bytes),
+        });
     }
-    let mut tried = Vec::new();
-    if let Some(dir) = exe.as_deref().and_then(Path::parent) {
-        tried.push(dir.join(OBJECT_NAME));
+    if embedded.is_empty() {
+        return Err(KernelError::ObjectNotEmbedded);
     }
-    tried.push(build_output_path());
-    match tried.iter().find(|p| p.is_file()) {
-        Some(found) => Ok(found.clone()),
-        None => Err(KernelError::ObjectMissing { tried }),
-    }
+    Ok(Object {
+        source: ObjectSource::Embedded,
+        bytes: Cow::Borrowed(embedded),
+    })
 }
 
 #[cfg(test)]
@@ -55,36 +69,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_embedded_object_is_an_ebpf_elf() {
+        let obj = find_object_with(None, EMBEDDED).unwrap();
+        assert_eq!(obj.source, ObjectSource::Embedded);
+        // ELF magic, 64-bit, little endian, machine EM_BPF (247).
+        assert_eq!(&obj.bytes[..4], b"\x7fELF");
+        assert_eq!(obj.bytes[4], 2);
+        assert_eq!(obj.bytes[5], 1);
+        assert_eq!(u16::from_le_bytes([obj.bytes[18], obj.bytes[19]]), 247);
+    }
+
+    #[test]
     fn env_wins_and_a_wrong_env_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let obj = dir.path().join("obj");
         std::fs::write(&obj, b"x").unwrap();
-        assert_eq!(find_object_with(Some(obj.clone()), None).unwrap(), obj);
-        let err = find_object_with(Some(dir.path().join("nope")), None).unwrap_err();
+        let found = find_object_with(Some(obj.clone()), EMBEDDED).unwrap();
+        assert_eq!(found.source, ObjectSource::File(obj));
+        assert_eq!(&*found.bytes, b"x");
+        let err = find_object_with(Some(dir.path().join("nope")), EMBEDDED)
+            .err()
+            .unwrap();
         assert!(err.to_string().contains("cargo xtask build-ebpf"), "{err}");
     }
 
     #[test]
-    fn next_to_the_executable_is_found() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(OBJECT_NAME), b"x").unwrap();
-        let exe = dir.path().join("limiter-daemon");
-        assert_eq!(
-            find_object_with(None, Some(exe)).unwrap(),
-            dir.path().join(OBJECT_NAME)
-        );
-    }
-
-    #[test]
-    fn missing_object_names_the_build_command() {
-        if build_output_path().is_file() {
-            // The workspace has a built object, which is then (correctly) found.
-            return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let err = find_object_with(None, Some(dir.path().join("exe"))).unwrap_err();
+    fn a_binary_built_without_the_object_says_what_to_set() {
+        let err = find_object_with(None, &[]).err().unwrap();
         let msg = err.to_string();
-        assert!(msg.contains("run `cargo xtask build-ebpf`"), "{msg}");
-        assert!(msg.contains(&dir.path().display().to_string()), "{msg}");
+        assert!(msg.contains("LIMITER_EBPF_OBJECT"), "{msg}");
+        assert!(msg.contains("LIMITER_EBPF_BUILD=skip"), "{msg}");
     }
 }

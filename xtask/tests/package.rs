@@ -1,0 +1,292 @@
+//! `cargo xtask package`: the .deb's contents and conffile, `systemd-analyze verify` on its
+//! unit, and the unpacked daemon run with the unpacked config, with only the capabilities the
+//! unit grants, inside a network namespace: it attaches and answers. Without any one of those
+//! capabilities it cannot attach, so the unit's set is the smallest that works.
+//!
+//! The package is made from the debug binaries `cargo xtask test` builds first (the same
+//! layout and the same embedded object as a release build, without a release build's minutes).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use limiter_tests::netns::{require_dataplane, VethPair};
+use limiter_tests::{daemon_binary, isolated, poll, process, workspace_root};
+
+/// The package, built once for every test in this file, and its unpacked tree.
+struct Built {
+    deb: PathBuf,
+    tree: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+fn built() -> &'static Built {
+    static BUILT: OnceLock<Built> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let bin_dir = daemon_binary().parent().unwrap().to_path_buf();
+        let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .current_dir(workspace_root())
+            .args(["package", "--compression", "none", "--bin-dir"])
+            .arg(&bin_dir)
+            .arg("--out")
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "xtask package: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let deb = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+        assert!(deb.is_file(), "{}", deb.display());
+        let tree = dir.path().join("root");
+        run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&tree));
+        Built {
+            deb,
+            tree,
+            _dir: dir,
+        }
+    })
+}
+
+fn run(cmd: &mut Command) -> String {
+    let shown = format!("{cmd:?}");
+    let out = cmd.output().unwrap_or_else(|e| panic!("{shown}: {e}"));
+    assert!(
+        out.status.success(),
+        "{shown}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn unit_text() -> String {
+    std::fs::read_to_string(built().tree.join("lib/systemd/system/limiter.service")).unwrap()
+}
+
+/// The value of `key=` in the unit (its only occurrence).
+fn unit_value(key: &str) -> String {
+    let prefix = format!("{key}=");
+    let text = unit_text();
+    let mut found = text.lines().filter_map(|l| l.strip_prefix(&prefix));
+    let value = found
+        .next()
+        .unwrap_or_else(|| panic!("no {key}= in the unit"));
+    assert!(found.next().is_none(), "{key}= twice in the unit");
+    value.to_string()
+}
+
+#[test]
+fn the_package_holds_the_binaries_the_unit_and_the_config_as_a_conffile() {
+    let b = built();
+    let listing = run(Command::new("dpkg-deb").arg("-c").arg(&b.deb));
+    for (mode, path) in [
+        ("-rwxr-xr-x root/root", "./usr/bin/limiter-daemon"),
+        ("-rwxr-xr-x root/root", "./usr/bin/limiterctl"),
+        (
+            "-rw-r--r-- root/root",
+            "./lib/systemd/system/limiter.service",
+        ),
+        ("-rw-r--r-- root/root", "./etc/limiter/limiter.toml"),
+        ("drwxr-xr-x root/root", "./var/lib/limiter/"),
+    ] {
+        assert!(
+            listing
+                .lines()
+                .any(|l| l.starts_with(mode) && l.ends_with(&format!(" {path}"))),
+            "{mode} {path} in:\n{listing}"
+        );
+    }
+    let info = run(Command::new("dpkg-deb").arg("-I").arg(&b.deb));
+    for field in ["Package: limiter", "Architecture: ", "Depends: libc6"] {
+        assert!(info.contains(field), "{field} in:\n{info}");
+    }
+    let conffiles = run(Command::new("dpkg-deb")
+        .arg("-I")
+        .arg(&b.deb)
+        .arg("conffiles"));
+    assert_eq!(conffiles, "/etc/limiter/limiter.toml\n");
+    // The conffile is the example config, valid as shipped.
+    let check = run(Command::new(b.tree.join("usr/bin/limiter-daemon"))
+        .arg("check-config")
+        .arg(b.tree.join("etc/limiter/limiter.toml")));
+    assert!(!check.is_empty());
+    let config = std::fs::read_to_string(b.tree.join("etc/limiter/limiter.toml")).unwrap();
+    assert!(
+        config.contains("state_dir = \"/var/lib/limiter\""),
+        "{config}"
+    );
+    assert!(!config.contains("examples/"), "{config}");
+}
+
+#[test]
+fn the_unit_verifies_and_says_what_the_issue_asks() {
+    let b = built();
+    for (key, value) in [
+        (
+            "ExecStart",
+            "/usr/bin/limiter-daemon run --config /etc/limiter/limiter.toml",
+        ),
+        ("ExecReload", "/bin/kill -HUP $MAINPID"),
+        ("Restart", "on-failure"),
+        ("ProtectSystem", "strict"),
+        ("StateDirectory", "limiter"),
+        ("NoNewPrivileges", "yes"),
+    ] {
+        assert_eq!(unit_value(key), value, "{key}");
+    }
+    assert_eq!(
+        unit_value("CapabilityBoundingSet"),
+        unit_value("AmbientCapabilities")
+    );
+    // systemd is not PID 1 here, so the unit is verified, not started. verify checks that
+    // ExecStart's binary exists: point it at the unpacked one.
+    let dir = tempfile::tempdir().unwrap();
+    let unit = dir.path().join("limiter.service");
+    let installed = b.tree.join("usr/bin/limiter-daemon");
+    std::fs::write(
+        &unit,
+        unit_text().replace("/usr/bin/limiter-daemon", installed.to_str().unwrap()),
+    )
+    .unwrap();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&unit)
+        .output()
+        .expect("systemd-analyze (Debian's systemd; scripts/setup.sh installs it)");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.trim().is_empty(), "{err}");
+}
+
+/// `CAP_BPF CAP_NET_ADMIN` → `["bpf", "net_admin"]`.
+fn unit_caps() -> Vec<String> {
+    unit_value("CapabilityBoundingSet")
+        .split_whitespace()
+        .map(|c| c.strip_prefix("CAP_").unwrap().to_lowercase())
+        .collect()
+}
+
+/// The unpacked daemon, run as systemd would run the unit: root with only `caps` in its
+/// bounding, inheritable and ambient sets, the unpacked config, and `--iface` naming the veth
+/// (the shipped config names no interface: the operator does). Its state directory and bpffs
+/// are private to it.
+fn start(pair: &VethPair, caps: &[String], log: &Path) -> Child {
+    let tree = &built().tree;
+    let set = std::iter::once("-all".to_string())
+        .chain(caps.iter().map(|c| format!("+{c}")))
+        .collect::<Vec<_>>()
+        .join(",");
+    isolated::command(&pair.server, &[Path::new("/var/lib/limiter")], "setpriv")
+        .args([
+            "--bounding-set",
+            &set,
+            "--inh-caps",
+            &set,
+            "--ambient-caps",
+            &set,
+            "--",
+        ])
+        .arg(tree.join("usr/bin/limiter-daemon"))
+        .args(["run", "--config"])
+        .arg(tree.join("etc/limiter/limiter.toml"))
+        .args(["--iface", &pair.server_if])
+        .env_remove("LIMITER_EBPF_OBJECT")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_for_log(child: &mut Child, log: &Path, needle: &str) -> String {
+    poll(Duration::from_secs(30), needle, || {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the daemon exited with {status}:\n{text}");
+        }
+        text.contains(needle).then_some(text)
+    })
+}
+
+#[test]
+fn the_unpacked_daemon_attaches_and_answers_with_only_the_units_capabilities() {
+    if !require_dataplane() {
+        return;
+    }
+    let pair = VethPair::new("pk", 1);
+    let dir = tempfile::tempdir().unwrap();
+    let caps = unit_caps();
+    let log = dir.path().join("daemon.log");
+    let mut child = start(&pair, &caps, &log);
+    let text = wait_for_log(&mut child, &log, "kernel dataplane ready");
+    assert!(text.contains("object=embedded"), "{text}");
+    let attached = pair.attached_programs();
+    assert!(
+        attached.iter().any(|p| p.ends_with(":limiter_xdp")),
+        "{attached:?}\n{text}"
+    );
+    // It answers: the decision API on the shipped config's port, and the packaged limiterctl
+    // through the admin API with the token the daemon generated in its state directory.
+    let decide = poll(Duration::from_secs(10), "the decision API", || {
+        let out = isolated::join(child.id(), Path::new("/"), "curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])
+            .args(["http://127.0.0.1:8081/v1/decide", "-d"])
+            .arg(r#"{"ip":"203.0.113.9","method":"GET","path":"/","headers":{}}"#)
+            .output()
+            .unwrap();
+        let code = String::from_utf8_lossy(&out.stdout).into_owned();
+        (code != "000").then_some(code)
+    });
+    assert_eq!(decide, "200");
+    let ctl = isolated::join(
+        child.id(),
+        Path::new("/"),
+        built().tree.join("usr/bin/limiterctl"),
+    )
+    .arg("--config")
+    .arg(built().tree.join("etc/limiter/limiter.toml"))
+    .arg("kernel")
+    .output()
+    .unwrap();
+    let ctl_out = String::from_utf8_lossy(&ctl.stdout);
+    assert!(
+        ctl.status.success() && ctl_out.contains("attached: true"),
+        "{ctl_out}{}",
+        String::from_utf8_lossy(&ctl.stderr)
+    );
+    process::terminate(&mut child, Duration::from_secs(15));
+
+    // One capability fewer, whichever: the daemon cannot attach (the config's kernel.mode is
+    // "auto", so it says so loudly and runs userspace-only).
+    for missing in &caps {
+        let fewer: Vec<String> = caps.iter().filter(|c| *c != missing).cloned().collect();
+        let log = dir.path().join(format!("without-{missing}.log"));
+        let mut child = start(&pair, &fewer, &log);
+        let text = poll(
+            Duration::from_secs(30),
+            "the daemon's kernel verdict",
+            || {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("the daemon exited with {status}:\n{text}");
+                }
+                (text.contains("KERNEL DATAPLANE NOT RUNNING")
+                    || text.contains("kernel dataplane ready"))
+                .then_some(text)
+            },
+        );
+        assert!(
+            !text.contains("kernel dataplane ready"),
+            "attached without CAP_{}: the unit grants more than the daemon needs",
+            missing.to_uppercase()
+        );
+        process::terminate(&mut child, Duration::from_secs(15));
+        assert!(
+            text.contains("Operation not permitted") || text.contains("Permission denied"),
+            "without CAP_{}: {text}",
+            missing.to_uppercase()
+        );
+    }
+}
