@@ -191,7 +191,7 @@ impl FleetStore {
         {
             return Some(Ok(Gate::Locked(l)));
         }
-        if let Some(o) = self.over_limit.refusal(&req.id, req.now_ms) {
+        if let Some(o) = self.over_limit.refusal(req) {
             self.stats.over_limit_hits.fetch_add(1, Ordering::Relaxed);
             return Some(Ok(Gate::Counted(self.with_local_burst(req, o))));
         }
@@ -243,7 +243,7 @@ impl FleetStore {
                     );
                 }
                 if let Gate::Counted(o) = &gate {
-                    self.over_limit.remember(req.id, req.now_ms, o);
+                    self.over_limit.remember(req, o);
                 }
                 Ok(gate)
             }

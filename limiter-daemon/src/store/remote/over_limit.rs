@@ -10,14 +10,16 @@ use std::collections::HashMap;
 use parking_lot::Mutex;
 
 use crate::identity::hash::IdKey;
-use crate::model::{Shape, WindowKind};
-use crate::store::count::CountOutcome;
+use crate::model::{PerWindow, Shape, WindowKind};
+use crate::store::count::{CountOutcome, CountRequest, Limit};
 
 const SHARDS: usize = 16;
 
 struct Held {
     until_ms: u64,
     at_ms: u64,
+    /// The limits the store refused under: other limits (a reload, another route) ask again.
+    limits: PerWindow<Option<Limit>>,
     outcome: CountOutcome,
 }
 
@@ -41,7 +43,8 @@ impl OverLimit {
     /// Remembers `outcome`, the store's answer at `now_ms`, when it is a refusal that holds
     /// until a known time: every refusing window is fixed and spent, and the burst is not
     /// among them.
-    pub fn remember(&self, id: IdKey, now_ms: u64, outcome: &CountOutcome) {
+    pub fn remember(&self, req: &CountRequest, outcome: &CountOutcome) {
+        let (id, now_ms) = (req.id, req.now_ms);
         if outcome.admitted {
             return;
         }
@@ -67,17 +70,19 @@ impl OverLimit {
             Held {
                 until_ms,
                 at_ms: now_ms,
+                limits: req.limits,
                 outcome: *outcome,
             },
         );
     }
 
-    /// The store's refusal of `id`, aged to `now_ms`, while it holds. The burst window is left
-    /// out: the caller counts it.
-    pub fn refusal(&self, id: &IdKey, now_ms: u64) -> Option<CountOutcome> {
+    /// The store's refusal of `req`'s identity, aged to its time, while it holds and the limits
+    /// are the same. The burst window is left out: the caller counts it.
+    pub fn refusal(&self, req: &CountRequest) -> Option<CountOutcome> {
+        let (id, now_ms) = (&req.id, req.now_ms);
         let mut m = self.shard(id).lock();
         let held = m.get(id)?;
-        if now_ms >= held.until_ms {
+        if now_ms >= held.until_ms || held.limits != req.limits {
             m.remove(id);
             return None;
         }
@@ -110,8 +115,16 @@ impl OverLimit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::PerWindow;
     use crate::store::count::WindowUse;
+
+    fn at(id: IdKey, now_ms: u64) -> CountRequest {
+        CountRequest {
+            id,
+            now_ms,
+            cost: 1,
+            limits: PerWindow::default().with(WindowKind::Hourly, Some(Limit::refusing(10))),
+        }
+    }
 
     fn id(n: u8) -> IdKey {
         let mut k = [0u8; 33];
@@ -145,8 +158,11 @@ mod tests {
     #[test]
     fn a_spent_hour_is_answered_locally_until_it_rolls_over() {
         let c = OverLimit::new(1024);
-        c.remember(id(1), 1_000, &refused(WindowKind::Hourly, 10, 10, 5_000));
-        let o = c.refusal(&id(1), 3_000).expect("held");
+        c.remember(
+            &at(id(1), 1_000),
+            &refused(WindowKind::Hourly, 10, 10, 5_000),
+        );
+        let o = c.refusal(&at(id(1), 3_000)).expect("held");
         assert!(o.refused[WindowKind::Hourly] && !o.admitted);
         assert_eq!(o.uses[WindowKind::Hourly].unwrap().reset_ms, 3_000);
         assert_eq!(
@@ -154,33 +170,48 @@ mod tests {
             None,
             "the caller counts the burst"
         );
-        assert!(c.refusal(&id(1), 6_000).is_none(), "rolled over");
+        assert!(c.refusal(&at(id(1), 6_000)).is_none(), "rolled over");
         assert!(c.is_empty());
+    }
+
+    #[test]
+    fn other_limits_ask_the_store_again() {
+        let c = OverLimit::new(1024);
+        c.remember(&at(id(4), 0), &refused(WindowKind::Hourly, 10, 10, 5_000));
+        let mut raised = at(id(4), 1);
+        raised.limits = raised
+            .limits
+            .with(WindowKind::Hourly, Some(Limit::refusing(20)));
+        assert!(c.refusal(&raised).is_none(), "a reload raised the budget");
+        assert!(c.refusal(&at(id(4), 2)).is_none(), "and the entry is gone");
     }
 
     #[test]
     fn only_spent_fixed_refusals_are_kept() {
         let c = OverLimit::new(1024);
         // A costly request refused while 2 units are left: a cheaper one may still fit.
-        c.remember(id(2), 0, &refused(WindowKind::Daily, 98, 100, 9_000));
+        c.remember(&at(id(2), 0), &refused(WindowKind::Daily, 98, 100, 9_000));
         // A burst is sliding: it frees up slot by slot.
-        c.remember(id(3), 0, &refused(WindowKind::Burst, 100, 100, 9_000));
-        assert!(c.refusal(&id(2), 1).is_none());
-        assert!(c.refusal(&id(3), 1).is_none());
+        c.remember(&at(id(3), 0), &refused(WindowKind::Burst, 100, 100, 9_000));
+        assert!(c.refusal(&at(id(2), 1)).is_none());
+        assert!(c.refusal(&at(id(3), 1)).is_none());
     }
 
     #[test]
     fn memory_is_bounded() {
         let c = OverLimit::new(16 * 16);
         for n in 0..=255u8 {
-            c.remember(id(n), 0, &refused(WindowKind::Hourly, 1, 1, 1_000_000));
+            c.remember(&at(id(n), 0), &refused(WindowKind::Hourly, 1, 1, 1_000_000));
         }
         let mut k = [0u8; 33];
         k[0] = 1;
         for n in 0..2000u32 {
             k[5] = (n % 256) as u8;
             k[7..11].copy_from_slice(&n.to_le_bytes());
-            c.remember(IdKey(k), 0, &refused(WindowKind::Hourly, 1, 1, 1_000_000));
+            c.remember(
+                &at(IdKey(k), 0),
+                &refused(WindowKind::Hourly, 1, 1, 1_000_000),
+            );
         }
         assert!(c.len() <= 16 * 16, "{}", c.len());
     }
