@@ -192,6 +192,7 @@ async fn serve(
         admin_kernel,
         reload.path.clone(),
         Some(reloader.hook()),
+        Arc::clone(&metrics),
     );
     if let Some(admin) = admin.await? {
         let stop = shutdown.cancelled();

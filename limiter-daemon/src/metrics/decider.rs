@@ -29,6 +29,7 @@ impl Decider for MeteredDecider {
             .decisions
             .observe_decide_time(started.elapsed());
         self.metrics.decisions.observe(&d);
+        self.metrics.talkers.observe(&d);
         d
     }
 
