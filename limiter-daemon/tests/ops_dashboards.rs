@@ -200,7 +200,7 @@ fn every_metric_the_dashboard_and_rules_name_is_exported_by_the_daemon() {
             .filter(|r| r.status == 200)
             .map(|r| r.body)
     };
-    eventually("the daemon's metrics listener", || scrape()).len();
+    eventually("the daemon's metrics listener", &scrape);
     // A caller past the anonymous burst: rejects, a strike and a level-1 lockout.
     pair.server.run(|| {
         let body = json!({"ip": "192.0.2.77", "method": "GET", "path": "/"}).to_string();
