@@ -2,10 +2,17 @@
 //! the page is served without the token and loads nothing from elsewhere, `/admin/v1/stats`
 //! reports decisions, top talkers and tier mix from real traffic, and in a real headless
 //! Chromium the page asks for the token, shows a lockout this test made through the API, and
-//! lifting it with a click removes it (checked through the API).
+//! lifting it with a click removes it (checked through the API); with the real kernel program
+//! attached (daemon and browser in the server namespace of a veth pair), the page shows the
+//! verdict counters and the lockout map's fill, the lockout in it.
 
 mod admin_support;
 mod browser_support;
+#[allow(
+    dead_code,
+    reason = "this test starts the daemon binary, not an in-process dataplane"
+)]
+mod kernel_support;
 
 use admin_support::{eventually, http, Daemon};
 use browser_support::Browser;
@@ -180,8 +187,9 @@ fn in_chromium_the_page_shows_a_lockout_and_a_click_lifts_it() {
     );
     assert_eq!(b.eval("localStorage.length"), json!(0));
     b.wait_for(
-        "an anonymous allow rate above 0 and the top talkers",
-        "parseFloat(document.querySelector('#rates tbody tr td.num').textContent) > 0 && \
+        "a decision rate above 0 and the top talkers",
+        "Array.from(document.querySelectorAll('#rates tbody td.num')) \
+           .some((td) => parseFloat(td.textContent) > 0) && \
          document.querySelectorAll('#top-refusals tbody tr td.id').length > 0",
     );
     assert_eq!(
@@ -222,4 +230,136 @@ fn in_chromium_the_page_shows_a_lockout_and_a_click_lifts_it() {
         "document.getElementById('login') && !document.getElementById('login').hidden && \
          document.getElementById('login-error').textContent.includes('refused')",
     );
+}
+
+/// The daemon attached with TC in the server namespace of a veth pair, and the browser in the
+/// same namespace (the admin listener is its loopback): the kernel panels show the real
+/// program's verdict counters and the lockout the test made, in the lockout map's fill.
+#[test]
+fn in_chromium_the_page_shows_the_attached_kernels_counters_and_map_fill() {
+    let Some(kernel_support::Dataplane {
+        pair,
+        listener: _listener,
+        port,
+        pins,
+    }) = kernel_support::dataplane("lmp", 2, "limiter-page-")
+    else {
+        return;
+    };
+    let netns = vec![
+        "nsenter".to_string(),
+        format!("--net={}", pair.server.path().display()),
+    ];
+    let Some(mut b) = pair.server.run(|| Browser::launch_with(&netns)) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let kernel = format!(
+        "[kernel]\nmode = \"required\"\nattach = \"tc\"\ninterfaces = [\"{}\"]\npin_path = \"{}\"\n\
+         protected_ports = [{port}]\n",
+        pair.server_if,
+        pins.0.display()
+    );
+    let env = vec![(
+        "LIMITER_EBPF_OBJECT".to_string(),
+        limiter_tests::testrun::object_path().display().to_string(),
+    )];
+    let d = Daemon::start_with(dir.path(), &kernel, "", netns.clone(), env);
+    let admin = |method: &str, path: &str, body: Option<Value>| {
+        pair.server.run(|| {
+            eventually("the admin API in the namespace", || {
+                let token = format!("Bearer {}", d.token());
+                let body = body.as_ref().map(Value::to_string);
+                let mut headers = vec![("authorization", token.as_str())];
+                if body.is_some() {
+                    headers.push(("content-type", "application/json"));
+                }
+                admin_support::try_http(
+                    d.admin,
+                    method,
+                    path,
+                    &headers,
+                    body.as_deref().map(str::as_bytes),
+                )
+            })
+        })
+    };
+    let r = admin(
+        "POST",
+        "/admin/v1/lockouts",
+        Some(json!({"ip": pair.client_ips[1].to_string(), "for": "10m", "reason": "kernel panel"})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    // Handshakes through the program: one passes, the locked client's is dropped.
+    let short = std::time::Duration::from_millis(300);
+    eventually("the free client to connect", || {
+        pair.connect_from(pair.client_ips[0], port, short)
+            .then_some(())
+    });
+    assert!(!pair.connect_from(pair.client_ips[1], port, short));
+    b.navigate(&format!("http://{}/admin/", d.admin));
+    b.wait_for(
+        "the token form",
+        "document.getElementById('login') && !document.getElementById('login').hidden",
+    );
+    b.type_into("#token", &d.token());
+    b.click("#use-token");
+    let pill = b.wait_for(
+        "the kernel pill",
+        "(() => { const t = document.getElementById('kernel-state').textContent; \
+         return t.startsWith('kernel ') && t !== 'kernel …' ? t : null; })()",
+    );
+    assert_eq!(pill, json!("kernel tc"));
+    let lockout_fill = b.wait_for(
+        "the lockout map's fill with the lockout in it",
+        "(() => { const r = Array.from(document.querySelectorAll('#kernel-maps tbody tr')) \
+           .find((tr) => tr.innerText.includes('LIM_LOCKOUT')); \
+           return r && /\\b1 \\/ \\d+/.test(r.innerText) ? r.innerText : null; })()",
+    );
+    assert!(lockout_fill.as_str().unwrap().contains("LIM_LOCKOUT"));
+    for verdict in ["pass_syn", "drop_locked"] {
+        b.wait_for(
+            &format!("the {verdict} counter above 0"),
+            &format!(
+                "(() => {{ const r = Array.from(document.querySelectorAll('#kernel-counters tbody tr')) \
+                   .find((tr) => tr.cells[0].textContent === '{verdict}'); \
+                   return !!r && parseInt(r.cells[1].textContent) > 0; }})()"
+            ),
+        );
+    }
+    // Traffic between polls, so the screenshot has rates and talkers too.
+    let decide = |ip: &str, n: usize| {
+        pair.server.run(|| {
+            let body = json!({"ip": ip, "method": "GET", "path": "/"}).to_string();
+            for _ in 0..n {
+                let r = http(
+                    d.api,
+                    "POST",
+                    "/v1/decide",
+                    &[("content-type", "application/json")],
+                    Some(body.as_bytes()),
+                );
+                assert_eq!(r.status, 200, "{}", r.body);
+            }
+        })
+    };
+    decide("198.51.100.7", 125);
+    decide("2001:db8::7", 30);
+    eventually("a decision rate on the page", || {
+        decide("198.51.100.8", 5);
+        b.eval(
+            "Array.from(document.querySelectorAll('#rates tbody td.num')) \
+               .some((td) => parseFloat(td.textContent) > 0)",
+        )
+        .as_bool()
+        .unwrap()
+        .then_some(())
+    });
+    let png = b.screenshot();
+    let shot = std::env::var_os("LIMITER_PAGE_SCREENSHOT_KERNEL").map_or_else(
+        || std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("operator-page-kernel.png"),
+        std::path::PathBuf::from,
+    );
+    std::fs::write(&shot, &png).unwrap();
+    eprintln!("screenshot: {}", shot.display());
 }

@@ -4,9 +4,13 @@
 //!
 //! Time is cut into [`SLOTS`] slots of [`SLOT_SECS`]; a decision adds to the current slot, a
 //! read sums the slots still inside the window. Callers are their hashed identity (never a raw
-//! IP or key). Each slot holds at most [`MAX_CALLERS`] callers so a spoofed flood cannot grow
+//! IP or key). A slot holds at most [`MAX_CALLERS`] callers so a spoofed flood cannot grow
 //! memory without bound; decisions past that are still counted in the tier mix and in
 //! `untracked`.
+//!
+//! This is the one lock a decision takes on the metrics side: the table is split into
+//! [`SHARDS`] by the identity's bytes, so concurrent decisions rarely meet on the same mutex,
+//! and each holds it for one hash-map update.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -18,8 +22,11 @@ pub const SLOT_SECS: u64 = 30;
 pub const SLOTS: usize = 10;
 /// The window a read covers: 5 minutes.
 pub const WINDOW_SECS: u64 = SLOT_SECS * SLOTS as u64;
-/// Callers kept per slot.
+/// Callers kept per slot (over all shards).
 pub const MAX_CALLERS: usize = 10_000;
+/// Independent tables, each with its share of [`MAX_CALLERS`].
+pub const SHARDS: usize = 16;
+const CALLERS_PER_SHARD: usize = MAX_CALLERS / SHARDS;
 
 /// One caller's traffic within the window.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,16 +73,27 @@ struct Slot {
 #[derive(Debug)]
 pub struct Talkers {
     epoch: Instant,
-    slots: Mutex<Vec<Slot>>,
+    /// `[shard]` → that shard's `[slot]`.
+    shards: Vec<Mutex<Vec<Slot>>>,
 }
 
 impl Default for Talkers {
     fn default() -> Self {
         Talkers {
             epoch: Instant::now(),
-            slots: Mutex::new((0..SLOTS).map(|_| Slot::default()).collect()),
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new((0..SLOTS).map(|_| Slot::default()).collect()))
+                .collect(),
         }
     }
+}
+
+/// FNV-1a over the identity: cheap, and identities are hashes already, so it spreads well.
+fn shard_of(identity: &str) -> usize {
+    let h = identity.bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    h as usize % SHARDS
 }
 
 fn tier_index(t: Tier) -> usize {
@@ -102,7 +120,9 @@ impl Talkers {
         let refused = u64::from(action == Action::Reject);
         // A poisoned lock only means another decision panicked mid-count: the counts are
         // still usable, and the request path must not fail on them.
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slots = self.shards[shard_of(identity)]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let slot = &mut slots[(index % SLOTS as u64) as usize];
         if slot.index != index {
             *slot = Slot {
@@ -115,7 +135,7 @@ impl Talkers {
             t.tier = tier;
             t.requests += 1;
             t.refused += refused;
-        } else if slot.callers.len() < MAX_CALLERS {
+        } else if slot.callers.len() < CALLERS_PER_SHARD {
             slot.callers.insert(
                 identity.into(),
                 Tally {
@@ -141,8 +161,16 @@ impl Talkers {
         let oldest = now.saturating_sub(SLOTS as u64 - 1);
         let mut out = Recent::default();
         let mut sum: HashMap<&str, Tally> = HashMap::new();
-        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        for slot in slots.iter().filter(|s| (oldest..=now).contains(&s.index)) {
+        let guards: Vec<_> = self
+            .shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()))
+            .collect();
+        for slot in guards
+            .iter()
+            .flat_map(|g| g.iter())
+            .filter(|s| (oldest..=now).contains(&s.index))
+        {
             for (i, v) in slot.tiers.iter().enumerate() {
                 out.tier_mix[i] += v;
             }
@@ -170,7 +198,7 @@ impl Talkers {
                 refused: t.refused,
             })
             .collect();
-        drop(slots);
+        drop(guards);
         // Identity breaks ties so the order is stable from one poll to the next.
         all.sort_by(|a, b| {
             (b.requests, b.refused, &a.identity).cmp(&(a.requests, a.refused, &b.identity))
@@ -233,13 +261,22 @@ mod tests {
     #[test]
     fn a_full_slot_counts_new_callers_as_untracked() {
         let t = Talkers::default();
-        for i in 0..MAX_CALLERS + 3 {
-            t.observe_at(0, &format!("ip:{i}"), Tier::Anon, Action::Allow);
+        t.observe_at(0, "ip:first", Tier::Anon, Action::Allow);
+        let flood = 3 * MAX_CALLERS;
+        for i in 0..flood {
+            t.observe_at(0, &format!("ip:{i:016x}"), Tier::Anon, Action::Allow);
         }
-        t.observe_at(0, "ip:0", Tier::Anon, Action::Allow);
-        let r = t.read_at(0, 1);
-        assert_eq!(r.untracked, 3);
-        assert_eq!(r.tier_mix[0], MAX_CALLERS as u64 + 4);
-        assert_eq!(names(&r.by_volume), [("ip:0", 2, 0)]);
+        t.observe_at(0, "ip:first", Tier::Anon, Action::Allow);
+        let r = t.read_at(0, usize::MAX);
+        let tracked = r.by_volume.len();
+        assert!(tracked <= MAX_CALLERS, "{tracked} callers kept");
+        assert!(
+            tracked > MAX_CALLERS * 9 / 10,
+            "shards unevenly used: {tracked}"
+        );
+        assert_eq!(r.untracked as usize, flood + 1 - tracked);
+        assert_eq!(r.tier_mix[0], flood as u64 + 2);
+        // A caller seen before the flood keeps being counted.
+        assert_eq!(names(&r.by_volume[..1]), [("ip:first", 2, 0)]);
     }
 }

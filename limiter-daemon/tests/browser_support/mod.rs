@@ -60,12 +60,26 @@ impl Drop for Browser {
 impl Browser {
     /// A headless browser with an empty profile, or `None` (skip) when chromium is missing.
     pub fn launch() -> Option<Browser> {
+        Browser::launch_with(&[])
+    }
+
+    /// As [`Browser::launch`], the command prefixed by `wrapper` (e.g. `nsenter --net=…`: then
+    /// call this from a thread in that namespace, where the DevTools port is).
+    pub fn launch_with(wrapper: &[String]) -> Option<Browser> {
         let bin = binary();
         if !limiter_tests::require(bin.is_some(), "chromium (apt-get install chromium)") {
             return None;
         }
         let profile = tempfile::tempdir().unwrap();
-        let child = Command::new(bin.unwrap())
+        let mut cmd = match wrapper.split_first() {
+            None => Command::new(bin.unwrap()),
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(bin.unwrap());
+                c
+            }
+        };
+        let child = cmd
             .process_group(0)
             .args([
                 "--headless",
