@@ -54,9 +54,7 @@ impl AdminState {
             token_digest: digest(token.as_bytes()),
         }
     }
-}
 
-impl AdminState {
     /// The registry whose decisions, talkers and held requests the stats endpoint reports.
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = Some(metrics);
