@@ -4,15 +4,18 @@
 //!
 //! Time is cut into [`SLOTS`] slots of [`SLOT_SECS`]; a decision adds to the current slot, a
 //! read sums the slots still inside the window. Callers are their hashed identity (never a raw
-//! IP or key). A slot holds at most [`MAX_CALLERS`] callers so a spoofed flood cannot grow
+//! IP or key). A slot holds at most [`MAX_CALLERS`] callers per shard so a spoofed flood cannot grow
 //! memory without bound; decisions past that are still counted in the tier mix and in
 //! `untracked`.
 //!
 //! This is the one lock a decision takes on the metrics side: the table is split into
-//! [`SHARDS`] by the identity's bytes, so concurrent decisions rarely meet on the same mutex,
-//! and each holds it for one hash-map update.
+//! [`SHARDS`], one per recording thread (assigned at a thread's first decision), so the proxy's
+//! threads never wait for each other nor pass the table's cache lines back and forth; a read
+//! (every few seconds) sums a caller over every shard.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -22,11 +25,11 @@ pub const SLOT_SECS: u64 = 30;
 pub const SLOTS: usize = 10;
 /// The window a read covers: 5 minutes.
 pub const WINDOW_SECS: u64 = SLOT_SECS * SLOTS as u64;
-/// Callers kept per slot (over all shards).
-pub const MAX_CALLERS: usize = 10_000;
-/// Independent tables, each with its share of [`MAX_CALLERS`].
+/// Callers kept per slot of one shard: at most `SHARDS × SLOTS × MAX_CALLERS` entries in all
+/// (about 50 MB with 16 busy threads under a flood of new callers; a few MB on a small host).
+pub const MAX_CALLERS: usize = 4096;
+/// Independent tables, one per recording thread (threads past this share).
 pub const SHARDS: usize = 16;
-const CALLERS_PER_SHARD: usize = MAX_CALLERS / SHARDS;
 
 /// One caller's traffic within the window.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,7 +68,7 @@ struct Tally {
 struct Slot {
     /// Absolute slot number (seconds / SLOT_SECS) this slot holds; stale ones are cleared.
     index: u64,
-    callers: HashMap<Box<str>, Tally>,
+    callers: HashMap<Box<str>, Tally, BuildHasherDefault<Fnv>>,
     tiers: [u64; 3],
     untracked: u64,
 }
@@ -74,26 +77,55 @@ struct Slot {
 pub struct Talkers {
     epoch: Instant,
     /// `[shard]` → that shard's `[slot]`.
-    shards: Vec<Mutex<Vec<Slot>>>,
+    shards: Vec<Shard>,
 }
+
+/// One thread's table, on cache lines of its own: neighbouring shards' locks must not share
+/// one, or two threads would bounce it between cores on every decision.
+#[derive(Debug)]
+#[repr(align(128))]
+struct Shard(Mutex<Vec<Slot>>);
 
 impl Default for Talkers {
     fn default() -> Self {
         Talkers {
             epoch: Instant::now(),
             shards: (0..SHARDS)
-                .map(|_| Mutex::new((0..SLOTS).map(|_| Slot::default()).collect()))
+                .map(|_| Shard(Mutex::new((0..SLOTS).map(|_| Slot::default()).collect())))
                 .collect(),
         }
     }
 }
 
-/// FNV-1a over the identity: cheap, and identities are hashes already, so it spreads well.
-fn shard_of(identity: &str) -> usize {
-    let h = identity.bytes().fold(0x811c_9dc5_u32, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    });
-    h as usize % SHARDS
+/// FNV-1a: identities are hashes already (and bounded per slot), so a cheap hash spreads
+/// them well; SipHash's flood resistance buys nothing here.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// This thread's shard, picked round-robin at its first decision.
+fn my_shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
+    }
+    SHARD.with(|s| *s)
 }
 
 fn tier_index(t: Tier) -> usize {
@@ -120,7 +152,8 @@ impl Talkers {
         let refused = u64::from(action == Action::Reject);
         // A poisoned lock only means another decision panicked mid-count: the counts are
         // still usable, and the request path must not fail on them.
-        let mut slots = self.shards[shard_of(identity)]
+        let mut slots = self.shards[my_shard()]
+            .0
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let slot = &mut slots[(index % SLOTS as u64) as usize];
@@ -135,7 +168,7 @@ impl Talkers {
             t.tier = tier;
             t.requests += 1;
             t.refused += refused;
-        } else if slot.callers.len() < CALLERS_PER_SHARD {
+        } else if slot.callers.len() < MAX_CALLERS {
             slot.callers.insert(
                 identity.into(),
                 Tally {
@@ -164,7 +197,7 @@ impl Talkers {
         let guards: Vec<_> = self
             .shards
             .iter()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()))
+            .map(|s| s.0.lock().unwrap_or_else(|e| e.into_inner()))
             .collect();
         for slot in guards
             .iter()
@@ -269,11 +302,7 @@ mod tests {
         t.observe_at(0, "ip:first", Tier::Anon, Action::Allow);
         let r = t.read_at(0, usize::MAX);
         let tracked = r.by_volume.len();
-        assert!(tracked <= MAX_CALLERS, "{tracked} callers kept");
-        assert!(
-            tracked > MAX_CALLERS * 9 / 10,
-            "shards unevenly used: {tracked}"
-        );
+        assert_eq!(tracked, MAX_CALLERS, "one thread fills its own shard");
         assert_eq!(r.untracked as usize, flood + 1 - tracked);
         assert_eq!(r.tier_mix[0], flood as u64 + 2);
         // A caller seen before the flood keeps being counted.
