@@ -7,9 +7,10 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 
 # systemd: `systemd-analyze verify` on the packaged unit; binutils: `strip` for the .deb;
 # libcap2-bin and util-linux: capsh/setpriv, to run with only the unit's capabilities;
-# stunnel4: a TLS endpoint in front of valkey-server for the rediss:// test.
+# stunnel4: a TLS endpoint in front of valkey-server for the rediss:// test;
+# chromium: the operator page's browser test; prometheus: `promtool check rules` on the alerts.
 APT_PKGS=(llvm-22-dev libzstd-dev zlib1g-dev iproute2 nginx wrk bpftool tcpdump python3-pip curl
-  systemd binutils libcap2-bin util-linux stunnel4)
+  systemd binutils libcap2-bin util-linux stunnel4 chromium prometheus)
 
 need_apt=()
 for p in "${APT_PKGS[@]}"; do
@@ -22,6 +23,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get install -y -q --no-install-recommends "${need_apt[@]}" >/dev/null
   # nginx's package starts a system instance on :80; the tests start their own.
   systemctl disable --now nginx >/dev/null 2>&1 || service nginx stop >/dev/null 2>&1 || true
+  # So does prometheus's (on :9090, with node-exporter); only promtool is wanted.
+  for svc in prometheus prometheus-node-exporter; do
+    systemctl disable --now "$svc" >/dev/null 2>&1 || service "$svc" stop >/dev/null 2>&1 || true
+  done
 fi
 
 if ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src'; then

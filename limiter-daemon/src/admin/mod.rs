@@ -9,11 +9,13 @@
 //! - [`body`]: JSON request bodies (content type, size, syntax, fields) checked before a handler.
 //! - [`routes`]: the route table (exported, so tests can prove every route needs the token).
 //! - [`handlers`]: one file per resource.
+//! - [`page`]: the operator page at `/admin/`, one HTML file built into the binary.
 //! - [`server`]: bind and serve until the app's shutdown.
 
 pub mod auth;
 pub mod body;
 pub mod handlers;
+pub mod page;
 pub mod problem;
 pub mod routes;
 pub mod server;

@@ -1,13 +1,16 @@
 //! The route table: every admin route with its method, its path pattern and an example path.
 //! [`router`] is built from [`table`], and [`route_list`] exports the same rows, so a test can
-//! walk every route the router serves (a route added without the token check fails it).
+//! walk every route the router serves (a route added without the token check fails it). The
+//! one route outside it is the operator page (`GET /admin/`, see [`super::page`]): it holds no
+//! data, and every call it makes carries the token.
 
 use axum::middleware;
 use axum::routing::{delete, get, post, MethodRouter};
 use axum::Router;
 
 use super::auth::require_token;
-use super::handlers::{clients, config, explain, kernel, keys, lists, lockouts, reload};
+use super::handlers::{clients, config, explain, kernel, keys, lists, lockouts, reload, stats};
+use super::page;
 use super::problem::AdminError;
 use super::state::AdminState;
 
@@ -104,6 +107,10 @@ pub fn table() -> Vec<(RouteSpec, MethodRouter<AdminState>)> {
             spec("POST", "/admin/v1/reload", "/admin/v1/reload"),
             post(reload::reload),
         ),
+        (
+            spec("GET", "/admin/v1/stats", "/admin/v1/stats"),
+            get(stats::show),
+        ),
     ]
 }
 
@@ -116,13 +123,25 @@ async fn not_found() -> AdminError {
     AdminError::not_found("path", "no such admin endpoint (see docs/admin-api.md)")
 }
 
-/// The admin router: every route of [`table`] and the fallback behind the token check.
+/// The routes served without the token: the operator page, which holds no data.
+pub const PUBLIC: [RouteSpec; 2] = [
+    spec("GET", "/admin/", "/admin/"),
+    spec("GET", "/admin", "/admin"),
+];
+
+/// The admin router: every route of [`table`] and the fallback behind the token check, and
+/// the [`PUBLIC`] page routes beside it.
 pub fn router(state: AdminState) -> Router {
     let mut r: Router<AdminState> = Router::new();
     for (s, handler) in table() {
         r = r.route(s.path, handler);
     }
-    r.fallback(not_found)
-        .layer(middleware::from_fn_with_state(state.clone(), require_token))
+    let protected = r
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), require_token));
+    Router::new()
+        .route(PUBLIC[0].path, get(page::page))
+        .route(PUBLIC[1].path, get(page::to_page))
+        .merge(protected)
         .with_state(state)
 }

@@ -45,6 +45,7 @@ pub async fn start(
     kernel: super::state::KernelView,
     config_path: std::path::PathBuf,
     reload: Option<super::state::ReloadFn>,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
 ) -> anyhow::Result<Option<AdminServer>> {
     let cfg = engine.config();
     let Some(addr) = cfg.admin.listen else {
@@ -64,7 +65,7 @@ pub async fn start(
             tracing::info!("admin token taken from {}", crate::config::admin::TOKEN_ENV)
         }
     }
-    let state = AdminState::new(engine, kernel, config_path, reload, &token);
+    let state = AdminState::new(engine, kernel, config_path, reload, &token).with_metrics(metrics);
     let server = AdminServer::bind(addr, state).await?;
     tracing::info!(addr = %server.local_addr()?, "admin API listening");
     Ok(Some(server))

@@ -1,5 +1,6 @@
 //! What every admin handler shares: the engine, the kernel maps when the dataplane runs, the
-//! config file's path (for `GET /admin/v1/config`), the reload hook and the token's digest.
+//! config file's path (for `GET /admin/v1/config`), the reload hook, the metrics registry (for
+//! `GET /admin/v1/stats`) and the token's digest.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use crate::config::kernel::KernelMode;
 use crate::config::ConfigError;
 use crate::engine::Engine;
 use crate::kernel::maps::KernelMaps;
+use crate::metrics::Metrics;
 
 /// The reload hook the app provides: `Ok` lists the changes applied, `Err` is the refusal (its
 /// field and line, when the variant has them, go into the 422 problem).
@@ -29,6 +31,8 @@ pub struct AdminState {
     pub config_path: PathBuf,
     /// `None`: the endpoint answers 503 "reload not wired".
     pub reload: Option<ReloadFn>,
+    /// `None`: `GET /admin/v1/stats` answers 503 "stats not wired".
+    pub metrics: Option<Arc<Metrics>>,
     /// SHA-256 of the token: compared to the digest of what a request presents.
     pub(crate) token_digest: [u8; 32],
 }
@@ -46,8 +50,15 @@ impl AdminState {
             kernel,
             config_path,
             reload,
+            metrics: None,
             token_digest: digest(token.as_bytes()),
         }
+    }
+
+    /// The registry whose decisions, talkers and held requests the stats endpoint reports.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 }
 

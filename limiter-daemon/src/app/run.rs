@@ -194,6 +194,7 @@ async fn serve(
         admin_kernel,
         reload.path.clone(),
         Some(reloader.hook()),
+        Arc::clone(&metrics),
     );
     if let Some(admin) = admin.await? {
         let stop = shutdown.cancelled();

@@ -27,6 +27,7 @@ impl MeteredDecider {
             .decisions
             .observe_decide_time(started.elapsed());
         self.metrics.decisions.observe(d);
+        self.metrics.talkers.observe(d);
     }
 }
 

@@ -201,6 +201,19 @@ impl DecisionMetrics {
         }
     }
 
+    /// Decisions made so far (not shadowed), per tier and action, rejects of every reason
+    /// summed: `(tier, action, count)` in tier then allow, delay, reject order.
+    pub fn totals(&self) -> Vec<(Tier, Action, u64)> {
+        let mut out = Vec::with_capacity(9);
+        for (tier, row) in TIERS.iter().zip(&self.decisions[0]) {
+            let rejects: u64 = row[2..].iter().map(Counter::get).sum();
+            out.push((*tier, Action::Allow, row[0].get()));
+            out.push((*tier, Action::Delay, row[1].get()));
+            out.push((*tier, Action::Reject, rejects));
+        }
+        out
+    }
+
     /// Records how long deciding took.
     pub fn observe_decide_time(&self, took: Duration) {
         self.decide_time.observe(took);

@@ -9,6 +9,7 @@ use prometheus_client::registry::Registry;
 use super::decisions::DecisionMetrics;
 use super::reloads::ReloadMetrics;
 use super::sources::{HttpSource, KernelSource, SourceCollector, Sources};
+use super::talkers::Talkers;
 use crate::engine::Engine;
 use crate::http::proxy::server::HttpServer;
 
@@ -24,6 +25,8 @@ pub struct Metrics {
     pub reloads: ReloadMetrics,
     /// Read at scrape time.
     pub sources: Arc<Sources>,
+    /// The last five minutes per caller (not exported to Prometheus: unbounded labels).
+    pub talkers: Talkers,
 }
 
 impl Metrics {
@@ -39,6 +42,7 @@ impl Metrics {
             decisions,
             reloads,
             sources,
+            talkers: Talkers::default(),
         })
     }
 

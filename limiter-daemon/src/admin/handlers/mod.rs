@@ -9,6 +9,7 @@ pub mod keys;
 pub mod lists;
 pub mod lockouts;
 pub mod reload;
+pub mod stats;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -1,0 +1,102 @@
+//! `GET /admin/v1/stats?top=N`: what the operator page shows live and Prometheus cannot give
+//! per caller: decisions so far by tier and action (the page derives rates from two polls),
+//! the last five minutes' top talkers by refusals and by volume and tier mix, held requests,
+//! lockouts in force and the store's state.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::{blocking, wall_ms};
+use crate::admin::problem::AdminError;
+use crate::admin::state::AdminState;
+use crate::metrics::talkers::{Talker, WINDOW_SECS};
+
+pub const DEFAULT_TOP: usize = 10;
+pub const MAX_TOP: usize = 100;
+
+fn talker_json(t: &Talker) -> Value {
+    json!({
+        "identity": t.identity,
+        "tier": t.tier,
+        "requests": t.requests,
+        "refused": t.refused,
+    })
+}
+
+fn top(q: &HashMap<String, String>) -> Result<usize, AdminError> {
+    if let Some(k) = q.keys().find(|k| *k != "top") {
+        return Err(AdminError::bad(k, "unknown query parameter (use `top`)"));
+    }
+    let Some(text) = q.get("top") else {
+        return Ok(DEFAULT_TOP);
+    };
+    match text.parse::<usize>() {
+        Ok(n @ 1..=MAX_TOP) => Ok(n),
+        Ok(_) => Err(AdminError::unprocessable(
+            "top",
+            format!("must be 1 to {MAX_TOP}"),
+        )),
+        Err(_) => Err(AdminError::bad(
+            "top",
+            format!("{text:?} is not a number (1 to {MAX_TOP})"),
+        )),
+    }
+}
+
+pub async fn show(
+    State(state): State<AdminState>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, AdminError> {
+    let n = top(&q)?;
+    let Some(metrics) = state.metrics.as_ref().map(Arc::clone) else {
+        return Err(AdminError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            None,
+            "stats are not wired in this daemon",
+        ));
+    };
+    // Listing lockouts may be a store round trip.
+    let (lockouts, degraded, errors) = blocking(&state, |e| {
+        let store = e.store();
+        (
+            e.lockouts().list().map(|l| l.len()),
+            store.degraded(),
+            store.remote_errors(),
+        )
+    })
+    .await?;
+    let lockouts = lockouts.map_err(|e| AdminError::internal("listing lockouts", &e))?;
+    let decisions: Vec<Value> = metrics
+        .decisions
+        .totals()
+        .into_iter()
+        .map(|(tier, action, count)| json!({"tier": tier, "action": action.as_str(), "count": count}))
+        .collect();
+    let recent = metrics.talkers.read(n);
+    let held = metrics.sources.http.get().map(|h| {
+        json!({
+            "now": h.gate.held(),
+            "admitted": h.gate.admitted(),
+            "refused": h.gate.refused(),
+        })
+    });
+    let [anon, session, sponsor] = recent.tier_mix;
+    Ok(Json(json!({
+        "at": super::rfc3339(wall_ms()),
+        "atMs": wall_ms(),
+        "decisions": decisions,
+        "windowSecs": WINDOW_SECS,
+        "tierMix": {"anon": anon, "session": session, "sponsor": sponsor},
+        "topByRefusals": recent.by_refusals.iter().map(talker_json).collect::<Vec<_>>(),
+        "topByVolume": recent.by_volume.iter().map(talker_json).collect::<Vec<_>>(),
+        "untracked": recent.untracked,
+        "held": held,
+        "lockoutsActive": lockouts,
+        "store": {"degraded": degraded, "errors": errors},
+    })))
+}
