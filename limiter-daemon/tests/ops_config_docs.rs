@@ -15,15 +15,6 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Fields documented ahead of the code that reads them (the Valkey credentials, on their own
-/// branch); remove an entry when the field lands and this test will keep it honest.
-const AHEAD_OF_CODE: [&str; 3] = [
-    "store.valkey_username",
-    "store.valkey_password_file",
-    "store.valkey_ca_file",
-];
-const ENV_AHEAD_OF_CODE: [&str; 1] = ["LIMITER_VALKEY_PASSWORD"];
-
 /// `struct name → [(field, type)]` for every `pub struct Raw… { … }` in `dir`.
 fn raw_structs(dir: &Path) -> BTreeMap<String, Vec<(String, String)>> {
     let mut out = BTreeMap::new();
@@ -208,11 +199,7 @@ fn every_config_field_is_in_the_reference_and_every_row_is_a_field() {
         missing.is_empty(),
         "docs/configuration.md lacks {missing:?}"
     );
-    let stale: Vec<_> = doc
-        .fields
-        .difference(&code)
-        .filter(|f| !AHEAD_OF_CODE.contains(&f.as_str()))
-        .collect();
+    let stale: Vec<_> = doc.fields.difference(&code).collect();
     assert!(
         stale.is_empty(),
         "documented but not in the code: {stale:?}"
@@ -229,11 +216,7 @@ fn every_environment_variable_is_in_the_reference() {
         missing.is_empty(),
         "docs/configuration.md lacks {missing:?}"
     );
-    let stale: Vec<_> = doc
-        .env
-        .difference(&code)
-        .filter(|e| !ENV_AHEAD_OF_CODE.contains(&e.as_str()))
-        .collect();
+    let stale: Vec<_> = doc.env.difference(&code).collect();
     assert!(stale.is_empty(), "documented but not read: {stale:?}");
 }
 
