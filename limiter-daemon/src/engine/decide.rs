@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use super::decider::Decided;
+use super::decided::Decided;
 use super::request::RequestInfo;
 use super::Engine;
 use crate::config::{Config, OverQuota, Route};

@@ -3,12 +3,11 @@
 //! Surfaces are written against [`Decider`] so their mechanics (streaming, holding, rendering)
 //! can be tested with a scripted decider; the daemon plugs in the real engine.
 
-use std::future::Future;
 use std::net::IpAddr;
-use std::pin::Pin;
 
 use http::{HeaderMap, Method};
 
+pub use crate::engine::decided::Decided;
 use crate::engine::standing::Standing;
 use crate::engine::{Engine, RequestInfo};
 use crate::model::Decision;
@@ -23,14 +22,6 @@ pub struct RequestView<'a> {
     /// Path only, without the query string (routes are matched on it).
     pub path: &'a str,
     pub headers: &'a HeaderMap,
-}
-
-/// A decision as the request path receives it: made in place, or waiting on a remote store.
-pub enum Decided<'a> {
-    Ready(Decision),
-    /// Awaiting a remote store's answer (boxed: the rare, slow case keeps the common one
-    /// small in every connection's future).
-    Pending(Pin<Box<dyn Future<Output = Decision> + Send + 'a>>),
 }
 
 /// Decides one request. Implementations must be cheap and must not block for long: surfaces

@@ -37,6 +37,7 @@
 pub mod client;
 pub mod compat;
 pub mod decide;
+pub mod decided;
 pub mod decider;
 pub mod error;
 pub mod fleet_events;

@@ -10,6 +10,7 @@ pub mod count;
 pub mod embedded;
 pub mod error;
 pub mod fleet;
+pub mod fleet_remote;
 pub mod gate;
 pub mod open;
 pub mod remote;

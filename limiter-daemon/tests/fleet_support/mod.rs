@@ -17,7 +17,8 @@ use limiter_daemon::config::store::StoreSettings;
 use limiter_daemon::identity::hash::{IdKey, IdentityHasher};
 use limiter_daemon::model::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
 use limiter_daemon::store::count::{CountOutcome, CountRequest, Usage};
-use limiter_daemon::store::fleet::{FleetRemote, LockoutEvent, LockoutEvents};
+use limiter_daemon::store::fleet::{LockoutEvent, LockoutEvents};
+use limiter_daemon::store::fleet_remote::FleetRemote;
 use limiter_daemon::store::{
     CountStore, Counting, EmbeddedStore, Gate, RecordStore, StoreError, StoreFuture,
 };

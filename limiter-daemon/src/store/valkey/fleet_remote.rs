@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::ValkeyStore;
 use crate::model::{Lockout, StrikeRecord};
-use crate::store::fleet::{FleetRemote, LockoutEvent, LockoutEvents};
+use crate::store::fleet::{LockoutEvent, LockoutEvents};
+use crate::store::fleet_remote::FleetRemote;
 use crate::store::StoreFuture;
 
 impl FleetRemote for ValkeyStore {
