@@ -76,6 +76,9 @@ enum BenchKind {
     Proxy,
     /// Memory per held (scan-delayed) request, and an unmetered client's p99 meanwhile.
     Hold,
+    /// The shared store against the embedded one: decisions/s, proxy requests/s, Valkey
+    /// commands per decision, lockout propagation between hosts.
+    Store,
 }
 
 fn main() {
@@ -202,6 +205,7 @@ fn run(task: Task) -> Result<()> {
                 BenchKind::Engine => "engine",
                 BenchKind::Proxy => "proxy",
                 BenchKind::Hold => "hold",
+                BenchKind::Store => "store",
             };
             sh(cargo().args([
                 "build",
