@@ -196,9 +196,7 @@ fn percentile(v: &mut [Duration], p: usize) -> Duration {
 }
 
 fn proxy_rps(store: &str, dir: &std::path::Path, secs: u64) -> wrk::Run {
-    let up = limiter_tests::nginx::free_port();
-    let upstream = std::net::TcpListener::bind(("127.0.0.1", up)).unwrap();
-    std::thread::spawn(move || serve_ok(upstream));
+    let up = limiter_tests::upstream::ok().port();
     let proxy: SocketAddr = format!("127.0.0.1:{}", limiter_tests::nginx::free_port())
         .parse()
         .unwrap();
@@ -242,32 +240,6 @@ fn run_wrk(script: &std::path::Path, proxy: SocketAddr, secs: u64) -> wrk::Run {
         .output()
         .expect("run wrk");
     wrk::parse_wrk(&String::from_utf8_lossy(&out.stdout))
-}
-
-/// A keep-alive upstream answering 200 to everything.
-fn serve_ok(l: std::net::TcpListener) {
-    use std::io::{Read, Write};
-    for c in l.incoming() {
-        let Ok(mut c) = c else { continue };
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 8192];
-            loop {
-                while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                    buf.drain(..end + 4);
-                    if c.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
-                match c.read(&mut chunk) {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                }
-            }
-        });
-    }
 }
 
 fn main() {

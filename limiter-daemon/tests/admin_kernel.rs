@@ -71,18 +71,7 @@ fn admin_lockouts_drop_packets_lift_and_stay_lifted() {
     let dir = tempfile::tempdir().unwrap();
     let netns = nsenter_arg(&pair);
     let mut d = start_in_server_ns(dir.path(), &pair, &pins.0, port);
-    let attached = |d: &Daemon| {
-        pair.server.run(|| {
-            admin_support::try_http(
-                d.admin,
-                "GET",
-                "/admin/v1/kernel",
-                &[("authorization", &format!("Bearer {}", d.token()))],
-                None,
-            )
-            .filter(|r| r.status == 200 && r.json()["attached"] == true)
-        })
-    };
+    let attached = |d: &Daemon| d.kernel_attached_in(&pair.server).then_some(());
     eventually("the dataplane to attach", || attached(&d));
     let admin = |d: &Daemon, method: &str, path: &str, body: Option<serde_json::Value>| {
         pair.server.run(|| d.admin(method, path, body.as_ref()))

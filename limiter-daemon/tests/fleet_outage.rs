@@ -115,17 +115,23 @@ fn lockout_keys(port: u16) -> usize {
     keys.len()
 }
 
-#[test]
-fn valkey_killed_under_load_fails_no_request_and_its_return_is_used() {
-    let port = free_port();
-    let Some(valkey) = start_on(port) else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let d = daemon(dir.path(), port);
+/// The daemon on the Valkey at `port`, counting there, under [`Load`].
+fn loaded(dir: &std::path::Path, port: u16) -> (Daemon, Load) {
+    let d = daemon(dir, port);
     eventually("the store to be used", || {
         (degraded(&d) == Some(false)).then_some(())
     });
     let load = Load::start(&d);
     eventually("some load", || (load.count() > 200).then_some(()));
+    (d, load)
+}
+
+#[test]
+fn valkey_killed_under_load_fails_no_request_and_its_return_is_used() {
+    let port = free_port();
+    let Some(valkey) = start_on(port) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (d, load) = loaded(dir.path(), port);
 
     drop(valkey);
     eventually("degraded in the metrics", || {
@@ -166,12 +172,7 @@ fn a_frozen_valkey_costs_each_request_at_most_the_decision_deadline() {
     let port = free_port();
     let Some(valkey) = start_on(port) else { return };
     let dir = tempfile::tempdir().unwrap();
-    let d = daemon(dir.path(), port);
-    eventually("the store to be used", || {
-        (degraded(&d) == Some(false)).then_some(())
-    });
-    let load = Load::start(&d);
-    eventually("some load", || (load.count() > 200).then_some(()));
+    let (d, load) = loaded(dir.path(), port);
     let before = load.count();
     signal(&valkey, "STOP");
     let frozen_at = Instant::now();

@@ -143,17 +143,7 @@ fn a_lockout_on_one_host_drops_the_client_on_the_other() {
     let in_b = |f: &(dyn Fn() -> serde_json::Value + Sync)| b.pair.server.run(f);
     let ready = |pair: &VethPair, d: &Daemon| {
         eventually("the host to attach and reach the store", || {
-            pair.server
-                .run(|| {
-                    admin_support::try_http(
-                        d.admin,
-                        "GET",
-                        "/admin/v1/kernel",
-                        &[("authorization", &format!("Bearer {}", d.token()))],
-                        None,
-                    )
-                })
-                .filter(|r| r.status == 200 && r.json()["attached"] == true)
+            d.kernel_attached_in(&pair.server).then_some(())
         });
     };
     ready(&a.pair, &host_a);

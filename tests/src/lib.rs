@@ -7,6 +7,7 @@ pub mod netns;
 pub mod nginx;
 pub mod process;
 pub mod testrun;
+pub mod upstream;
 pub mod valkey;
 
 use std::path::PathBuf;

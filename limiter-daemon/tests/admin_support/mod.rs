@@ -33,34 +33,9 @@ pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     }
 }
 
-/// An upstream answering `200 ok` to every request, keep-alive, one thread per connection.
+/// An upstream answering `200 ok` to every request, keep-alive.
 pub fn upstream() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for conn in l.incoming() {
-            let Ok(mut c) = conn else { continue };
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        buf.drain(..end + 4);
-                        if c.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-                            .is_err()
-                        {
-                            return;
-                        }
-                    }
-                    match c.read(&mut chunk) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                }
-            });
-        }
-    });
-    addr
+    limiter_tests::upstream::ok()
 }
 
 #[derive(Debug)]
@@ -299,6 +274,21 @@ impl Daemon {
             &headers,
             body.as_deref().map(str::as_bytes),
         )
+    }
+
+    /// Whether the admin API, asked from inside `ns` (where a daemon started with a
+    /// namespace wrapper listens), reports the kernel dataplane attached.
+    pub fn kernel_attached_in(&self, ns: &limiter_tests::netns::Netns) -> bool {
+        ns.run(|| {
+            try_http(
+                self.admin,
+                "GET",
+                "/admin/v1/kernel",
+                &[("authorization", &format!("Bearer {}", self.token()))],
+                None,
+            )
+            .is_some_and(|r| r.status == 200 && r.json()["attached"] == true)
+        })
     }
 
     /// `POST /v1/decide` for a GET of `/` from `ip`: the decision's JSON.

@@ -42,46 +42,9 @@ pub fn client_commands_during(addrs: &[&str], f: impl FnOnce()) -> Vec<String> {
     lines
 }
 
-/// A three-primary Valkey Cluster on loopback (free ports for clients and the cluster bus),
-/// created with `valkey-cli --cluster create`, once every node reports `cluster_state:ok`.
+/// A three-primary Valkey Cluster on loopback (one implementation: [`limiter_tests::valkey::cluster`]).
 pub fn start_cluster() -> Option<Vec<Server>> {
-    let mut nodes = Vec::new();
-    for _ in 0..3 {
-        let bus = free_port().to_string();
-        let port = free_port();
-        nodes.push(start_with(
-            port,
-            &[
-                "--cluster-enabled",
-                "yes",
-                "--cluster-port",
-                &bus,
-                "--cluster-config-file",
-                "nodes.conf",
-            ],
-        )?);
-    }
-    let cli = limiter_tests::valkey::binary()?.with_file_name("valkey-cli");
-    let out = Command::new(cli)
-        .args(["--cluster", "create"])
-        .args(nodes.iter().map(|n| n.addr.as_str()))
-        .args(["--cluster-replicas", "0", "--cluster-yes"])
-        .output()
-        .expect("run valkey-cli --cluster create");
-    assert!(
-        out.status.success(),
-        "cluster create: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    for n in &nodes {
-        let client = redis::Client::open(format!("redis://{}/", n.addr)).unwrap();
-        limiter_tests::poll(Duration::from_secs(20), "cluster_state:ok", || {
-            let mut c = client.get_connection().ok()?;
-            let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut c).ok()?;
-            info.contains("cluster_state:ok").then_some(())
-        });
-    }
-    Some(nodes)
+    limiter_tests::valkey::cluster()
 }
 
 /// `INFO commandstats` calls per command (`evalsha`, `get`, …) summed over `addrs`.
