@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use limiter_tests::valkey::{free_port, start_with, Server};
+use limiter_tests::valkey::Server;
 
 /// The commands other clients send the servers at `addrs` while `f` runs, as MONITOR reports
 /// them: one line per command a client sent (a round trip), and a script's own commands marked
