@@ -17,9 +17,14 @@ use limiter_tests::valkey::{free_port, start_on, Server};
 use serde_json::json;
 
 fn daemon(dir: &std::path::Path, valkey_port: u16) -> Daemon {
+    daemon_with(dir, valkey_port, "")
+}
+
+/// With `store` lines added to `[store]`.
+fn daemon_with(dir: &std::path::Path, valkey_port: u16, store: &str) -> Daemon {
     let store = format!(
         "backend = \"valkey\"\nvalkey_address = \"127.0.0.1:{valkey_port}\"\nkey_prefix = \"out:\"\n\
-         decision_timeout = \"50ms\"\nprobe_interval = \"500ms\"\n"
+         decision_timeout = \"50ms\"\nprobe_interval = \"500ms\"\n{store}"
     );
     // The load comes from many addresses (through a trusted proxy): each stays far under its
     // budgets, so every answer is a 200 counted in the store.
@@ -239,4 +244,35 @@ fn the_daemon_starts_while_valkey_is_down_and_switches_to_it() {
     let mut c = client.get_connection().unwrap();
     let keys: Vec<String> = redis::cmd("KEYS").arg("out:quota*").query(&mut c).unwrap();
     assert!(!keys.is_empty(), "the request was counted in Valkey");
+}
+
+#[test]
+fn on_failure_open_admits_and_closed_answers_503_while_valkey_is_down() {
+    if limiter_tests::valkey::binary().is_none() {
+        assert!(
+            std::env::var("CI").is_err(),
+            "valkey-server is required under CI=true"
+        );
+        return;
+    }
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let d = daemon_with(dir.path(), port, "on_failure = \"closed\"\n");
+    let r = admin_support::http(d.proxy, "GET", "/", &[], None);
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(
+        r.header("retry-after"),
+        Some("1"),
+        "the probe interval, rounded up"
+    );
+    let problem: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(problem["reason"], "unavailable", "{problem}");
+    let dir = tempfile::tempdir().unwrap();
+    let d = daemon_with(dir.path(), port, "on_failure = \"open\"\n");
+    let r = admin_support::http(d.proxy, "GET", "/", &[], None);
+    assert_eq!(r.status, 200, "admitted uncounted: {}", r.body);
+    assert!(
+        r.header("x-ratelimit-limit").is_none(),
+        "nothing was counted"
+    );
 }
