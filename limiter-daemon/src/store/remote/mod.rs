@@ -206,21 +206,29 @@ impl FleetStore {
         }
     }
 
+    /// Counts `req` toward this host's own copy of its burst window. Every request that
+    /// reaches counting is counted here too, remote or not, so when a held refusal is
+    /// answered locally the burst it counts starts from what the store has seen from this
+    /// host: the same answers as the store's on one host (a fleet's other hosts are not in it).
+    fn count_local_burst(&self, req: &CountRequest) -> Option<CountOutcome> {
+        req.limits[WindowKind::Burst]?;
+        let burst_only = CountRequest {
+            limits: PerWindow::from_fn(|k| {
+                if k == WindowKind::Burst {
+                    req.limits[k]
+                } else {
+                    None
+                }
+            }),
+            ..*req
+        };
+        Some(self.local.check_and_count(&burst_only))
+    }
+
     /// A held refusal with the burst counted here: every request that arrives counts toward
     /// the burst, so a loop on a spent budget is still struck.
     fn with_local_burst(&self, req: &CountRequest, mut o: CountOutcome) -> CountOutcome {
-        if req.limits[WindowKind::Burst].is_some() {
-            let burst_only = CountRequest {
-                limits: PerWindow::from_fn(|k| {
-                    if k == WindowKind::Burst {
-                        req.limits[k]
-                    } else {
-                        None
-                    }
-                }),
-                ..*req
-            };
-            let b = self.local.check_and_count(&burst_only);
+        if let Some(b) = self.count_local_burst(req) {
             o.uses[WindowKind::Burst] = b.uses[WindowKind::Burst];
             o.refused[WindowKind::Burst] = b.refused[WindowKind::Burst];
         }
@@ -233,10 +241,24 @@ impl FleetStore {
     fn settle(
         &self,
         req: &CountRequest,
+        here: Option<CountOutcome>,
         answer: Result<Gate, StoreError>,
     ) -> Result<Gate, StoreError> {
         match answer {
-            Ok(gate) => {
+            Ok(mut gate) => {
+                // This host's own burst count holds every request it sent, also those a held
+                // refusal answered here: the store's can be short of them just after.
+                if let (Gate::Counted(o), Some(b)) = (&mut gate, here) {
+                    if b.uses[WindowKind::Burst].map(|w| w.used)
+                        > o.uses[WindowKind::Burst].map(|w| w.used)
+                    {
+                        o.uses[WindowKind::Burst] = b.uses[WindowKind::Burst];
+                        if b.refused[WindowKind::Burst] {
+                            o.refused[WindowKind::Burst] = true;
+                            o.admitted = false;
+                        }
+                    }
+                }
                 if self.breaker.success() {
                     tracing::warn!(
                         event = "store_recovered",
@@ -390,8 +412,9 @@ impl CountStore for FleetStore {
             Some(a) => a,
             None => {
                 self.stats.remote_calls.fetch_add(1, Ordering::Relaxed);
+                let here = self.count_local_burst(req);
                 let a = self.remote.check_and_count(req).map(Gate::Counted);
-                self.settle(req, a)
+                self.settle(req, here, a)
             }
         }?;
         match gate {
@@ -408,8 +431,9 @@ impl CountStore for FleetStore {
             return a;
         }
         self.stats.remote_calls.fetch_add(1, Ordering::Relaxed);
+        let here = self.count_local_burst(req);
         let a = self.remote.check_and_count(req).map(Gate::Counted);
-        self.settle(req, a)
+        self.settle(req, here, a)
     }
 
     fn gate_and_count_async(&self, ip: IpAddr, req: &CountRequest) -> Counting<'_> {
@@ -417,9 +441,10 @@ impl CountStore for FleetStore {
             return Counting::Ready(a);
         }
         self.stats.remote_calls.fetch_add(1, Ordering::Relaxed);
+        let here = self.count_local_burst(req);
         let req = *req;
         match self.remote.gate_and_count_async(ip, &req) {
-            Counting::Ready(a) => Counting::Ready(self.settle(&req, a)),
+            Counting::Ready(a) => Counting::Ready(self.settle(&req, here, a)),
             Counting::Pending(call) => {
                 let deadline = self.settings.decision_timeout;
                 Counting::Pending(Box::pin(async move {
@@ -437,7 +462,7 @@ impl CountStore for FleetStore {
                     };
                     // A probe's failure must not leave the replica's lockouts unchecked: the
                     // caller's lockout was read before the call.
-                    self.settle(&req, a)
+                    self.settle(&req, here, a)
                 }))
             }
         }
