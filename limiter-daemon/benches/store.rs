@@ -33,6 +33,8 @@ use parking_lot::Mutex;
 
 #[allow(dead_code, reason = "the timing loop is for the thread benches")]
 mod common;
+#[path = "../tests/valkey_support/mod.rs"]
+mod valkey_support;
 #[path = "common/wrk.rs"]
 mod wrk;
 
@@ -123,10 +125,8 @@ fn decisions_per_sec(e: &Arc<Engine>, secs: f64) -> f64 {
     total.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
 }
 
-/// Round trips the servers at `addrs` served, from `INFO commandstats`: every command but the
-/// ones a script runs inside the server (those are counted under their own names too), so the
-/// script's own calls (`evalsha`) plus any other command a client sent.
-fn commands(addrs: &[String]) -> u64 {
+/// `EVALSHA` calls the servers at `addrs` counted (`INFO commandstats`): one per script run.
+fn script_calls(addrs: &[String]) -> u64 {
     let cli = limiter_tests::valkey::cli().expect("valkey-cli");
     addrs
         .iter()
@@ -138,16 +138,7 @@ fn commands(addrs: &[String]) -> u64 {
                 .expect("valkey-cli");
             String::from_utf8_lossy(&out.stdout)
                 .lines()
-                .filter(|l| {
-                    l.starts_with("cmdstat_")
-                        && !l.starts_with("cmdstat_info")
-                        && !l.starts_with("cmdstat_config")
-                })
-                .filter(|l| {
-                    !SCRIPT_INTERNAL
-                        .iter()
-                        .any(|c| l.starts_with(&format!("cmdstat_{c}:")))
-                })
+                .filter(|l| l.starts_with("cmdstat_evalsha:"))
                 .filter_map(|l| {
                     l.split("calls=")
                         .nth(1)?
@@ -172,33 +163,35 @@ fn reset(addrs: &[String]) {
     }
 }
 
-/// Commands per decision for `n` decisions of `req`, made after `warm` (not counted).
+/// (`EVALSHA` per decision, commands sent per decision).
+type PerDecision = (f64, f64);
+
+/// Per decision, for `n` decisions of `req` from `peer`: (`EVALSHA` calls counted by the
+/// servers' `INFO commandstats`, every command a client sent as MONITOR saw it).
 fn per_decision(
     addrs: &[String],
     e: &Engine,
     n: u32,
-    mut req: impl FnMut(u32) -> HeaderMap,
+    req: impl Fn(u32) -> HeaderMap,
     peer: impl Fn(u32) -> IpAddr,
-) -> f64 {
+) -> PerDecision {
     reset(addrs);
-    let before = commands(addrs);
-    for i in 0..n {
-        let h = req(i);
-        e.decide(&RequestInfo {
-            peer: peer(i),
-            method: "GET",
-            path: "/",
-            headers: &h,
-        });
-    }
-    (commands(addrs) - before) as f64 / f64::from(n)
+    let before = script_calls(addrs);
+    let watched: Vec<&str> = addrs.iter().map(String::as_str).collect();
+    let sent = valkey_support::client_commands_during(&watched, || {
+        for i in 0..n {
+            let h = req(i);
+            e.decide(&RequestInfo {
+                peer: peer(i),
+                method: "GET",
+                path: "/",
+                headers: &h,
+            });
+        }
+    });
+    let scripts = (script_calls(addrs) - before) as f64 / f64::from(n);
+    (scripts, sent.len() as f64 / f64::from(n))
 }
-
-/// What the count script calls inside the server (`INFO commandstats` counts them as well; a
-/// client of the limiter never sends them on the decision path).
-const SCRIPT_INTERNAL: [&str; 8] = [
-    "get", "set", "incrby", "hgetall", "hincrby", "hset", "hdel", "pexpire",
-];
 
 /// Records when a lockout reached "the kernel".
 #[derive(Default)]
@@ -290,8 +283,10 @@ fn main() {
     }
 
     println!("\n## Valkey commands per decision (INFO commandstats)\n");
-    println!("| caller | standalone | cluster |\n|---|---:|---:|");
-    let mut rows: Vec<(String, f64, f64)> = Vec::new();
+    println!(
+        "| caller | standalone: EVALSHA (commandstats) | standalone: all sent (MONITOR) | cluster: EVALSHA | cluster: all sent |\n|---|---:|---:|---:|---:|"
+    );
+    let mut rows: Vec<(String, PerDecision, PerDecision)> = Vec::new();
     for (i, addrs) in [vec![standalone.addr.clone()], cluster_addrs.clone()]
         .into_iter()
         .enumerate()
@@ -341,9 +336,9 @@ fn main() {
         let repeats = per_decision(&addrs, &small, 1000, |_| HeaderMap::new(), |_| ip(9));
         if i == 0 {
             rows = vec![
-                ("address (anonymous)".into(), anon, 0.0),
-                ("API key holder".into(), keyed, 0.0),
-                ("repeats of an hourly refusal".into(), repeats, 0.0),
+                ("address (anonymous)".into(), anon, (0.0, 0.0)),
+                ("API key holder".into(), keyed, (0.0, 0.0)),
+                ("repeats of an hourly refusal".into(), repeats, (0.0, 0.0)),
             ];
         } else {
             rows[0].2 = anon;
@@ -352,7 +347,10 @@ fn main() {
         }
     }
     for (name, s, c) in &rows {
-        println!("| {name} | {s:.2} | {c:.2} |");
+        println!(
+            "| {name} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            s.0, s.1, c.0, c.1
+        );
     }
 
     println!(
