@@ -276,7 +276,21 @@ impl FleetStore {
                     tracing::error!(event = "store_degraded", error = %err, "store down: decisions follow on_failure (degraded)");
                     self.reconnect.notify_one();
                 }
-                self.degraded_answer(req)
+                match (self.settings.on_failure, here) {
+                    // The burst was counted here already: count the rest, once.
+                    (OnFailure::Local, Some(b)) => {
+                        let mut rest = *req;
+                        rest.limits[WindowKind::Burst] = None;
+                        let mut o = self.local.check_and_count(&rest);
+                        o.uses[WindowKind::Burst] = b.uses[WindowKind::Burst];
+                        if b.refused[WindowKind::Burst] {
+                            o.refused[WindowKind::Burst] = true;
+                            o.admitted = false;
+                        }
+                        Ok(Gate::Counted(o))
+                    }
+                    _ => self.degraded_answer(req),
+                }
             }
         }
     }
