@@ -358,14 +358,13 @@ fn main() {
     );
     let sink_b = Arc::new(Timed::default());
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // One key space, two host names.
+    let on = |name: &str| valkey(&standalone.addr, "bp:").replace("bench-bp:", name);
     let a = engine(
-        config(&valkey(&standalone.addr, "bp:"), dir_a.path(), HIGH),
+        config(&on("bench-a"), dir_a.path(), HIGH),
         Arc::new(NoKernel),
     );
-    let b = engine(
-        config(&valkey(&standalone.addr, "bp:"), dir_b.path(), HIGH),
-        sink_b.clone(),
-    );
+    let b = engine(config(&on("bench-b"), dir_b.path(), HIGH), sink_b.clone());
     b.follow_fleet();
     let mut took = Vec::new();
     for n in 0..200u32 {
@@ -382,7 +381,12 @@ fn main() {
             if let Some(&(_, at)) = sink_b.0.lock().iter().find(|(i, _)| *i == who) {
                 break at;
             }
-            assert!(Instant::now() < deadline, "B never got {who}");
+            assert!(
+                Instant::now() < deadline,
+                "B never got {who}: A {:?}, B {:?}",
+                a.store().remote_stats(),
+                b.store().remote_stats()
+            );
             std::hint::spin_loop();
         };
         took.push(at - t0);

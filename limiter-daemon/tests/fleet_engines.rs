@@ -26,9 +26,14 @@ fn host(addr: &str, name: &str, dir: &std::path::Path, sink: Arc<RecordingSink>)
 
 #[test]
 fn a_lockout_on_one_engine_reaches_the_others_kernel_and_a_lift_comes_back() {
-    let Some(server) = limiter_tests::valkey::start() else { return };
+    let Some(server) = limiter_tests::valkey::start() else {
+        return;
+    };
     let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (sink_a, sink_b) = (Arc::new(RecordingSink::default()), Arc::new(RecordingSink::default()));
+    let (sink_a, sink_b) = (
+        Arc::new(RecordingSink::default()),
+        Arc::new(RecordingSink::default()),
+    );
     let a = host(&server.addr, "a", da.path(), sink_a.clone());
     let b = host(&server.addr, "b", db.path(), sink_b.clone());
     let who = ip("198.18.0.1");
@@ -40,14 +45,21 @@ fn a_lockout_on_one_engine_reaches_the_others_kernel_and_a_lift_comes_back() {
             .any(|e| matches!(e, SinkEvent::Lock { ip, .. } if *ip == who))
             .then_some(())
     });
-    assert!(b.lockouts().get(who).unwrap().is_some(), "B's store answers it");
+    assert!(
+        b.lockouts().get(who).unwrap().is_some(),
+        "B's store answers it"
+    );
     assert!(b.lockouts().lift(who).unwrap().is_some());
-    limiter_tests::poll(Duration::from_secs(10), "A's kernel told of the lift", || {
-        sink_a
-            .events()
-            .iter()
-            .any(|e| matches!(e, SinkEvent::Unlock { ip } if *ip == who))
-            .then_some(())
-    });
+    limiter_tests::poll(
+        Duration::from_secs(10),
+        "A's kernel told of the lift",
+        || {
+            sink_a
+                .events()
+                .iter()
+                .any(|e| matches!(e, SinkEvent::Unlock { ip } if *ip == who))
+                .then_some(())
+        },
+    );
     assert!(a.lockouts().get(who).unwrap().is_none());
 }
