@@ -13,6 +13,7 @@
 //!   so the daemon starts, and keeps serving, while the store is down.
 
 pub mod breaker;
+mod connector;
 pub mod over_limit;
 pub mod replica;
 pub mod writer;
@@ -133,7 +134,7 @@ impl FleetStore {
             settings.probe_interval,
             store.cancel.child_token(),
         )));
-        store.remote.spawn(Box::pin(connector(
+        store.remote.spawn(Box::pin(connector::run(
             Arc::downgrade(&store),
             store.cancel.child_token(),
         )));
@@ -307,56 +308,6 @@ impl FleetStore {
         }
         let sink: Arc<dyn LockoutEvents> = Arc::new(ReplicaSink(self.me.clone()));
         self.remote.follow(sink, self.cancel.child_token());
-    }
-}
-
-/// Connects in the background, and again whenever the breaker opens; starts following the
-/// stream after the first success.
-async fn connector(store: Weak<FleetStore>, cancel: CancellationToken) {
-    let mut logged = false;
-    loop {
-        let Some(s) = store.upgrade() else { return };
-        let (remote, probe, reconnect) = (
-            Arc::clone(&s.remote),
-            s.settings.probe_interval,
-            Arc::clone(&s.reconnect),
-        );
-        drop(s);
-        let wake = reconnect.notified();
-        match remote.connect().await {
-            Ok(()) => {
-                let Some(s) = store.upgrade() else { return };
-                if !s.connected.swap(true, Ordering::AcqRel) {
-                    tracing::info!("store connected");
-                    // It answered just now: decisions go to it from the first.
-                    s.breaker.success();
-                    let (lock, cv) = &s.first_connect;
-                    *lock.lock() = true;
-                    cv.notify_all();
-                } else {
-                    // A reconnecting client may say "connected" before the server answers
-                    // again: the next decision probes, and only its answer closes the breaker.
-                    s.breaker.probe_now();
-                }
-                s.start_following();
-                drop(s);
-                logged = false;
-                tokio::select! {
-                    () = wake => {}
-                    () = cancel.cancelled() => return,
-                }
-            }
-            Err(err) => {
-                if !logged {
-                    tracing::error!(event = "store_degraded", error = %err, "store unreachable: decisions follow on_failure (degraded) until it answers");
-                    logged = true;
-                }
-                tokio::select! {
-                    () = tokio::time::sleep(probe) => {}
-                    () = cancel.cancelled() => return,
-                }
-            }
-        }
     }
 }
 
