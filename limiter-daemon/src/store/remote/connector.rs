@@ -32,11 +32,9 @@ pub(super) async fn run(store: Weak<FleetStore>, cancel: CancellationToken) {
                     let (lock, cv) = &s.first_connect;
                     *lock.lock() = true;
                     cv.notify_all();
-                } else {
-                    // A reconnecting client may say "connected" before the server answers
-                    // again: the next decision probes, and only its answer closes the breaker.
-                    s.breaker.probe_now();
                 }
+                // After a failure a reconnecting client may say "connected" before the server
+                // answers again: the breaker's next probe, at its interval, decides.
                 s.start_following();
                 drop(s);
                 logged = false;
