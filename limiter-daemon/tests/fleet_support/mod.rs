@@ -306,14 +306,7 @@ impl FleetRemote for Remote {
 
 /// Polls `f` until it is true, or fails after `secs`.
 pub fn eventually(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    limiter_tests::poll(Duration::from_secs(secs), what, || f().then_some(()));
 }
 
 /// Records what the fleet delivered to "the engine".
