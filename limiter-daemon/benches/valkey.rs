@@ -74,6 +74,7 @@ fn main() {
     let store = ValkeyStore::open(&addr, "bench:", HashMode::Hmac, None).expect("store");
     let hasher = store.hasher();
     let request = |n: u32| CountRequest {
+        networks: Default::default(),
         id: hasher.id(Namespace::Ip, ip(n).to_string().as_bytes()),
         now_ms: clock.now_ms(),
         cost: 1,

@@ -13,6 +13,7 @@ use proptest::prelude::*;
 
 fn burst_req(now_ms: u64, n: u32) -> CountRequest {
     CountRequest {
+        networks: Default::default(),
         id: IdKey::from_prefix(&[1; 16]),
         now_ms,
         cost: 1,
@@ -76,6 +77,7 @@ proptest! {
         let now = hour * HOUR_MS + offset;
         let mut e = Entry::default();
         let req = |t: u64| CountRequest {
+            networks: Default::default(),
             id: IdKey::from_prefix(&[2; 16]), now_ms: t, cost: 1,
             limits: PerWindow::default().with(WindowKind::Hourly, Some(Limit::refusing(limit))),
         };
@@ -99,6 +101,7 @@ proptest! {
         let now = day * DAY_MS + offset;
         let mut e = Entry::default();
         let req = |t: u64| CountRequest {
+            networks: Default::default(),
             id: IdKey::from_prefix(&[3; 16]), now_ms: t, cost: 1,
             limits: PerWindow::default().with(WindowKind::Daily, Some(Limit::refusing(limit))),
         };

@@ -36,6 +36,7 @@ fn script_matches_the_reference_semantics() {
         now += rng.gen_range(0..4_000);
         let who = rng.gen_range(0..ids.len());
         let req = CountRequest {
+            networks: Default::default(),
             id: ids[who],
             now_ms: now,
             cost: rng.gen_range(1..4),
@@ -290,6 +291,7 @@ fn cluster_counts_each_identity_in_one_slot_and_shares_lockouts() {
         now += rng.gen_range(0..2_000);
         let who = rng.gen_range(0..ids.len());
         let req = CountRequest {
+            networks: Default::default(),
             id: ids[who],
             now_ms: now,
             cost: rng.gen_range(1..3),
@@ -329,6 +331,7 @@ fn cluster_counts_each_identity_in_one_slot_and_shares_lockouts() {
     };
     store.put_lockout(lock.clone(), None).unwrap();
     let as_ip = CountRequest {
+        networks: Default::default(),
         id: h.id(Namespace::Ip, b"192.0.2.80"),
         now_ms: now,
         cost: 1,
@@ -544,6 +547,7 @@ fn a_lockout_keeps_its_reason_and_records_without_one_still_read() {
     };
     store.put_lockout(lock.clone(), None).unwrap();
     let req = CountRequest {
+        networks: Default::default(),
         id: store.hasher().id(Namespace::Ip, b"192.0.2.90"),
         now_ms: now,
         cost: 1,

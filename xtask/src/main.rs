@@ -226,8 +226,9 @@ fn run(task: Task) -> Result<()> {
 
 /// The engine suites that make the store conformance suite: `cargo test --workspace` runs them
 /// on the embedded store, and [`conformance`] again on a real Valkey and a real Valkey Cluster.
-const CONFORMANCE_SUITES: [&str; 6] = [
+const CONFORMANCE_SUITES: [&str; 7] = [
     "engine_rules",
+    "engine_networks",
     "engine_burst_after_budget",
     "engine_session_quota",
     "engine_shadow",

@@ -13,6 +13,7 @@
 
 pub mod admin;
 pub mod api_token;
+pub mod asn;
 pub mod engine;
 pub mod env;
 pub mod error;
@@ -25,6 +26,7 @@ pub mod locate;
 pub mod lockout;
 pub mod log;
 pub mod metrics;
+pub mod networks;
 pub mod quota;
 pub mod routes;
 pub mod store;
@@ -46,6 +48,7 @@ pub use jwt::{JwtAlgorithm, JwtSettings};
 pub use kernel::KernelSettings;
 pub use keys::KeySettings;
 pub use lockout::LockoutSettings;
+pub use networks::NetworkSettings;
 pub use quota::QuotaSettings;
 pub use routes::{Limits, OverQuota, Route, RouteTable};
 pub use store::{HashMode, StoreSettings};
@@ -86,6 +89,8 @@ pub struct RawConfig {
     pub admin: admin::RawAdmin,
     #[serde(default)]
     pub log: log::RawLog,
+    #[serde(default)]
+    pub networks: networks::RawNetworks,
 }
 
 /// The validated configuration.
@@ -101,6 +106,8 @@ pub struct Config {
     pub jwt: Option<JwtSettings>,
     pub keys: KeySettings,
     pub lockout: LockoutSettings,
+    /// `[networks]`: the network budgets anonymous and session callers also count against.
+    pub networks: NetworkSettings,
     pub store: StoreSettings,
     pub upgrade: UpgradePaths,
     pub kernel: KernelSettings,
@@ -151,6 +158,7 @@ impl Config {
         let kernel = KernelSettings::validate(raw.kernel, identity.ipv6_prefix)?;
         let session_daily = raw.tiers.session.daily;
         let tiers = TierTable::validate(raw.tiers)?;
+        let networks = NetworkSettings::validate(raw.networks, &tiers)?;
         let upgrade = UpgradePaths::validate(raw.upgrade, tiers.auth_multiplier)?;
         Ok(Config {
             engine: EngineSettings::validate(raw.engine),
@@ -161,6 +169,7 @@ impl Config {
             jwt: raw.jwt.map(JwtSettings::validate).transpose()?,
             keys: KeySettings::validate(raw.keys)?,
             lockout: LockoutSettings::validate(raw.lockout)?,
+            networks,
             store: StoreSettings::validate(raw.store)?,
             upgrade,
             kernel,

@@ -22,15 +22,15 @@ impl Engine {
             .parse()
             .ok()
             .map(|ip| client_ip::group(ip, cfg.identity.ipv6_prefix));
-        let req = CountRequest {
+        let req = CountRequest::new(
             id,
             now_ms,
-            cost: 1,
-            limits: PerWindow::default().with(
+            1,
+            PerWindow::default().with(
                 WindowKind::Burst,
                 Some(Limit::refusing(cfg.tiers.anon.burst.get())),
             ),
-        };
+        );
         // An address's lockout is asked together with the count (one round trip on Valkey).
         let gate = match ip {
             Some(ip) => self.store.gate_and_count(ip, &req),

@@ -7,18 +7,26 @@
 //! strike, whatever budget is spent besides. The burst window counts every request that
 //! arrives, refused or not, so a loop hammering a spent budget is still struck and locked out,
 //! while a caller politely sitting at its limit, at or below its burst rate, never is.
+//!
+//! A caller metered by address also counts against its networks ([`super::networks`]), in the
+//! same atomic count. The reasons rank: the caller's own burst (a strike on the address), then
+//! a network's burst (a strike on the network, a prefix lockout), then the caller's spent
+//! budgets, then a network's spent hourly budget. A request refused anywhere spends no budget
+//! anywhere.
 
 use std::sync::Arc;
 
 use super::decided::Decided;
+use super::networks::CallerNetworks;
 use super::request::RequestInfo;
 use super::Engine;
 use crate::config::{Config, OverQuota, Route};
 use crate::identity::{Caller, Subject};
 use crate::model::{
-    Decision, DelayKind, IdentityText, LockCause, PerWindow, Reason, Tier, WindowKind, WindowState,
+    Decision, DelayKind, IdentityText, LockCause, NetLevel, NetworkState, PerWindow, Reason, Tier,
+    WindowKind, WindowState,
 };
-use crate::store::count::{CountOutcome, CountRequest, Limit, WindowUse};
+use crate::store::count::{CountOutcome, CountRequest, Limit, NetUse, WindowUse};
 use crate::store::windows::HOUR_MS;
 use crate::store::{Counting, Gate, StoreError};
 
@@ -72,6 +80,18 @@ fn limits(cfg: &Config, caller: &Caller, route: &Route) -> PerWindow<Option<Limi
     })
 }
 
+/// The first network level that refused, the window that refused there (the burst before the
+/// hourly budget), and its windows.
+fn network_refusal(o: &CountOutcome) -> Option<(NetLevel, WindowKind, NetUse)> {
+    NetLevel::ALL.into_iter().find_map(|level| {
+        let nu = o.networks[level.index()]?;
+        let kind = [WindowKind::Burst, WindowKind::Hourly]
+            .into_iter()
+            .find(|k| nu.refused[*k])?;
+        Some((level, kind, nu))
+    })
+}
+
 /// What a decision may do beyond answering.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
@@ -121,6 +141,7 @@ pub(crate) struct Counted {
     cfg: Arc<Config>,
     d: Decision,
     caller: Caller,
+    nets: CallerNetworks,
     creq: CountRequest,
     budget: Option<u64>,
     mode: Mode,
@@ -189,11 +210,10 @@ impl Engine {
         let id = caller.id_key(&self.hasher);
         let mut d = base_decision(cfg, caller.tier, id.text());
         d.key_status = caller.key_status;
+        let (nets, net_counts) = CallerNetworks::of(cfg, &caller, &self.hasher);
         let creq = CountRequest {
-            id,
-            now_ms: now,
-            cost: route.cost.get(),
-            limits: limits(cfg, &caller, route),
+            networks: net_counts,
+            ..CountRequest::new(id, now, route.cost.get(), limits(cfg, &caller, route))
         };
         // A lockout counts no window, yet its 429 names the budget like every other.
         let budget = hourly_budget(&creq.limits);
@@ -206,11 +226,18 @@ impl Engine {
         if lists.allows(caller.ip) {
             return Step::Done(with_shadow(d, shadow));
         }
-        if let Some(until) = lists.denies(caller.ip, now) {
-            d.lock_cause = Some(LockCause::Manual);
+        if let Some(entry) = lists.deny_entry(caller.ip, now) {
+            let network = entry
+                .comment
+                .starts_with(super::networks::NETWORK_LOCKOUT_MARK);
+            d.lock_cause = Some(if network {
+                LockCause::Network
+            } else {
+                LockCause::Manual
+            });
             return Step::Done(lock_out(
                 d,
-                until.map_or(HOUR_MS, |u| u.saturating_sub(now)),
+                entry.until_ms.map_or(HOUR_MS, |u| u.saturating_sub(now)),
             ));
         }
         if count {
@@ -220,6 +247,7 @@ impl Engine {
                 cfg: Arc::clone(&rt.cfg),
                 d,
                 caller,
+                nets,
                 creq,
                 budget,
                 mode,
@@ -236,13 +264,30 @@ impl Engine {
             Err(err) => tracing::warn!(error = %err, "lockout lookup failed"),
         }
         d.cost = creq.cost;
-        let outcome = self.store.usage(&creq.id, now).map(|u| {
+        let entry = |id| {
             // Rebuild an entry with the same counts, then apply to it.
-            let mut e = u.map(|u| u.entry(now)).unwrap_or_default();
-            crate::store::count::apply(&mut e, &creq)
-        });
+            self.store
+                .usage(id, now)
+                .map(|u| u.map(|u| u.entry(now)).unwrap_or_default())
+        };
+        let outcome = (|| {
+            let mut e = entry(&creq.id)?;
+            let mut ne = [Default::default(); crate::store::count::NET_LEVELS];
+            for (i, n) in creq.networks.iter().enumerate() {
+                if let Some(n) = n {
+                    ne[i] = entry(&n.id)?;
+                }
+            }
+            let [n0, n1] = &mut ne;
+            let present = |i: usize| creq.networks[i].is_some();
+            Ok::<_, StoreError>(crate::store::count::apply_all(
+                &mut e,
+                [present(0).then_some(n0), present(1).then_some(n1)],
+                &creq,
+            ))
+        })();
         match outcome {
-            Ok(o) => self.finish(cfg, &caller, &mut d, &o, now, Mode::DryRun),
+            Ok(o) => self.finish(cfg, &caller, &nets, &mut d, &o, now, Mode::DryRun),
             Err(err) => tracing::warn!(error = %err, "store read failed; allowing"),
         }
         Step::Done(with_shadow(d, shadow))
@@ -254,6 +299,7 @@ impl Engine {
             cfg,
             mut d,
             caller,
+            nets,
             creq,
             budget,
             mode,
@@ -266,7 +312,7 @@ impl Engine {
                 d.lock_cause = Some(l.cause);
                 d = locked(d, l.remaining_ms(now));
             }
-            Ok(Gate::Counted(o)) => self.finish(&cfg, &caller, &mut d, &o, now, mode),
+            Ok(Gate::Counted(o)) => self.finish(&cfg, &caller, &nets, &mut d, &o, now, mode),
             Err(StoreError::Closed { retry_after_secs }) => {
                 d.reject(Reason::Unavailable, retry_after_secs.max(1));
             }
@@ -278,10 +324,12 @@ impl Engine {
         with_shadow(d, shadow)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn finish(
         &self,
         cfg: &Config,
         caller: &Caller,
+        nets: &CallerNetworks,
         d: &mut Decision,
         o: &CountOutcome,
         now: u64,
@@ -294,7 +342,43 @@ impl Engine {
                 d.warn_remaining = Some(u64::from(remaining));
             }
         }
-        if let Some(first) = o.refusing().min_by_key(|k| k.spec().rank) {
+        let own = o.refusing().min_by_key(|k| k.spec().rank);
+        let network = network_refusal(o);
+        let network_first = match (own, network) {
+            (Some(WindowKind::Burst), _) => false,
+            (_, Some((_, WindowKind::Burst, _))) => true,
+            (Some(_), _) => false,
+            (None, n) => n.is_some(),
+        };
+        if let (true, Some((level, kind, nu))) = (network_first, network) {
+            // The caller cannot succeed before every refusing window has room again.
+            let worst = o
+                .refusing()
+                .filter_map(|k| o.uses[k].map(|w| w.reset_ms))
+                .chain(
+                    nu.refused
+                        .iter()
+                        .filter(|(_, r)| **r)
+                        .filter_map(|(k, _)| nu.uses[k].map(|w| w.reset_ms)),
+                )
+                .max()
+                .unwrap_or(1000);
+            d.reject(Reason::Network, ceil_secs(worst).max(1));
+            if let (Some(name), Some(w)) = (nets.names[level.index()], nu.uses[kind]) {
+                d.network = Some(NetworkState {
+                    name,
+                    window: window(kind, &w),
+                });
+            }
+            if kind == WindowKind::Burst && mode == Mode::Enforce {
+                let frees_ms = nu.uses[WindowKind::Burst].map_or(0, |w| w.reset_ms);
+                self.network_strike(cfg, d, nets, level, now, frees_ms);
+            } else if kind == WindowKind::Burst && mode == Mode::Shadow {
+                d.shadow(true);
+            }
+            return;
+        }
+        if let Some(first) = own {
             let reason = first.spec().reason;
             // The caller cannot succeed before every refusing window has room again.
             let worst = o

@@ -25,10 +25,14 @@ impl ListSnapshot {
 
     /// `Some(until)` when a live deny entry covers `ip` (`until = None`: no expiry).
     pub fn denies(&self, ip: IpAddr, now_ms: u64) -> Option<Option<u64>> {
+        self.deny_entry(ip, now_ms).map(|e| e.until_ms)
+    }
+
+    /// The live deny entry covering `ip`.
+    pub fn deny_entry(&self, ip: IpAddr, now_ms: u64) -> Option<&ListEntry> {
         self.deny
             .iter()
             .find(|e| e.is_active(now_ms) && e.net.contains(&ip))
-            .map(|e| e.until_ms)
     }
 }
 

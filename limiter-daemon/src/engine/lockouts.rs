@@ -152,9 +152,10 @@ fn item_of(l: &Lockout) -> LockoutItem {
             (Some(r), _) => r.clone(),
             (None, LockCause::Burst) => "burst".to_string(),
             (None, LockCause::Manual) => "manual".to_string(),
+            (None, LockCause::Network) => "network".to_string(),
         },
         source: match l.cause {
-            LockCause::Burst => "strikes",
+            LockCause::Burst | LockCause::Network => "strikes",
             LockCause::Manual => "operator",
         },
     }
@@ -173,12 +174,19 @@ impl LockoutManager<'_> {
                 continue;
             };
             if e.is_active(now) {
+                // A network's lockout says its level; an operator's range is level 1.
+                let by_strikes = e.comment.starts_with(super::networks::NETWORK_LOCKOUT_MARK);
+                let level = reason
+                    .rsplit_once(", level ")
+                    .filter(|_| by_strikes)
+                    .and_then(|(_, n)| n.parse().ok())
+                    .unwrap_or(1);
                 items.push(LockoutItem {
                     net: e.net,
                     until_ms: until,
-                    level: 1,
+                    level,
                     reason: reason.to_string(),
-                    source: "operator",
+                    source: if by_strikes { "strikes" } else { "operator" },
                 });
             }
         }

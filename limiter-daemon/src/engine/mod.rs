@@ -44,6 +44,7 @@ pub mod fleet_events;
 pub mod keys;
 pub mod lists;
 pub mod lockouts;
+pub mod networks;
 pub mod request;
 pub mod sink;
 pub mod standing;
@@ -133,6 +134,7 @@ pub struct Engine {
     pub(crate) hasher: IdentityHasher,
     pub(crate) key_cache: Arc<KeyCache>,
     pub(crate) strike_lock: Mutex<()>,
+    pub(crate) net_strikes: Mutex<networks::NetStrikes>,
     pub(crate) rng: Mutex<StdRng>,
     pub(crate) tiers: TierPusher,
     // Declared last: dropped after everything it might still use.
@@ -192,6 +194,7 @@ impl Engine {
             hasher,
             key_cache,
             strike_lock: Mutex::new(()),
+            net_strikes: Mutex::default(),
             rng: Mutex::new(rng),
             tiers: TierPusher::default(),
             _refresher: refresher,

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
-use crate::model::IdentityText;
+use crate::model::{IdentityText, NetworkName};
 
 /// What kind of subject a counter belongs to; part of the key so namespaces never collide.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -23,6 +23,10 @@ pub enum Namespace {
     Key = 3,
     /// The `attempt(identity, now)` compatibility call.
     Compat = 4,
+    /// A caller's network prefix (`[networks]`: IPv4 /24, IPv6 /48 by default).
+    Net = 5,
+    /// A caller's autonomous system (`[networks] asn_table`).
+    Asn = 6,
 }
 
 impl Namespace {
@@ -32,6 +36,20 @@ impl Namespace {
             Namespace::Token => "tid",
             Namespace::Key => "key",
             Namespace::Compat => "compat",
+            Namespace::Net => "net",
+            Namespace::Asn => "asn",
+        }
+    }
+
+    /// The namespace an [`IdKey`]'s first byte names (unknown bytes read as `compat`).
+    pub fn from_byte(b: u8) -> Namespace {
+        match b {
+            1 => Namespace::Ip,
+            2 => Namespace::Token,
+            3 => Namespace::Key,
+            5 => Namespace::Net,
+            6 => Namespace::Asn,
+            _ => Namespace::Compat,
         }
     }
 }
@@ -66,12 +84,7 @@ impl IdKey {
     }
     /// [`IdKey::display`] without a heap allocation: this runs for every decision.
     pub fn text(&self) -> IdentityText {
-        let ns = match self.0[0] {
-            1 => "ip",
-            2 => "tid",
-            3 => "key",
-            _ => "compat",
-        };
+        let ns = Namespace::from_byte(self.0[0]).as_str();
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut buf = [0u8; 23];
         buf[..ns.len()].copy_from_slice(ns.as_bytes());
@@ -151,6 +164,17 @@ thread_local! {
     /// address, and each would otherwise cost an HMAC (two SHA-256 blocks) and a text render.
     static IP_MEMO: RefCell<Vec<Option<(u64, IpAddr, IdKey)>>> =
         RefCell::new(vec![None; MEMO_SLOTS]);
+    /// The same for networks: a crawler's many addresses share one network key.
+    static NET_MEMO: RefCell<Vec<Option<(u64, NetworkName, IdKey)>>> =
+        RefCell::new(vec![None; MEMO_SLOTS]);
+}
+
+fn net_memo_slot(net: &NetworkName) -> usize {
+    match net {
+        NetworkName::Prefix(n) => memo_slot(n.addr()) ^ usize::from(n.prefix_len()),
+        NetworkName::Asn(a) => memo_slot(IpAddr::from(a.to_be_bytes())),
+    }
+    .min(MEMO_SLOTS - 1)
 }
 
 fn memo_slot(ip: IpAddr) -> usize {
@@ -227,6 +251,26 @@ impl IdentityHasher {
         }
         let key = self.ip_id_uncached(ip);
         IP_MEMO.with_borrow_mut(|memo| memo[slot] = Some((self.tag, ip, key)));
+        key
+    }
+
+    /// The key of a network: the hash of its text form (`203.0.113.0/24`, `AS64500`) under its
+    /// own namespace. Remembered per thread like addresses.
+    pub fn net_id(&self, net: NetworkName) -> IdKey {
+        let slot = net_memo_slot(&net);
+        let hit = NET_MEMO.with_borrow(|memo| match memo[slot] {
+            Some((tag, seen, key)) if tag == self.tag && seen == net => Some(key),
+            _ => None,
+        });
+        if let Some(key) = hit {
+            return key;
+        }
+        let ns = match net {
+            NetworkName::Prefix(_) => Namespace::Net,
+            NetworkName::Asn(_) => Namespace::Asn,
+        };
+        let key = self.id(ns, net.to_string().as_bytes());
+        NET_MEMO.with_borrow_mut(|memo| memo[slot] = Some((self.tag, net, key)));
         key
     }
 

@@ -164,6 +164,9 @@ pub struct Decision {
     /// Who made the lockout a `locked` refusal answers: a strike, or an operator (by hand, a
     /// deny list). The 429 says which.
     pub lock_cause: Option<crate::model::LockCause>,
+    /// Set on a `network` refusal: the network over its budget and the window that refused
+    /// (the 429 names the network).
+    pub network: Option<super::network::NetworkState>,
 }
 
 impl Decision {
@@ -183,6 +186,7 @@ impl Decision {
             key_status: None,
             lockout_level: None,
             lock_cause: None,
+            network: None,
             cost: 0,
             hourly_budget: None,
             shadow: None,

@@ -1,17 +1,19 @@
 //! The shared vocabulary at the bottom of the crate: what every layer above names and none of
 //! them owns. [`tier`] (the ladder's rungs), [`window`] (the counting windows, described once
 //! in a table, and the reasons a reject gives), [`decision`] (what a decision says, rendered by
-//! every HTTP surface) and [`records`] (what a store keeps: keys, strikes, lockouts, list
+//! every HTTP surface), [`network`] (the networks a caller is also metered as) and [`records`] (what a store keeps: keys, strikes, lockouts, list
 //! entries). It imports nothing else of the crate.
 
 pub mod decision;
 pub mod identity_text;
+pub mod network;
 pub mod records;
 pub mod tier;
 pub mod window;
 
 pub use decision::{Action, Decision, DecisionBuilder, DelayKind, KeyStatus, Shadow, Verdict};
 pub use identity_text::IdentityText;
+pub use network::{NetLevel, NetworkName, NetworkState};
 pub use records::{KeyRecord, ListEntry, ListKind, LockCause, Lockout, StrikeRecord};
 pub use tier::Tier;
 pub use window::{Counts, PerWindow, Reason, Shape, WindowKind, WindowSpec, WindowState, WINDOWS};

@@ -62,6 +62,8 @@ pub enum LockCause {
     Burst,
     /// An operator locked it (admin API).
     Manual,
+    /// The caller's network sent more than its burst (`[networks]`): a prefix lockout.
+    Network,
 }
 
 /// A lockout of one (grouped) client address, on the wall clock. Not `Copy`: it carries the

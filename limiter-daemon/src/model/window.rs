@@ -62,13 +62,18 @@ pub enum Reason {
     Locked,
     /// The remote store is down and `[store] on_failure = "closed"` (a 503, not a 429).
     Unavailable,
+    /// The caller's network (prefix or autonomous system) is over its own budget
+    /// (`[networks]`): many addresses metered as one.
+    Network,
 }
 
 impl Reason {
-    /// Every reason: the windows' in [`WindowKind::ALL`] order, then `locked`, `unavailable`.
-    pub const ALL: [Reason; WindowKind::COUNT + 2] = {
-        let mut all = [Reason::Locked; WindowKind::COUNT + 2];
+    /// Every reason: the windows' in [`WindowKind::ALL`] order, then `locked`, `unavailable`,
+    /// `network`.
+    pub const ALL: [Reason; WindowKind::COUNT + 3] = {
+        let mut all = [Reason::Locked; WindowKind::COUNT + 3];
         all[WindowKind::COUNT + 1] = Reason::Unavailable;
+        all[WindowKind::COUNT + 2] = Reason::Network;
         let mut i = 0;
         while i < WindowKind::COUNT {
             all[i] = SPECS[i].reason;
@@ -82,7 +87,8 @@ impl Reason {
         self as usize
     }
 
-    /// The window that refuses with this reason (`None` for a lockout).
+    /// The window that refuses with this reason for the caller itself (`None` for a lockout,
+    /// an outage, or a network's windows).
     pub fn window(self) -> Option<WindowKind> {
         WINDOWS.0.iter().find(|s| s.reason == self).map(|s| s.kind)
     }
@@ -91,6 +97,7 @@ impl Reason {
         match self {
             Reason::Locked => "locked",
             Reason::Unavailable => "unavailable",
+            Reason::Network => "network",
             _ => self.window().map_or("locked", WindowKind::as_str),
         }
     }
@@ -312,7 +319,8 @@ mod tests {
                 "daily",
                 "key_hourly",
                 "locked",
-                "unavailable"
+                "unavailable",
+                "network"
             ]
         );
     }

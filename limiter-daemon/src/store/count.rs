@@ -9,10 +9,20 @@
 //! is over its limit ([`WindowSpec::refuses`]), and counts one per request or the route's cost
 //! ([`crate::model::Counts`]). The embedded store calls it under a shard lock, and a Valkey
 //! backend implements the same steps in one script.
+//!
+//! A request may also count against the caller's networks ([`NetCount`]: its prefix, its
+//! autonomous system), each with windows of its own. [`apply_all`] is then the reference: the
+//! request is admitted only when no window of any holder refuses, and only then counted in the
+//! budgets of all of them (the burst of each counts every arrival). A store that keeps the
+//! holders apart (Valkey: one cluster slot each) counts each on its own, at once, and
+//! [`combine`] turns those answers into the same one, naming the units to give back.
 
 use super::windows::{self, BurstRing, Fixed};
 use crate::identity::hash::IdKey;
-use crate::model::{PerWindow, Shape, WindowKind, WindowSpec};
+use crate::model::{NetLevel, PerWindow, Shape, WindowKind, WindowSpec};
+
+/// Network levels a request can count against ([`NetLevel::ALL`]).
+pub const NET_LEVELS: usize = NetLevel::ALL.len();
 
 /// One window's limit for this request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +49,47 @@ pub struct CountRequest {
     pub cost: u32,
     /// The windows that apply, with their limits (`None`: not checked, not counted).
     pub limits: PerWindow<Option<Limit>>,
+    /// The caller's networks, by [`NetLevel`] index (`None`: not counted there).
+    pub networks: [Option<NetCount>; NET_LEVELS],
+}
+
+/// A network's share of a request: its identity and the windows it has (burst and hourly).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NetCount {
+    pub id: IdKey,
+    pub limits: PerWindow<Option<Limit>>,
+}
+
+impl CountRequest {
+    /// A request for `id` alone: no networks.
+    pub fn new(id: IdKey, now_ms: u64, cost: u32, limits: PerWindow<Option<Limit>>) -> Self {
+        CountRequest {
+            id,
+            now_ms,
+            cost,
+            limits,
+            networks: [None; NET_LEVELS],
+        }
+    }
+
+    /// Whether any network counts this request.
+    pub fn has_networks(&self) -> bool {
+        self.networks.iter().any(Option::is_some)
+    }
+
+    /// The request as network `level` alone sees it (for a store counting holders apart).
+    pub fn for_network(&self, level: usize) -> Option<CountRequest> {
+        let n = self.networks.get(level).copied().flatten()?;
+        Some(CountRequest::new(n.id, self.now_ms, self.cost, n.limits))
+    }
+
+    /// The request without its networks.
+    pub fn caller_only(&self) -> CountRequest {
+        CountRequest {
+            networks: [None; NET_LEVELS],
+            ..*self
+        }
+    }
 }
 
 /// One window after the operation.
@@ -66,6 +117,21 @@ pub struct CountOutcome {
     pub refused: PerWindow<bool>,
     /// The windows that applied.
     pub uses: PerWindow<Option<WindowUse>>,
+    /// Each network's windows, by [`NetLevel`] index, where the request counted against one.
+    pub networks: [Option<NetUse>; NET_LEVELS],
+}
+
+/// One network's windows after the operation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NetUse {
+    pub refused: PerWindow<bool>,
+    pub uses: PerWindow<Option<WindowUse>>,
+}
+
+impl NetUse {
+    pub fn refuses(&self) -> bool {
+        self.refused.0.contains(&true)
+    }
 }
 
 impl CountOutcome {
@@ -145,20 +211,34 @@ impl Entry {
     }
 }
 
-/// Checks and counts `req` against `e`.
-pub fn apply(e: &mut Entry, req: &CountRequest) -> CountOutcome {
-    let now = req.now_ms;
-    e.last_seen_s = u32::try_from(now / 1000).unwrap_or(u32::MAX);
+/// What a holder's windows hold before the request, and which refuse it.
+struct Checked {
+    used: PerWindow<u32>,
+    refused: PerWindow<bool>,
+}
 
+fn check(e: &mut Entry, limits: &PerWindow<Option<Limit>>, now: u64, cost: u32) -> Checked {
+    e.last_seen_s = u32::try_from(now / 1000).unwrap_or(u32::MAX);
     let used = PerWindow::from_fn(|k| e.counter(k).used(now));
-    let refused = req.limits.map(|k, limit| {
-        limit.is_some_and(|l| l.refuse && k.spec().refuses(used[k], req.cost, l.max))
-    });
-    let admitted = !refused.0.contains(&true);
-    let uses = req.limits.map(|k, limit| {
+    let refused = limits
+        .map(|k, limit| limit.is_some_and(|l| l.refuse && k.spec().refuses(used[k], cost, l.max)));
+    Checked { used, refused }
+}
+
+/// Counts the request in `e`'s windows: all of them when `admitted`, else only those that count
+/// every arrival.
+fn count(
+    e: &mut Entry,
+    limits: &PerWindow<Option<Limit>>,
+    checked: &Checked,
+    admitted: bool,
+    now: u64,
+    cost: u32,
+) -> PerWindow<Option<WindowUse>> {
+    limits.map(|k, limit| {
         let limit = (*limit)?;
         let spec = k.spec();
-        let add = spec.counts.per_request(req.cost);
+        let add = spec.counts.per_request(cost);
         let counted = admitted || spec.counts_refused;
         let mut c = e.counter(k);
         if counted {
@@ -167,18 +247,106 @@ pub fn apply(e: &mut Entry, req: &CountRequest) -> CountOutcome {
         Some(WindowUse {
             limit: limit.max,
             used: if counted {
-                used[k].saturating_add(add)
+                checked.used[k].saturating_add(add)
             } else {
-                used[k]
+                checked.used[k]
             },
             reset_ms: c.reset_ms(now),
         })
-    });
+    })
+}
+
+/// Checks and counts `req` against `e`, the caller's windows only (its networks, if any, are
+/// left out: [`apply_all`] counts them).
+pub fn apply(e: &mut Entry, req: &CountRequest) -> CountOutcome {
+    apply_all(e, [None, None], &req.caller_only())
+}
+
+/// Checks and counts `req` against the caller's entry `e` and its networks' entries `nets` (by
+/// [`NetLevel`] index, present where `req.networks` is), as one atomic step.
+pub fn apply_all(
+    e: &mut Entry,
+    mut nets: [Option<&mut Entry>; NET_LEVELS],
+    req: &CountRequest,
+) -> CountOutcome {
+    let (now, cost) = (req.now_ms, req.cost);
+    let caller = check(e, &req.limits, now, cost);
+    let mut net_checks: [Option<Checked>; NET_LEVELS] = [None, None];
+    for (i, n) in req.networks.iter().enumerate() {
+        if let (Some(n), Some(ne)) = (n, nets[i].as_deref_mut()) {
+            net_checks[i] = Some(check(ne, &n.limits, now, cost));
+        }
+    }
+    let admitted = !caller.refused.0.contains(&true)
+        && net_checks
+            .iter()
+            .flatten()
+            .all(|c| !c.refused.0.contains(&true));
+    let uses = count(e, &req.limits, &caller, admitted, now, cost);
+    let mut networks = [None; NET_LEVELS];
+    for (i, n) in req.networks.iter().enumerate() {
+        if let (Some(n), Some(ne), Some(c)) = (n, nets[i].as_deref_mut(), &net_checks[i]) {
+            networks[i] = Some(NetUse {
+                refused: c.refused,
+                uses: count(ne, &n.limits, c, admitted, now, cost),
+            });
+        }
+    }
     CountOutcome {
         admitted,
-        refused,
+        refused: caller.refused,
         uses,
+        networks,
     }
+}
+
+/// Which holders counted units the combined answer refuses (caller first, then each network
+/// by [`NetLevel`] index): a store counting them apart gives those units back.
+pub type Refunds = [bool; 1 + NET_LEVELS];
+
+/// The answer [`apply_all`] gives, from the caller and each network counted apart (each as if
+/// alone: `nets[i]` is the outcome of `req.for_network(i)`). A holder that admitted the
+/// request counted it in its budgets; when another holder refused, those units are not
+/// spent: the outcome reports them given back, and [`Refunds`] says whose to give back.
+pub fn combine(
+    req: &CountRequest,
+    caller: CountOutcome,
+    nets: [Option<CountOutcome>; NET_LEVELS],
+) -> (CountOutcome, Refunds) {
+    let admitted = caller.admitted && nets.iter().flatten().all(|o| o.admitted);
+    let mut refunds = [false; 1 + NET_LEVELS];
+    let give_back = |o: &CountOutcome, refund: &mut bool| {
+        let mut uses = o.uses;
+        if o.admitted && !admitted {
+            for (k, w) in uses.0.iter_mut().enumerate() {
+                let spec = WindowKind::ALL[k].spec();
+                if let Some(w) = w.as_mut().filter(|_| !spec.counts_refused) {
+                    w.used = w.used.saturating_sub(spec.counts.per_request(req.cost));
+                    *refund = true;
+                }
+            }
+        }
+        uses
+    };
+    let uses = give_back(&caller, &mut refunds[0]);
+    let mut networks = [None; NET_LEVELS];
+    for (i, o) in nets.iter().enumerate() {
+        if let Some(o) = o {
+            networks[i] = Some(NetUse {
+                refused: o.refused,
+                uses: give_back(o, &mut refunds[1 + i]),
+            });
+        }
+    }
+    (
+        CountOutcome {
+            admitted,
+            refused: caller.refused,
+            uses,
+            networks,
+        },
+        refunds,
+    )
 }
 
 /// Current use without counting (admin views).

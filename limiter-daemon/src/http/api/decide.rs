@@ -5,7 +5,8 @@
 //! "headers": {"cookie": "session=…"}}` (`method` defaults to GET, `headers` to none; a header
 //! value may be a string or a list of strings).
 //! Answer: `{"action", "tier", "reason", "delayMs", "retryAfter", "headers"}` plus, for a
-//! reject, `problem`: the 429 body the caller should send. In shadow mode the action is `allow`
+//! reject, `problem`: the 429 body the caller should send, and for a `network` reject `network`:
+//! the network over its budget. In shadow mode the action is `allow`
 //! and `shadow` says what enforcing would have done: `{"action", "reason", "delayMs"}`. Malformed input → 400 naming the field;
 //! more header values or bytes than `[http] max_header_count` / `max_header_bytes` → 431; a body
 //! over `[http] api_max_body` → 413 (the body is parsed in [`crate::http::api::decide_body`]).
@@ -104,6 +105,9 @@ pub async fn decide(
     });
     if rejected {
         out["problem"] = rejection_problem(&d, &state.hints).to_value();
+    }
+    if let (Some(crate::model::Reason::Network), Some(n)) = (d.reason(), &d.network) {
+        out["network"] = Value::String(n.name.to_string());
     }
     if let Some(s) = d.shadowed() {
         out["shadow"] = json!({

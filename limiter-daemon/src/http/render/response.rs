@@ -10,6 +10,8 @@
 //! - IETF draft `RateLimit-Policy` (one named policy per window, `"burst";q=120;w=60`) and
 //!   `RateLimit` (the same names with remaining units and seconds to reset, `"burst";r=0;t=12`).
 //! - `Retry-After` on 429 and 503; `x-quota-warning` when the daily quota is nearly used up.
+//! - `x-ratelimit-network` on a `network` refusal: the network over its budget
+//!   (`203.0.113.0/24`, `AS64500`); the `x-ratelimit-limit` trio then describes its window.
 //! - Shadow mode: `x-ratelimit-shadow: <action>; reason=<reason>`, what enforcing would have
 //!   done (`allow; reason=none`, `delay; reason=daily`, `reject; reason=burst`, …).
 
@@ -33,6 +35,7 @@ pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-poli
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 pub const X_QUOTA_WARNING: HeaderName = HeaderName::from_static("x-quota-warning");
 pub const X_RATELIMIT_SHADOW: HeaderName = HeaderName::from_static("x-ratelimit-shadow");
+pub const X_RATELIMIT_NETWORK: HeaderName = HeaderName::from_static("x-ratelimit-network");
 
 /// How problem documents are typed: `about:blank` unless `[http] problem_type_base` is set,
 /// then the base with the reason appended. (The `upgrade` sentence comes with the decision.)
@@ -51,6 +54,11 @@ impl Hints {
 
 /// The window the `x-ratelimit-limit/-remaining/-reset` trio describes.
 pub fn binding_window(d: &Decision) -> Option<&WindowState> {
+    if d.reason() == Some(Reason::Network) {
+        if let Some(n) = &d.network {
+            return Some(&n.window);
+        }
+    }
     if let Some(w) = d
         .reason()
         .and_then(Reason::window)
@@ -127,7 +135,8 @@ impl Values {
     fn ratelimit(&mut self, d: &Decision) -> &mut Self {
         let rejected = d.action() == Action::Reject;
         let locked = d.reason() == Some(Reason::Locked);
-        let binding = if rejected {
+        // A network's refusal names the network's window, not one of the caller's own.
+        let binding = if rejected && d.reason() != Some(Reason::Network) {
             binding_window(d).map(|w| w.kind)
         } else {
             None
@@ -255,6 +264,7 @@ pub fn is_rate_limit_field(name: &[u8]) -> bool {
         RATELIMIT.as_str(),
         X_QUOTA_WARNING.as_str(),
         X_RATELIMIT_SHADOW.as_str(),
+        X_RATELIMIT_NETWORK.as_str(),
         RETRY_AFTER.as_str(),
     ]
     .iter()
@@ -303,6 +313,10 @@ fn render(d: &Decision, h: &mut impl FieldSink) {
         v.num(retry_after(d));
         h.rendered(RETRY_AFTER, &mut v);
     }
+    if let (Some(Reason::Network), Some(n)) = (d.reason(), &d.network) {
+        v.str(&n.name.to_string());
+        h.rendered(X_RATELIMIT_NETWORK, &mut v);
+    }
     if let Some(s) = d.shadowed() {
         v.str(s.action().as_str())
             .str("; reason=")
@@ -334,6 +348,10 @@ pub fn detail(d: &Decision) -> String {
             "This API key's hourly limit of {n} units on this route is used up; it renews at the \
              top of the UTC hour, in {wait} s."
         ),
+        (Some(Reason::Locked), _) if d.lock_cause == Some(LockCause::Network) => format!(
+            "This caller's network is locked out after a burst from many of its addresses; \
+             the lockout ends in {wait} s. Retrying earlier extends nothing but is refused."
+        ),
         (Some(Reason::Locked), _) if d.lock_cause == Some(LockCause::Manual) => format!(
             "This caller is locked out by the operator; the lockout ends in {wait} s. \
              Retrying earlier extends nothing but is refused."
@@ -342,6 +360,23 @@ pub fn detail(d: &Decision) -> String {
             "This caller is locked out after repeated bursts; the lockout ends in {wait} s. \
              Retrying earlier extends nothing but is refused."
         ),
+        (Some(Reason::Network), Some(n)) => {
+            let (name, what) = match &d.network {
+                Some(net) => (
+                    net.name.to_string(),
+                    if net.window.kind == WindowKind::Burst {
+                        format!("more than {n} requests in 60 seconds")
+                    } else {
+                        format!("its hourly budget of {n} units")
+                    },
+                ),
+                None => ("this caller's network".to_string(), format!("{n} units")),
+            };
+            format!(
+                "Many addresses of the network {name} together sent {what}; callers there \
+                 without an API key share it. Retry in {wait} s."
+            )
+        }
         (Some(Reason::Unavailable), _) => format!(
             "The rate limiter's shared store is unavailable, and this service refuses requests \
              while it is rather than count them locally. Retry in {wait} s."
@@ -367,8 +402,13 @@ pub fn problem(d: &Decision, hints: &Hints) -> Problem {
     } else {
         StatusCode::TOO_MANY_REQUESTS
     };
-    Problem::new(status, type_uri, detail(d))
-        .with("tier", d.tier.as_str())
+    let p = Problem::new(status, type_uri, detail(d));
+    // A network's refusal names the network (only then: other 429s carry no such member).
+    let p = match (d.reason(), &d.network) {
+        (Some(Reason::Network), Some(n)) => p.with("network", n.name.to_string()),
+        _ => p,
+    };
+    p.with("tier", d.tier.as_str())
         .with(
             "hourlyLimit",
             d.hourly_limit().map(Value::from).unwrap_or(Value::Null),

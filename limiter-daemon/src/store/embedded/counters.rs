@@ -3,14 +3,18 @@
 //! answer), and past the configured ceiling it evicts the least recently seen (which can forget
 //! a daily count early: the price of a hard memory bound, logged when it happens). Each shard
 //! is an [`IdTable`]: about 75 bytes an identity, table included.
+//!
+//! A request that also counts against the caller's networks takes the shards of all its
+//! holders, in shard order (so two requests never wait on each other in a cycle), and counts
+//! them in one step ([`count::apply_all`]): still one atomic count per decision.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use super::table::IdTable;
 use crate::identity::hash::IdKey;
-use crate::store::count::{self, CountOutcome, CountRequest, Entry, Usage};
+use crate::store::count::{self, CountOutcome, CountRequest, Entry, Usage, NET_LEVELS};
 
 pub const SHARDS: usize = 64;
 
@@ -47,8 +51,7 @@ impl Counters {
     }
 
     fn shard(&self, id: &IdKey) -> &Mutex<Shard> {
-        // Byte 9 is digest material not used by the map's own hash (bytes 1..9).
-        &self.shards[id.0[9] as usize % SHARDS]
+        &self.shards[Self::shard_index(id)]
     }
 
     pub fn len(&self) -> usize {
@@ -64,25 +67,87 @@ impl Counters {
         self.forced_evictions.load(Ordering::Relaxed)
     }
 
+    fn shard_index(id: &IdKey) -> usize {
+        // Byte 9 is digest material not used by the map's own hash (bytes 1..9).
+        id.0[9] as usize % SHARDS
+    }
+
     pub fn check_and_count(&self, req: &CountRequest) -> CountOutcome {
-        let mut shard = self.shard(&req.id).lock();
-        if req.now_ms.saturating_sub(shard.last_sweep_ms) >= self.sweep_ms {
-            self.sweep(&mut shard, req.now_ms);
+        if req.has_networks() {
+            return self.check_and_count_holders(req);
         }
+        let mut shard = self.shard(&req.id).lock();
+        self.maybe_sweep(&mut shard, req.now_ms);
         if let Some(e) = shard.map.get_mut(&req.id) {
             return count::apply(e, req);
         }
-        if shard.map.len() >= self.per_shard_cap {
-            self.sweep(&mut shard, req.now_ms);
-            if shard.map.len() >= self.per_shard_cap {
-                self.evict_oldest(&mut shard);
-            }
-        }
         let mut e = Entry::default();
         let out = count::apply(&mut e, req);
-        shard.map.insert(req.id, e);
-        self.len.fetch_add(1, Ordering::Relaxed);
+        self.insert(&mut shard, req.id, e, req.now_ms);
         out
+    }
+
+    /// The caller and its networks in one step, under all their shards' locks.
+    fn check_and_count_holders(&self, req: &CountRequest) -> CountOutcome {
+        let mut ids = [Some(req.id), None, None];
+        for (i, n) in req.networks.iter().enumerate() {
+            ids[1 + i] = n.map(|n| n.id);
+        }
+        let mut order: Vec<usize> = ids.iter().flatten().map(Self::shard_index).collect();
+        order.sort_unstable();
+        order.dedup();
+        let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> = order
+            .into_iter()
+            .map(|i| (i, self.shards[i].lock()))
+            .collect();
+        for (_, g) in guards.iter_mut() {
+            self.maybe_sweep(g, req.now_ms);
+        }
+        let mut entries: [Entry; 1 + NET_LEVELS] = Default::default();
+        for (id, e) in ids.iter().zip(entries.iter_mut()) {
+            if let Some(id) = id {
+                let g = &guards
+                    .iter()
+                    .find(|(i, _)| *i == Self::shard_index(id))
+                    .expect("every holder's shard is locked")
+                    .1;
+                *e = g.map.get(id).copied().unwrap_or_default();
+            }
+        }
+        let [caller, n0, n1] = &mut entries;
+        let out = count::apply_all(caller, [ids[1].map(|_| n0), ids[2].map(|_| n1)], req);
+        for (id, e) in ids.iter().zip(entries) {
+            if let Some(id) = id {
+                let g = &mut guards
+                    .iter_mut()
+                    .find(|(i, _)| *i == Self::shard_index(id))
+                    .expect("every holder's shard is locked")
+                    .1;
+                match g.map.get_mut(id) {
+                    Some(slot) => *slot = e,
+                    None => self.insert(g, *id, e, req.now_ms),
+                }
+            }
+        }
+        out
+    }
+
+    fn maybe_sweep(&self, shard: &mut Shard, now_ms: u64) {
+        if now_ms.saturating_sub(shard.last_sweep_ms) >= self.sweep_ms {
+            self.sweep(shard, now_ms);
+        }
+    }
+
+    /// Adds an identity new to `shard`, making room first when the shard is at its ceiling.
+    fn insert(&self, shard: &mut Shard, id: IdKey, e: Entry, now_ms: u64) {
+        if shard.map.len() >= self.per_shard_cap {
+            self.sweep(shard, now_ms);
+            if shard.map.len() >= self.per_shard_cap {
+                self.evict_oldest(shard);
+            }
+        }
+        shard.map.insert(id, e);
+        self.len.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn usage(&self, id: &IdKey, now_ms: u64) -> Option<Usage> {

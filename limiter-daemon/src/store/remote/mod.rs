@@ -221,7 +221,7 @@ impl FleetStore {
                     None
                 }
             }),
-            ..*req
+            ..req.caller_only()
         };
         Some(self.local.check_and_count(&burst_only))
     }

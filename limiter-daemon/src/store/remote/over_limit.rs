@@ -95,6 +95,9 @@ impl OverLimit {
         }
         o.uses[WindowKind::Burst] = None;
         o.refused[WindowKind::Burst] = false;
+        // The caller's own spent budget refuses it whatever its networks hold; their windows
+        // are not asked while the refusal holds.
+        o.networks = Default::default();
         Some(o)
     }
 
@@ -119,6 +122,7 @@ mod tests {
 
     fn at(id: IdKey, now_ms: u64) -> CountRequest {
         CountRequest {
+            networks: Default::default(),
             id,
             now_ms,
             cost: 1,
@@ -149,6 +153,7 @@ mod tests {
             reset_ms: 60_000,
         });
         CountOutcome {
+            networks: Default::default(),
             admitted: false,
             refused,
             uses,

@@ -11,7 +11,7 @@
 //! The identity is the hash tag, so one identity's keys share a cluster slot and one script
 //! reaches them all.
 
-use crate::identity::hash::IdKey;
+use crate::identity::hash::{IdKey, Namespace};
 use crate::model::{ListKind, PerWindow, Shape, WindowKind};
 use crate::store::windows;
 
@@ -39,12 +39,7 @@ impl Layout {
 
     /// `{ip:<hex>}`: the identity's hash tag, with the whole digest.
     pub fn tag(id: &IdKey) -> String {
-        let ns = match id.namespace_byte() {
-            1 => "ip",
-            2 => "tid",
-            3 => "key",
-            _ => "compat",
-        };
+        let ns = Namespace::from_byte(id.namespace_byte()).as_str();
         format!("{{{ns}:{}}}", id.digest_hex())
     }
 

@@ -122,7 +122,7 @@ impl ValkeyOptions {
 struct Inner {
     target: Target,
     layout: Layout,
-    count_script: redis::Script,
+    scripts: script::Scripts,
     lockout_script: redis::Script,
     hasher: IdentityHasher,
     /// The fleet secret this process hashes with, to reconcile with Valkey's at connect.
@@ -182,7 +182,7 @@ impl ValkeyStore {
             inner: Arc::new(Inner {
                 target,
                 layout,
-                count_script: script::count_script(),
+                scripts: script::Scripts::new(),
                 lockout_script: records::lockout_script(),
                 hasher,
                 fleet_secret,
@@ -355,7 +355,11 @@ impl Inner {
         let (mut conn, topology) = self.target.shared().await?;
         // Loaded up front so the first decision does not pay for NOSCRIPT; `invoke` reloads
         // a script by itself if the server forgot it (restart, SCRIPT FLUSH).
-        for s in [&self.count_script, &self.lockout_script] {
+        for s in [
+            &self.scripts.count,
+            &self.scripts.refund,
+            &self.lockout_script,
+        ] {
             s.prepare_invoke()
                 .load_async(&mut conn)
                 .await
@@ -395,7 +399,7 @@ impl CountStore for ValkeyStore {
         let req = *req;
         self.run("check_and_count", move |inner| async move {
             let conn = inner.conn("check_and_count")?;
-            script::count(&inner.count_script, &inner.layout, conn, req).await
+            script::count_all(&inner.scripts, &inner.layout, conn, req).await
         })
     }
 
@@ -410,7 +414,7 @@ impl CountStore for ValkeyStore {
         };
         let req = *req;
         Counting::Pending(Box::pin(async move {
-            let r = script::count(&self.inner.count_script, &self.inner.layout, conn, req).await;
+            let r = script::count_all(&self.inner.scripts, &self.inner.layout, conn, req).await;
             if r.is_err() {
                 self.inner.errors.fetch_add(1, Ordering::Relaxed);
             }

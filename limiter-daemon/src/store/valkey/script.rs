@@ -1,6 +1,12 @@
-//! One counted decision as one script call: [`check_and_count.lua`](check_and_count.lua) with
-//! a key and six arguments per row of the window table, and its reply read back as the
+//! One counted decision as one script call per holder: [`check_and_count.lua`](check_and_count.lua)
+//! with a key and six arguments per row of the window table, and its reply read back as the
 //! reference semantics' [`CountOutcome`] ([`crate::store::count::apply`]).
+//!
+//! A request that also counts against the caller's networks runs the script for the caller
+//! and for each network at once (their keys live in different cluster slots), so the decision
+//! still costs one round-trip time; [`crate::store::count::combine`] makes the one answer, and
+//! when one holder refused what another counted, [`refund.lua`](refund.lua) gives the units
+//! back (a second round trip, on those refusals only).
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -13,10 +19,94 @@ use crate::store::count::{CountOutcome, CountRequest, WindowUse};
 use crate::store::error::StoreError;
 
 const SOURCE: &str = include_str!("check_and_count.lua");
+const REFUND: &str = include_str!("refund.lua");
 
 /// The count script, hashed once.
 pub fn count_script() -> redis::Script {
     redis::Script::new(SOURCE)
+}
+
+/// The scripts a decision runs.
+pub struct Scripts {
+    pub count: redis::Script,
+    pub refund: redis::Script,
+}
+
+impl Scripts {
+    pub fn new() -> Scripts {
+        Scripts {
+            count: count_script(),
+            refund: redis::Script::new(REFUND),
+        }
+    }
+}
+
+impl Default for Scripts {
+    fn default() -> Self {
+        Scripts::new()
+    }
+}
+
+/// Counts `req` for the caller and, at once, for each of its networks, and combines the
+/// answers ([`crate::store::count::combine`]), giving back units a refused request counted.
+pub async fn count_all(
+    scripts: &Scripts,
+    layout: &Layout,
+    conn: Conn,
+    req: CountRequest,
+) -> Result<CountOutcome, StoreError> {
+    if !req.has_networks() {
+        return count(&scripts.count, layout, conn, req).await;
+    }
+    let caller = req.caller_only();
+    let nets = [req.for_network(0), req.for_network(1)];
+    let one = |r: Option<CountRequest>| {
+        let conn = conn.clone();
+        async move {
+            match r {
+                Some(r) => count(&scripts.count, layout, conn, r).await.map(Some),
+                None => Ok(None),
+            }
+        }
+    };
+    let (c, n0, n1) = futures_util::future::join3(
+        count(&scripts.count, layout, conn.clone(), caller),
+        one(nets[0]),
+        one(nets[1]),
+    )
+    .await;
+    let (outcome, refunds) = crate::store::count::combine(&req, c?, [n0?, n1?]);
+    let holders = [Some(caller), nets[0], nets[1]];
+    for (h, refund) in holders.iter().zip(refunds) {
+        if let (Some(h), true) = (h, refund) {
+            give_back(&scripts.refund, layout, conn.clone(), h).await?;
+        }
+    }
+    Ok(outcome)
+}
+
+/// Takes `req`'s units back out of the budgets it counted (not the burst, which counts every
+/// arrival).
+async fn give_back(
+    script: &redis::Script,
+    layout: &Layout,
+    mut conn: Conn,
+    req: &CountRequest,
+) -> Result<(), StoreError> {
+    let keys = layout.windows(&req.id, req.now_ms);
+    let mut inv = script.prepare_invoke();
+    let mut any = false;
+    for (kind, limit) in req.limits.iter() {
+        let spec = kind.spec();
+        if limit.is_some() && !spec.counts_refused {
+            inv.key(&keys[kind]).arg(spec.counts.per_request(req.cost));
+            any = true;
+        }
+    }
+    if any {
+        let _: Value = check("refund", inv.invoke_async(&mut conn).await)?;
+    }
+    Ok(())
 }
 
 /// `now_ms` as ISO 8601 in UTC (the `:ts` value, and how the script tells one day from the next).
@@ -66,6 +156,7 @@ fn outcome(req: &CountRequest, r: &[Value]) -> CountOutcome {
                 reset_ms: int(r, 3 + 2 * k.index()),
             })
         }),
+        networks: [None; crate::store::count::NET_LEVELS],
     }
 }
 

@@ -1,0 +1,212 @@
+//! Network budgets in a decision: which networks a caller also counts against (`[networks]`:
+//! its prefix, and with an ASN table its autonomous system), and a network's burst becoming a
+//! strike and an escalating prefix lockout in the kernel's deny trie, with a deadline, as an
+//! address's burst becomes a lockout of the address.
+//!
+//! Only callers metered by address count against networks (anonymous and session callers, and
+//! keys not yet verified): a verified API key or bearer token is its own identity, whatever
+//! network it calls from. A network's strikes are kept in memory (a restart begins its
+//! escalation anew); the lockouts they make persist in the store's deny list, and travel to a
+//! fleet's other hosts with it.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use ipnet::{IpNet, Ipv4Subnets, Ipv6Subnets};
+
+use super::decide::ceil_secs;
+use super::strikes::{decayed_strikes, lock_duration};
+use super::Engine;
+use crate::config::asn::AsnRange;
+use crate::config::Config;
+use crate::identity::hash::IdentityHasher;
+use crate::identity::{Caller, Subject};
+use crate::model::{
+    Decision, ListEntry, ListKind, NetLevel, NetworkName, PerWindow, StrikeRecord, WindowKind,
+};
+use crate::store::count::{Limit, NetCount, NET_LEVELS};
+
+/// Marks a deny-list entry as a network's lockout (after [`super::lockouts::CIDR_LOCKOUT_MARK`]):
+/// the 429 then says so, and the admin API lists it as made by strikes.
+pub const NETWORK_LOCKOUT_MARK: &str = "lockout: network ";
+
+/// Network strike records kept at most; past it the quietest are forgotten.
+const MAX_STRIKE_RECORDS: usize = 65_536;
+
+/// Most CIDRs one ASN range's lockout is written as (a range that is no prefix splits into
+/// several).
+const MAX_RANGE_CIDRS: usize = 64;
+
+/// The networks of one caller, by [`NetLevel`] index.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CallerNetworks {
+    pub names: [Option<NetworkName>; NET_LEVELS],
+    /// The ASN table's range holding the caller: what an ASN lockout locks.
+    pub asn_range: Option<AsnRange>,
+}
+
+impl CallerNetworks {
+    /// The networks `caller` counts against, with their keys and windows for the store.
+    pub fn of(
+        cfg: &Config,
+        caller: &Caller,
+        hasher: &IdentityHasher,
+    ) -> (CallerNetworks, [Option<NetCount>; NET_LEVELS]) {
+        let mut nets = CallerNetworks::default();
+        let mut counts = [None; NET_LEVELS];
+        if !matches!(caller.subject, Subject::Ip) {
+            return (nets, counts);
+        }
+        let n = &cfg.networks;
+        let ip = caller.ip.to_canonical();
+        if n.prefix.is_some() {
+            let len = match ip {
+                IpAddr::V4(_) => n.ipv4_prefix,
+                IpAddr::V6(_) => n.ipv6_prefix,
+            };
+            if let Ok(net) = IpNet::new(ip, len) {
+                nets.names[NetLevel::Prefix.index()] = Some(NetworkName::Prefix(net.trunc()));
+            }
+        }
+        if let (Some(_), Some(table)) = (n.asn, &n.asn_table) {
+            if let Some(r) = table.lookup(ip) {
+                nets.names[NetLevel::Asn.index()] = Some(NetworkName::Asn(r.asn));
+                nets.asn_range = Some(r);
+            }
+        }
+        for level in NetLevel::ALL {
+            let (Some(name), Some(b)) = (nets.names[level.index()], n.budget(level)) else {
+                continue;
+            };
+            counts[level.index()] = Some(NetCount {
+                id: hasher.net_id(name),
+                limits: PerWindow::default()
+                    .with(WindowKind::Burst, Some(Limit::refusing(b.burst.get())))
+                    .with(WindowKind::Hourly, Some(Limit::refusing(b.hourly.get()))),
+            });
+        }
+        (nets, counts)
+    }
+
+    /// What a lockout of network `level` locks: the prefix, or the ASN range as CIDRs.
+    fn lock_targets(&self, level: NetLevel) -> Vec<IpNet> {
+        match (self.names[level.index()], self.asn_range) {
+            (Some(NetworkName::Prefix(net)), _) => vec![net],
+            (Some(NetworkName::Asn(_)), Some(r)) => range_cidrs(r.start, r.end),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// `start..=end` as the CIDRs that cover it exactly (at most [`MAX_RANGE_CIDRS`]; IPv4 no wider
+/// than /8, IPv6 no wider than /16, the widest a lockout may be).
+fn range_cidrs(start: IpAddr, end: IpAddr) -> Vec<IpNet> {
+    let nets: Vec<IpNet> = match (start, end) {
+        (IpAddr::V4(s), IpAddr::V4(e)) => Ipv4Subnets::new(s, e, 8).map(IpNet::V4).collect(),
+        (IpAddr::V6(s), IpAddr::V6(e)) => Ipv6Subnets::new(s, e, 16).map(IpNet::V6).collect(),
+        _ => Vec::new(),
+    };
+    nets.into_iter().take(MAX_RANGE_CIDRS).collect()
+}
+
+/// Strikes of each network, in memory.
+#[derive(Default)]
+pub(crate) struct NetStrikes(HashMap<NetworkName, StrikeRecord>);
+
+impl Engine {
+    /// Strikes network `level` of the caller for a burst refused at `now_ms` whose window frees
+    /// capacity in `frees_ms`, locks its prefix (or ASN range) in the deny list and the
+    /// kernel's deny trie until the escalation's deadline, and makes `d` say so.
+    pub(crate) fn network_strike(
+        &self,
+        cfg: &Config,
+        d: &mut Decision,
+        nets: &CallerNetworks,
+        level: NetLevel,
+        now_ms: u64,
+        frees_ms: u64,
+    ) {
+        let Some(name) = nets.names[level.index()] else {
+            return;
+        };
+        let (level_no, duration) = {
+            let _serial = self.strike_lock.lock();
+            let mut strikes = self.net_strikes.lock();
+            let prev = strikes.0.get(&name).copied();
+            if let Some(p) = prev.filter(|p| p.quiet_from_ms > now_ms) {
+                // Struck already (another request of the same burst): that lockout holds.
+                d.lockout_level = Some(p.strikes);
+                return;
+            }
+            let level_no = prev.map_or(0, |r| decayed_strikes(&r, now_ms, cfg.lockout.decay)) + 1;
+            let r = if cfg.lockout.jitter > 0.0 {
+                use rand::Rng;
+                self.rng.lock().gen::<f64>()
+            } else {
+                0.0
+            };
+            let duration =
+                lock_duration(&cfg.lockout, level_no, r).max(Duration::from_millis(frees_ms));
+            let until =
+                now_ms.saturating_add(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX));
+            if strikes.0.len() >= MAX_STRIKE_RECORDS {
+                let horizon = now_ms.saturating_sub(crate::store::embedded::STRIKE_RETENTION_MS);
+                strikes.0.retain(|_, s| s.quiet_from_ms > horizon);
+                if strikes.0.len() >= MAX_STRIKE_RECORDS {
+                    strikes.0.clear();
+                }
+            }
+            strikes.0.insert(
+                name,
+                StrikeRecord {
+                    strikes: level_no,
+                    last_strike_ms: now_ms,
+                    quiet_from_ms: until,
+                },
+            );
+            (level_no, duration)
+        };
+        let until = now_ms.saturating_add(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX));
+        for net in nets.lock_targets(level) {
+            let entry = ListEntry {
+                net,
+                until_ms: Some(until),
+                comment: format!("{NETWORK_LOCKOUT_MARK}{name} burst, level {level_no}"),
+            };
+            if let Err(err) = self.lists().add(ListKind::Deny, entry) {
+                tracing::error!(error = %err, %net, "cannot persist a network lockout");
+            }
+        }
+        tracing::info!(
+            event = "lockout_made",
+            network = %name,
+            level = level_no,
+            secs = duration.as_secs(),
+            cause = "network",
+            "network burst exceeded: network locked out"
+        );
+        d.lockout_level = Some(level_no);
+        if let (Some(reason), Some(before)) = (d.reason(), d.retry_after_secs()) {
+            d.reject(reason, ceil_secs(duration.as_millis() as u64).max(before));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_asn_range_locks_as_the_cidrs_that_cover_it() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let nets = range_cidrs(ip("1.0.4.0"), ip("1.0.7.255"));
+        assert_eq!(nets, vec!["1.0.4.0/22".parse::<IpNet>().unwrap()]);
+        let nets = range_cidrs(ip("1.0.4.0"), ip("1.0.8.255"));
+        assert_eq!(nets.len(), 2);
+        assert!(nets.iter().all(|n| n.prefix_len() >= 8));
+        let wide = range_cidrs(ip("0.0.0.0"), ip("255.255.255.255"));
+        assert_eq!(wide.len(), MAX_RANGE_CIDRS);
+        assert!(wide.iter().all(|n| n.prefix_len() == 8));
+    }
+}

@@ -1,0 +1,236 @@
+//! Network budgets (`[networks]`): many addresses of one network are metered as one caller
+//! there, a network's burst locks its prefix out (the deny list, the kernel's deny trie), and
+//! verified credentials are not counted against networks. Part of the store conformance suite:
+//! `cargo xtask test` runs it on the embedded store, on Valkey and on a Valkey Cluster.
+
+mod engine_support;
+
+use std::io::Write;
+
+use engine_support::*;
+use limiter_daemon::engine::keys::IssueKey;
+use limiter_daemon::engine::{Action, Reason, Tier, WindowKind};
+use limiter_daemon::model::{ListKind, LockCause, NetworkName};
+
+/// Each address's own budgets are far above what the test sends; the network's are small.
+const SMALL_NETWORK: &str = "[tiers.anon]\nburst = 100\nhourly = 600\n\
+     [networks.prefix]\nburst = 1000\nhourly = 100\n";
+
+fn addr(i: u32) -> String {
+    format!("203.0.113.{}", i % 250 + 1)
+}
+
+#[test]
+fn two_hundred_addresses_of_one_24_together_exceed_the_network_budget() {
+    let r = rig(SMALL_NETWORK);
+    let mut refused = Vec::new();
+    for i in 0..200 {
+        let d = r.get(&addr(i), "/");
+        if d.action() == Action::Reject {
+            refused.push((i, d));
+        }
+    }
+    assert_eq!(refused.len(), 100, "the network's hourly budget is 100");
+    let (first, d) = &refused[0];
+    assert_eq!(
+        *first, 100,
+        "the 101st request of the /24 is the first refused"
+    );
+    assert_eq!(d.reason(), Some(Reason::Network));
+    let net = d.network.expect("the refusal names the network");
+    assert_eq!(
+        net.name,
+        NetworkName::Prefix("203.0.113.0/24".parse().unwrap())
+    );
+    assert_eq!(net.window.kind, WindowKind::Hourly);
+    assert_eq!((net.window.limit, net.window.remaining), (100, 0));
+    assert!(d.retry_after_secs().unwrap() > 0);
+    assert_eq!(
+        d.lockout_level, None,
+        "a spent hourly budget earns no strike"
+    );
+    // Each of those addresses is far under its own budget, and a refusal spent none of it.
+    let own = d.window(WindowKind::Hourly).unwrap();
+    assert_eq!(own.limit, 600);
+    assert_eq!(
+        own.remaining, 600,
+        "the refused request spent none of its own budget"
+    );
+
+    // Another /24 is another network.
+    let d = r.get("198.51.100.7", "/");
+    assert_eq!(d.action(), Action::Allow, "{d:?}");
+    assert!(
+        r.sink.events().is_empty(),
+        "no lockout: {:?}",
+        r.sink.events()
+    );
+}
+
+#[test]
+fn a_refusal_by_its_own_budget_spends_nothing_of_the_network() {
+    let r = rig("[tiers.anon]\nhourly = 2\n[networks.prefix]\nhourly = 5\n");
+    for _ in 0..2 {
+        assert_eq!(r.get("203.0.113.1", "/").action(), Action::Allow);
+    }
+    for _ in 0..10 {
+        assert_eq!(r.get("203.0.113.1", "/").reason(), Some(Reason::Hourly));
+    }
+    for i in 2..5 {
+        let d = r.get(&format!("203.0.113.{i}"), "/");
+        assert_eq!(
+            d.action(),
+            Action::Allow,
+            "request {i} of the network: {d:?}"
+        );
+    }
+    assert_eq!(r.get("203.0.113.9", "/").reason(), Some(Reason::Network));
+}
+
+#[test]
+fn a_verified_api_key_inside_the_network_is_unaffected() {
+    let r = rig(SMALL_NETWORK);
+    for i in 0..120 {
+        r.get(&addr(i), "/");
+    }
+    assert_eq!(r.get(&addr(7), "/").reason(), Some(Reason::Network));
+    let key = r.engine.keys().issue(IssueKey::default()).unwrap();
+    let h = headers(&[("x-api-key", &key.token)]);
+    r.request(&addr(7), "GET", "/", &h);
+    r.land_lookups();
+    for _ in 0..20 {
+        let d = r.request(&addr(7), "GET", "/", &h);
+        assert_eq!(d.tier, Tier::Sponsor);
+        assert_eq!(d.action(), Action::Allow, "{d:?}");
+    }
+    // A session cookie is presence only: still counted against the network.
+    let s = headers(&[("cookie", "session=forged")]);
+    let d = r.request(&addr(8), "GET", "/", &s);
+    assert_eq!((d.tier, d.reason()), (Tier::Session, Some(Reason::Network)));
+}
+
+#[test]
+fn a_network_burst_strikes_and_locks_the_prefix_and_escalates() {
+    let r = rig(
+        "[tiers.anon]\nburst = 100\n[networks.prefix]\nburst = 50\nhourly = 100000\n\
+         [lockout]\nbase = \"60s\"\n",
+    );
+    for i in 0..50 {
+        assert_eq!(r.get(&addr(i), "/").action(), Action::Allow, "request {i}");
+    }
+    let d = r.get(&addr(50), "/");
+    assert_eq!(d.reason(), Some(Reason::Network), "{d:?}");
+    assert_eq!(d.network.unwrap().window.kind, WindowKind::Burst);
+    assert_eq!(d.lockout_level, Some(1), "a network burst is a strike");
+    let net: ipnet::IpNet = "203.0.113.0/24".parse().unwrap();
+    let adds: Vec<_> = r
+        .sink
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            SinkEvent::ListAdd {
+                kind: ListKind::Deny,
+                net,
+                secs,
+            } => Some((net, secs)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(adds.len(), 1, "{adds:?}");
+    assert_eq!(adds[0].0, net, "the prefix goes to the kernel's deny trie");
+    let secs = adds[0].1.expect("with a deadline");
+    assert!((60..=66).contains(&secs), "level 1 lasts the base: {secs}");
+
+    // Every address of the prefix is now locked; one outside it is not.
+    let d = r.get("203.0.113.200", "/");
+    assert_eq!(d.reason(), Some(Reason::Locked));
+    assert_eq!(d.lock_cause, Some(LockCause::Network));
+    assert_eq!(r.get("198.51.100.1", "/").action(), Action::Allow);
+    let listed = r.engine.lockouts().all().unwrap();
+    assert!(
+        listed
+            .iter()
+            .any(|l| l.net == net && l.source == "strikes" && l.level == 1),
+        "{listed:?}"
+    );
+
+    // After the lockout, a second burst locks for twice as long.
+    r.advance_secs(70);
+    for i in 0..50 {
+        assert_eq!(r.get(&addr(i), "/").action(), Action::Allow, "again {i}");
+    }
+    let d = r.get(&addr(50), "/");
+    assert_eq!(d.lockout_level, Some(2), "{d:?}");
+    let last = r.sink.events().into_iter().rev().find_map(|e| match e {
+        SinkEvent::ListAdd { secs, .. } => secs,
+        _ => None,
+    });
+    assert!((120..=126).contains(&last.unwrap()), "{last:?}");
+}
+
+#[test]
+fn a_caller_over_its_own_burst_is_struck_itself_not_its_network() {
+    let r = rig("[tiers.anon]\nburst = 5\n[networks.prefix]\nburst = 5\n");
+    for _ in 0..5 {
+        assert_eq!(r.get("203.0.113.1", "/").action(), Action::Allow);
+    }
+    let d = r.get("203.0.113.1", "/");
+    assert_eq!(d.reason(), Some(Reason::Burst), "{d:?}");
+    assert_eq!(r.sink.locks().len(), 1, "the address is locked");
+    assert!(
+        !r.sink
+            .events()
+            .iter()
+            .any(|e| matches!(e, SinkEvent::ListAdd { .. })),
+        "the network is not"
+    );
+}
+
+#[test]
+fn ipv6_callers_are_metered_by_their_48() {
+    let r = rig("[networks.prefix]\nhourly = 3\n");
+    for i in 0..3 {
+        let d = r.get(&format!("2001:db8:7:{i}::1"), "/");
+        assert_eq!(d.action(), Action::Allow, "{d:?}");
+    }
+    let d = r.get("2001:db8:7:ff::9", "/");
+    assert_eq!(d.reason(), Some(Reason::Network));
+    assert_eq!(d.network.unwrap().name.to_string(), "2001:db8:7::/48");
+    assert_eq!(r.get("2001:db8:8::1", "/").action(), Action::Allow);
+}
+
+#[test]
+fn an_autonomous_system_is_one_caller_across_its_prefixes() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("ip2asn.tsv");
+    let mut f = std::fs::File::create(&table).unwrap();
+    writeln!(f, "198.51.100.0\t198.51.101.255\t64500\tZZ\tEXAMPLE-NET").unwrap();
+    writeln!(f, "203.0.113.0\t203.0.113.255\t64501\tZZ\tOTHER").unwrap();
+    drop(f);
+    let r = rig(&format!(
+        "[networks]\nasn_table = {:?}\n[networks.asn]\nhourly = 4\n",
+        table.display().to_string()
+    ));
+    // Two /24s of AS64500, each well under the prefix budget.
+    for a in [
+        "198.51.100.1",
+        "198.51.100.2",
+        "198.51.101.1",
+        "198.51.101.2",
+    ] {
+        assert_eq!(r.get(a, "/").action(), Action::Allow, "{a}");
+    }
+    let d = r.get("198.51.101.3", "/");
+    assert_eq!(d.reason(), Some(Reason::Network), "{d:?}");
+    assert_eq!(d.network.unwrap().name, NetworkName::Asn(64500));
+    assert_eq!(r.get("203.0.113.1", "/").action(), Action::Allow, "AS64501");
+    assert_eq!(r.get("192.0.2.1", "/").action(), Action::Allow, "no AS");
+}
+
+#[test]
+fn levels_can_be_turned_off() {
+    let r = rig("[networks.prefix]\nenabled = false\n[tiers.anon]\nhourly = 600\n");
+    for i in 0..300 {
+        assert_eq!(r.get(&addr(i), "/").action(), Action::Allow);
+    }
+}
