@@ -37,7 +37,7 @@ fn two_hundred_addresses_of_one_24_together_exceed_the_network_budget() {
         "the 101st request of the /24 is the first refused"
     );
     assert_eq!(d.reason(), Some(Reason::Network));
-    let net = d.network.expect("the refusal names the network");
+    let net = d.network.clone().expect("the refusal names the network");
     assert_eq!(
         net.name,
         NetworkName::Prefix("203.0.113.0/24".parse().unwrap())
@@ -120,7 +120,7 @@ fn a_network_burst_strikes_and_locks_the_prefix_and_escalates() {
     }
     let d = r.get(&addr(50), "/");
     assert_eq!(d.reason(), Some(Reason::Network), "{d:?}");
-    assert_eq!(d.network.unwrap().window.kind, WindowKind::Burst);
+    assert_eq!(d.network.clone().unwrap().window.kind, WindowKind::Burst);
     assert_eq!(d.lockout_level, Some(1), "a network burst is a strike");
     let net: ipnet::IpNet = "203.0.113.0/24".parse().unwrap();
     let adds: Vec<_> = r
@@ -195,7 +195,10 @@ fn ipv6_callers_are_metered_by_their_48() {
     }
     let d = r.get("2001:db8:7:ff::9", "/");
     assert_eq!(d.reason(), Some(Reason::Network));
-    assert_eq!(d.network.unwrap().name.to_string(), "2001:db8:7::/48");
+    assert_eq!(
+        d.network.clone().unwrap().name.to_string(),
+        "2001:db8:7::/48"
+    );
     assert_eq!(r.get("2001:db8:8::1", "/").action(), Action::Allow);
 }
 
@@ -222,7 +225,7 @@ fn an_autonomous_system_is_one_caller_across_its_prefixes() {
     }
     let d = r.get("198.51.101.3", "/");
     assert_eq!(d.reason(), Some(Reason::Network), "{d:?}");
-    assert_eq!(d.network.unwrap().name, NetworkName::Asn(64500));
+    assert_eq!(d.network.clone().unwrap().name, NetworkName::Asn(64500));
     assert_eq!(r.get("203.0.113.1", "/").action(), Action::Allow, "AS64501");
     assert_eq!(r.get("192.0.2.1", "/").action(), Action::Allow, "no AS");
 }

@@ -10,6 +10,7 @@ use limiter_daemon::store::embedded::counters::Counters;
 
 fn req(h: &IdentityHasher, n: u64, now_ms: u64, daily: bool) -> CountRequest {
     CountRequest {
+        networks: Default::default(),
         id: h.id(Namespace::Ip, &n.to_le_bytes()),
         now_ms,
         cost: 1,

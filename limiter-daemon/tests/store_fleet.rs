@@ -42,6 +42,7 @@ fn ip(s: &str) -> IpAddr {
 fn req(who: &str, now_ms: u64, burst: u32, hourly: u32) -> CountRequest {
     let id = IdentityHasher::sha256().id(Namespace::Ip, who.as_bytes());
     CountRequest {
+        networks: Default::default(),
         id,
         now_ms,
         cost: 1,

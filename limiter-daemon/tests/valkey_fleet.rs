@@ -44,6 +44,7 @@ fn limits(hourly: u32) -> PerWindow<Option<Limit>> {
 
 fn req(id: IdKey, now_ms: u64, hourly: u32) -> CountRequest {
     CountRequest {
+        networks: Default::default(),
         id,
         now_ms,
         cost: 1,

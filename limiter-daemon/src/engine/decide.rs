@@ -365,10 +365,10 @@ impl Engine {
                 .unwrap_or(1000);
             d.reject(Reason::Network, ceil_secs(worst).max(1));
             if let (Some(name), Some(w)) = (nets.names[level.index()], nu.uses[kind]) {
-                d.network = Some(NetworkState {
+                d.network = Some(Box::new(NetworkState {
                     name,
                     window: window(kind, &w),
-                });
+                }));
             }
             if kind == WindowKind::Burst && mode == Mode::Enforce {
                 let frees_ms = nu.uses[WindowKind::Burst].map_or(0, |w| w.reset_ms);

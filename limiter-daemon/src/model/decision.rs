@@ -165,8 +165,9 @@ pub struct Decision {
     /// deny list). The 429 says which.
     pub lock_cause: Option<crate::model::LockCause>,
     /// Set on a `network` refusal: the network over its budget and the window that refused
-    /// (the 429 names the network).
-    pub network: Option<super::network::NetworkState>,
+    /// (the 429 names the network). Boxed: a decision is held in every connection's future,
+    /// and only a network's refusal carries one.
+    pub network: Option<Box<super::network::NetworkState>>,
 }
 
 impl Decision {

@@ -1,0 +1,160 @@
+//! Network budgets seen from outside: the daemon binary on a config file, driven over its
+//! decision API and its proxy (a trusted proxy in front, the client in `X-Forwarded-For`), and
+//! with the kernel attached in a network namespace this test creates: a network's burst locks
+//! its prefix out, so two addresses of the prefix are dropped by the kernel and one outside it
+//! still connects.
+//! The kernel test needs root and the built object: skipped outside CI without them, a failure
+//! under `CI=true`.
+
+mod admin_support;
+#[allow(
+    dead_code,
+    reason = "this test starts the daemon binary, not an in-process dataplane"
+)]
+mod kernel_support;
+
+use std::time::Duration;
+
+use admin_support::{eventually, http, Daemon};
+use limiter_tests::testrun::object_path;
+use serde_json::json;
+
+#[test]
+fn the_decision_api_and_the_proxy_refuse_a_network_over_its_budget_and_name_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        "",
+        "[identity]\ntrusted_proxies = [\"127.0.0.1/32\"]\n\
+         [networks.prefix]\nhourly = 100\n",
+    );
+    // 100 addresses of one /24, one request each: the network's hourly budget.
+    for i in 0..100 {
+        let v = d.decide(&format!("203.0.113.{}", i + 1));
+        assert_eq!(v["action"], "allow", "request {i}: {v}");
+    }
+    let v = d.decide("203.0.113.150");
+    assert_eq!(v["action"], "reject", "{v}");
+    assert_eq!(v["reason"], "network");
+    assert_eq!(v["network"], "203.0.113.0/24");
+    assert_eq!(v["problem"]["network"], "203.0.113.0/24");
+    assert_eq!(v["problem"]["reason"], "network");
+    assert_eq!(v["headers"]["x-ratelimit-network"], "203.0.113.0/24");
+    assert_eq!(v["headers"]["x-ratelimit-limit"], "100");
+    assert_eq!(d.decide("198.51.100.1")["action"], "allow", "another /24");
+
+    // Through the proxy, from behind a trusted proxy.
+    let r = http(
+        d.proxy,
+        "GET",
+        "/",
+        &[("x-forwarded-for", "203.0.113.77")],
+        None,
+    );
+    assert_eq!(r.status, 429, "{}", r.body);
+    assert_eq!(r.header("x-ratelimit-network"), Some("203.0.113.0/24"));
+    let p = r.json();
+    assert_eq!(
+        (p["reason"].clone(), p["network"].clone()),
+        (json!("network"), json!("203.0.113.0/24"))
+    );
+    assert!(r.header("retry-after").is_some());
+
+    // A verified API key inside the network is metered as itself.
+    let k = d
+        .admin("POST", "/admin/v1/keys", Some(&json!({"owner": "ci"})))
+        .json();
+    let key = k["key"].as_str().unwrap().to_string();
+    let status = || {
+        http(
+            d.proxy,
+            "GET",
+            "/",
+            &[("x-forwarded-for", "203.0.113.77"), ("x-api-key", &key)],
+            None,
+        )
+    };
+    // Until its lookup lands the key is metered one rung down, by address: refused here.
+    eventually("the key's requests to be admitted", || {
+        let r = status();
+        (r.status == 200).then_some(r)
+    });
+    let r = status();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("x-ratelimit-tier"), Some("sponsor"));
+}
+
+#[test]
+fn a_network_burst_locks_its_prefix_out_in_the_kernel() {
+    let Some(kernel_support::Dataplane {
+        pair,
+        listener: _listener,
+        port,
+        pins,
+    }) = kernel_support::dataplane("lnb", 3, "limiter-netburst-")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let kernel = format!(
+        "[kernel]\nmode = \"required\"\nattach = \"tc\"\ninterfaces = [\"{}\"]\npin_path = \"{}\"\n\
+         protected_ports = [{port}]\n",
+        pair.server_if,
+        pins.0.display()
+    );
+    let wrapper = vec![
+        "nsenter".to_string(),
+        format!("--net={}", pair.server.path().display()),
+    ];
+    let env = vec![(
+        "LIMITER_EBPF_OBJECT".to_string(),
+        object_path().display().to_string(),
+    )];
+    // The pair's clients are 10.77.0.2, .3 and .4: a /31 holds the first two.
+    let d = Daemon::start_with(
+        dir.path(),
+        &kernel,
+        "[tiers.anon]\nburst = 100\n[networks]\nipv4_prefix = 31\n\
+         [networks.prefix]\nburst = 6\n",
+        wrapper,
+        env,
+    );
+    eventually("the dataplane to attach", || {
+        d.kernel_attached_in(&pair.server).then_some(())
+    });
+    let [a, b, c] = [pair.client_ips[0], pair.client_ips[1], pair.client_ips[2]];
+    let short = Duration::from_millis(300);
+    for ip in [a, b, c] {
+        eventually(&format!("{ip} to connect before any lockout"), || {
+            pair.connect_from(ip, port, short).then_some(())
+        });
+    }
+    // Six requests from the /31's two addresses, each far under its own burst of 100.
+    for i in 0..6 {
+        let ip = if i % 2 == 0 { a } else { b };
+        let v = pair.server.run(|| d.decide(&ip.to_string()));
+        assert_eq!(v["action"], "allow", "request {i}: {v}");
+    }
+    let v = pair.server.run(|| d.decide(&a.to_string()));
+    assert_eq!(
+        (v["action"].clone(), v["reason"].clone()),
+        (json!("reject"), json!("network")),
+        "{v}"
+    );
+    assert_eq!(v["network"], "10.77.0.2/31");
+
+    assert!(!pair.connect_from(a, port, short), "{a} inside the /31");
+    assert!(!pair.connect_from(b, port, short), "{b} inside the /31");
+    assert!(pair.connect_from(c, port, short), "{c} outside it");
+    let lockouts = pair
+        .server
+        .run(|| d.admin("GET", "/admin/v1/lockouts", None))
+        .json();
+    let items = lockouts["items"].as_array().unwrap();
+    assert!(
+        items
+            .iter()
+            .any(|l| l["ip"] == "10.77.0.2/31" && l["source"] == "strikes"),
+        "{lockouts}"
+    );
+}
