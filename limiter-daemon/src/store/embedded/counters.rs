@@ -31,6 +31,18 @@ pub struct Counters {
     forced_evictions: AtomicUsize,
 }
 
+/// The locked shard `i` among `guards`.
+fn held<'a>(
+    guards: &'a mut [Option<(usize, MutexGuard<'_, Shard>)>],
+    i: usize,
+) -> Option<&'a mut Shard> {
+    guards
+        .iter_mut()
+        .flatten()
+        .find(|(s, _)| *s == i)
+        .map(|(_, g)| &mut **g)
+}
+
 impl Counters {
     pub fn new(max_identities: usize, sweep_ms: u64) -> Self {
         let shards = (0..SHARDS)
@@ -93,39 +105,38 @@ impl Counters {
         for (i, n) in req.networks.iter().enumerate() {
             ids[1 + i] = n.map(|n| n.id);
         }
-        let mut order: Vec<usize> = ids.iter().flatten().map(Self::shard_index).collect();
+        // Each distinct shard locked once, in ascending order; no allocation on this path.
+        let shard_of = ids.map(|id| id.as_ref().map(Self::shard_index));
+        let mut order = shard_of;
         order.sort_unstable();
-        order.dedup();
-        let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> = order
-            .into_iter()
-            .map(|i| (i, self.shards[i].lock()))
-            .collect();
-        for (_, g) in guards.iter_mut() {
-            self.maybe_sweep(g, req.now_ms);
+        let mut guards: [Option<(usize, MutexGuard<'_, Shard>)>; 1 + NET_LEVELS] =
+            [None, None, None];
+        let mut last = None;
+        for (slot, i) in order.iter().flatten().enumerate() {
+            if last != Some(*i) {
+                let mut g = self.shards[*i].lock();
+                self.maybe_sweep(&mut g, req.now_ms);
+                guards[slot] = Some((*i, g));
+                last = Some(*i);
+            }
         }
         let mut entries: [Entry; 1 + NET_LEVELS] = Default::default();
-        for (id, e) in ids.iter().zip(entries.iter_mut()) {
-            if let Some(id) = id {
-                let g = &guards
-                    .iter()
-                    .find(|(i, _)| *i == Self::shard_index(id))
-                    .expect("every holder's shard is locked")
-                    .1;
-                *e = g.map.get(id).copied().unwrap_or_default();
+        for (h, e) in entries.iter_mut().enumerate() {
+            if let (Some(id), Some(i)) = (&ids[h], shard_of[h]) {
+                if let Some(g) = held(&mut guards, i) {
+                    *e = g.map.get(id).copied().unwrap_or_default();
+                }
             }
         }
         let [caller, n0, n1] = &mut entries;
         let out = count::apply_all(caller, [ids[1].map(|_| n0), ids[2].map(|_| n1)], req);
-        for (id, e) in ids.iter().zip(entries) {
-            if let Some(id) = id {
-                let g = &mut guards
-                    .iter_mut()
-                    .find(|(i, _)| *i == Self::shard_index(id))
-                    .expect("every holder's shard is locked")
-                    .1;
-                match g.map.get_mut(id) {
-                    Some(slot) => *slot = e,
-                    None => self.insert(g, *id, e, req.now_ms),
+        for (h, e) in entries.into_iter().enumerate() {
+            if let (Some(id), Some(i)) = (ids[h], shard_of[h]) {
+                if let Some(g) = held(&mut guards, i) {
+                    match g.map.get_mut(&id) {
+                        Some(slot) => *slot = e,
+                        None => self.insert(g, id, e, req.now_ms),
+                    }
                 }
             }
         }
