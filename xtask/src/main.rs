@@ -79,6 +79,9 @@ enum BenchKind {
     /// The shared store against the embedded one: decisions/s, proxy requests/s, Valkey
     /// commands per decision, lockout propagation between hosts.
     Store,
+    /// A SYN flood from locked sources over a veth pair: packets dropped per receiver
+    /// CPU-second with the XDP program, an nftables set and no filter (root).
+    Flood,
 }
 
 fn main() {
@@ -206,6 +209,7 @@ fn run(task: Task) -> Result<()> {
                 BenchKind::Proxy => "proxy",
                 BenchKind::Hold => "hold",
                 BenchKind::Store => "store",
+                BenchKind::Flood => "flood",
             };
             sh(cargo().args([
                 "build",
