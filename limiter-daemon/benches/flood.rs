@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use flood::cpu::{self, ReceiverCpu};
 use flood::filter::{Installed, Kind};
-use flood::sender::Sender;
+use flood::live::LiveSender;
+use flood::sender::{Sender, Sent};
 use flood::topology::Topology;
 
 /// The issue's target: XDP drops at least this many times more packets per receiver
@@ -26,7 +27,38 @@ const SIZES: [usize; 2] = [10, 100_000];
 /// The baseline first, so every later row has its ratio.
 const ORDER: [Kind; 4] = [Kind::NftInput, Kind::NftIngress, Kind::Xdp, Kind::None];
 
+/// Copies of one source's frame per live-frames run (one NAPI batch).
+const LIVE_REPEAT: u32 = 1 << 18;
+
+/// The two generators: the AF_PACKET sender, and the kernel's live-frames mode.
+enum Gen {
+    AfPacket(Sender),
+    Live(LiveSender),
+}
+
+impl Gen {
+    fn label(&self) -> &'static str {
+        match self {
+            Gen::AfPacket(_) => "AF_PACKET",
+            Gen::Live(_) => "XDP live frames",
+        }
+    }
+
+    fn flood(&mut self, topo: &Topology, secs: Duration, tx_cpu: usize) -> Sent {
+        match self {
+            Gen::AfPacket(s) => s.flood(secs),
+            // The redirect target is looked up in the running thread's namespace.
+            Gen::Live(s) => topo.sender.run(|| {
+                cpu::pin(0, tx_cpu);
+                cpu::realtime();
+                s.flood(secs)
+            }),
+        }
+    }
+}
+
 struct Row {
+    sender: &'static str,
     locked: usize,
     kind: Kind,
     load_secs: f64,
@@ -65,7 +97,7 @@ fn settle(topo: &Topology) -> u64 {
 
 fn measure(
     topo: &Topology,
-    sender: &mut Sender,
+    sender: &mut Gen,
     kind: Kind,
     locked: &[std::net::Ipv4Addr],
     secs: f64,
@@ -77,13 +109,14 @@ fn measure(
     // Attaching or removing XDP turns the veth's NAPI off and on: find and pin the threads anew.
     let rx = ReceiverCpu::pinned(topo.receiver_napi(), rx_cpu);
     cpu::pin(topo.sender_napi(), tx_cpu);
-    sender.flood(Duration::from_millis(300));
+    sender.flood(topo, Duration::from_millis(300), tx_cpu);
     settle(topo);
     let (cpu0, drop0, rx0) = (rx.ns(), filter.dropped(), topo.receiver_rx_packets());
-    let sent = sender.flood(Duration::from_secs_f64(secs));
+    let sent = sender.flood(topo, Duration::from_secs_f64(secs), tx_cpu);
     let rx1 = settle(topo);
     let (cpu1, drop1) = (rx.ns(), filter.dropped());
     Row {
+        sender: sender.label(),
         locked: locked.len(),
         kind,
         load_secs,
@@ -118,22 +151,33 @@ fn main() -> ExitCode {
     let mut rows = Vec::new();
     for n in SIZES {
         let locked = flood::locked_sources(n);
-        let mut sender = Sender::new(&topo.sender, &topo.sender_if, &locked, &topo.dest());
-        for kind in ORDER {
-            let row = measure(&topo, &mut sender, kind, &locked, secs, cpus);
-            eprintln!("flood: {n} locked, {}: done", kind.label());
-            rows.push(row);
+        let dest = topo.dest();
+        let mut gens = [
+            Gen::AfPacket(Sender::new(&topo.sender, &topo.sender_if, &locked, &dest)),
+            Gen::Live(LiveSender::new(&topo.sender, &topo.sender_if, &locked, &dest, LIVE_REPEAT)),
+        ];
+        for gen in &mut gens {
+            for kind in ORDER {
+                let row = measure(&topo, gen, kind, &locked, secs, cpus);
+                eprintln!("flood: {}, {n} locked, {}: done", gen.label(), kind.label());
+                rows.push(row);
+            }
         }
     }
 
     println!(
-        "flood: SYNs from locked sources over a veth pair (AF_PACKET sendmmsg, PACKET_QDISC_BYPASS, \
-         every locked source in turn), {secs} s a case; sender on CPU {}, the receiver's threaded \
+        "flood: SYNs from locked sources over a veth pair (AF_PACKET: sendmmsg of {}, \
+         PACKET_QDISC_BYPASS, every locked source in turn; XDP live frames: {LIVE_REPEAT} copies \
+         of one source a run, sources in turn), {secs} s a case; sender on CPU {}, the receiver's threaded \
          NAPI on CPU {} ({ncpu} CPUs); receiver CPU = its NAPI thread + ksoftirqd/{}",
-        cpus.0, cpus.1, cpus.1
+        flood::sender::BATCH,
+        cpus.0,
+        cpus.1,
+        cpus.1
     );
     println!(
-        "{:>7} {:<24} {:>7} {:>10} {:>10} {:>10} {:>6} {:>7} {:>12} {:>8} {:>10}",
+        "{:<15} {:>7} {:<24} {:>7} {:>10} {:>10} {:>10} {:>6} {:>7} {:>12} {:>8} {:>10}",
+        "sender",
         "locked",
         "filter",
         "load s",
@@ -147,8 +191,15 @@ fn main() -> ExitCode {
         "target"
     );
     let mut missed = 0;
-    for n in SIZES {
-        let of_size: Vec<&Row> = rows.iter().filter(|r| r.locked == n).collect();
+    let groups: Vec<(&str, usize)> = ["AF_PACKET", "XDP live frames"]
+        .into_iter()
+        .flat_map(|g| SIZES.map(|n| (g, n)))
+        .collect();
+    for (gen, n) in groups {
+        let of_size: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.locked == n && r.sender == gen)
+            .collect();
         let base = of_size
             .iter()
             .find(|r| r.kind == Kind::NftInput)
@@ -166,7 +217,8 @@ fn main() -> ExitCode {
             };
             let per = |v: u64| v as f64 / r.secs;
             println!(
-                "{:>7} {:<24} {:>7.2} {:>10.0} {:>10.0} {:>10.0} {:>5.0}% {:>7.0} {:>11.2}M {:>7.2}x {:>10}",
+                "{:<15} {:>7} {:<24} {:>7.2} {:>10.0} {:>10.0} {:>10.0} {:>5.0}% {:>7.0} {:>11.2}M {:>7.2}x {:>10}",
+                r.sender,
                 r.locked,
                 r.kind.label(),
                 r.load_secs,

@@ -11,6 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use flood::filter::{Installed, Kind};
+use flood::live::LiveSender;
 use flood::sender::{Sender, BATCH};
 use flood::topology::Topology;
 use limiter_tests::netns::require_dataplane;
@@ -103,6 +104,29 @@ fn nft_input_set_drops_every_locked_syn_and_passes_an_unlocked_handshake() {
 #[test]
 fn nft_ingress_set_drops_every_locked_syn_and_passes_an_unlocked_handshake() {
     drops_locked_and_passes_unlocked(Kind::NftIngress, "ffg");
+}
+
+/// The bench's second sender: frames redirected by the kernel's live-frames test run arrive as
+/// `xdp_frame`s and meet the same filters.
+#[test]
+fn live_frames_reach_the_receiver_and_the_filters_drop_them() {
+    let Some((topo, locked, _sender)) = rig("ffl") else {
+        return;
+    };
+    // One NAPI batch per run, well inside the veth's ring, so none is lost before the filter.
+    let mut live = LiveSender::new(&topo.sender, &topo.sender_if, &locked, &topo.dest(), 64);
+    for kind in [Kind::Xdp, Kind::NftInput] {
+        let filter = Installed::install(kind, &topo, &locked);
+        let start = filter.dropped();
+        for runs in 1..=10u64 {
+            topo.sender.run(|| live.send_runs(1));
+            poll(Duration::from_secs(10), "the filter to count the run", || {
+                (filter.dropped() - start >= runs * 64).then_some(())
+            });
+        }
+        assert_eq!(filter.dropped() - start, 640, "{}", kind.label());
+        assert!(topo.handshake(Duration::from_secs(5)), "{}", kind.label());
+    }
 }
 
 #[test]

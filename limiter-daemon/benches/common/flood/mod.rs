@@ -10,6 +10,7 @@
 pub mod cpu;
 pub mod filter;
 pub mod frames;
+pub mod live;
 pub mod sender;
 pub mod topology;
 
