@@ -131,10 +131,11 @@ fn live_frames_reach_the_receiver_and_the_filters_drop_them() {
 
 #[test]
 fn without_a_filter_every_syn_reaches_tcp() {
-    let Some((topo, _locked, mut sender)) = rig("ffn") else {
+    let Some((topo, locked, mut sender)) = rig("ffn") else {
         return;
     };
-    let filter = Installed::install(Kind::None, &topo, &[]);
+    // Given the same sources as the others, "no filter" must still drop none of them.
+    let filter = Installed::install(Kind::None, &topo, &locked);
     let before = topo.snmp("Tcp", "InSegs");
     for sent in (BATCH..=SYNS).step_by(BATCH) {
         sender.send(BATCH);

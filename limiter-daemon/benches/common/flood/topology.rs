@@ -49,9 +49,10 @@ impl Topology {
     pub fn new(tag: &str) -> Self {
         let sender = Netns::new(&format!("{tag}s"));
         let receiver = Netns::new(&format!("{tag}r"));
-        // Unique interface names: the NAPI threads are named after them, in one global list.
-        let base = unique_name("fl");
-        let (receiver_if, sender_if) = (format!("{base}r"), format!("{base}s"));
+        // Unique interface names: the NAPI threads are named after them, in one global list, cut
+        // to 15 bytes, so the side comes first where the cut cannot reach it.
+        let base = unique_name("f");
+        let (receiver_if, sender_if) = (format!("r{base}"), format!("s{base}"));
         receiver.ip(&[
             "link", "add", &receiver_if, "address", &mac(RECEIVER_MAC), "type", "veth", "peer",
             "name", &sender_if, "address", &mac(SENDER_MAC), "netns", sender.name(),
