@@ -6,10 +6,10 @@
 //! `scripts/setup.sh` installs). `BENCH_SECS` sets the seconds each case floods (default 3).
 //! Method and results: docs/kernel-dataplane.md ("Flood: XDP vs nftables").
 
-#[path = "common/flood/mod.rs"]
-mod flood;
 #[expect(dead_code, reason = "the flood needs only `bench_secs`")]
 mod common;
+#[path = "common/flood/mod.rs"]
+mod flood;
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -135,12 +135,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     // SAFETY: set before any other thread exists; the loader looks the object up through it.
-    unsafe {
-        std::env::set_var(
-            "LIMITER_EBPF_OBJECT",
-            limiter_tests::testrun::object_path(),
-        )
-    };
+    unsafe { std::env::set_var("LIMITER_EBPF_OBJECT", limiter_tests::testrun::object_path()) };
     let secs = common::bench_secs(3.0);
     let ncpu = cpu::cpus();
     // The sender on the first CPU, the receiver's thread on the last: with two CPUs, one each.
@@ -154,7 +149,13 @@ fn main() -> ExitCode {
         let dest = topo.dest();
         let mut gens = [
             Gen::AfPacket(Sender::new(&topo.sender, &topo.sender_if, &locked, &dest)),
-            Gen::Live(LiveSender::new(&topo.sender, &topo.sender_if, &locked, &dest, LIVE_REPEAT)),
+            Gen::Live(LiveSender::new(
+                &topo.sender,
+                &topo.sender_if,
+                &locked,
+                &dest,
+                LIVE_REPEAT,
+            )),
         ];
         for gen in &mut gens {
             for kind in ORDER {

@@ -36,12 +36,7 @@ fn rig(tag: &str) -> Option<(Topology, Vec<std::net::Ipv4Addr>, Sender)> {
     }
     // SAFETY: set before this test starts a thread that reads the environment; the loader looks
     // the object up through it (as the other dataplane tests do).
-    unsafe {
-        std::env::set_var(
-            "LIMITER_EBPF_OBJECT",
-            limiter_tests::testrun::object_path(),
-        )
-    };
+    unsafe { std::env::set_var("LIMITER_EBPF_OBJECT", limiter_tests::testrun::object_path()) };
     let topo = Topology::new(tag);
     let locked = flood::locked_sources(10);
     let sender = Sender::new(&topo.sender, &topo.sender_if, &locked, &topo.dest());
@@ -54,9 +49,11 @@ fn flood_and_count(sender: &mut Sender, filter: &Installed) -> u64 {
     let start = filter.dropped();
     for sent in (BATCH..=SYNS).step_by(BATCH) {
         sender.send(BATCH);
-        poll(Duration::from_secs(10), "the filter to count the batch", || {
-            (filter.dropped() - start >= sent as u64).then_some(())
-        });
+        poll(
+            Duration::from_secs(10),
+            "the filter to count the batch",
+            || (filter.dropped() - start >= sent as u64).then_some(()),
+        );
     }
     filter.dropped() - start
 }
@@ -120,9 +117,11 @@ fn live_frames_reach_the_receiver_and_the_filters_drop_them() {
         let start = filter.dropped();
         for runs in 1..=10u64 {
             topo.sender.run(|| live.send_runs(1));
-            poll(Duration::from_secs(10), "the filter to count the run", || {
-                (filter.dropped() - start >= runs * 64).then_some(())
-            });
+            poll(
+                Duration::from_secs(10),
+                "the filter to count the run",
+                || (filter.dropped() - start >= runs * 64).then_some(()),
+            );
         }
         assert_eq!(filter.dropped() - start, 640, "{}", kind.label());
         assert!(topo.handshake(Duration::from_secs(5)), "{}", kind.label());

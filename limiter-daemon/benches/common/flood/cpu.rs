@@ -28,7 +28,12 @@ pub fn realtime() {
     let param = libc::sched_param { sched_priority: 1 };
     // SAFETY: `param` is a valid sched_param; 0 is the calling thread.
     let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
-    assert_eq!(rc, 0, "SCHED_FIFO for the sender: {}", std::io::Error::last_os_error());
+    assert_eq!(
+        rc,
+        0,
+        "SCHED_FIFO for the sender: {}",
+        std::io::Error::last_os_error()
+    );
 }
 
 /// Online CPUs.
@@ -54,8 +59,7 @@ pub fn ksoftirqd(cpu: usize) -> i32 {
         .flatten()
         .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
         .find(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|c| c.trim_end() == want)
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == want)
         })
         .unwrap_or_else(|| panic!("no {want} thread"))
 }

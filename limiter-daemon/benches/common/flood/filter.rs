@@ -201,7 +201,9 @@ impl Drop for Installed {
                 ..
             } => {
                 let out = Command::new("ip")
-                    .args(["netns", "exec", netns, "nft", "delete", "table", family, table])
+                    .args([
+                        "netns", "exec", netns, "nft", "delete", "table", family, table,
+                    ])
                     .output();
                 if !out.as_ref().is_ok_and(|o| o.status.success()) {
                     eprintln!("removing nft table {family} {table} in {netns}: {out:?}");

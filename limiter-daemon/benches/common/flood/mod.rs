@@ -5,7 +5,10 @@
 //! time ([`cpu`]).
 //!
 //! Included with `#[path]` by both, so neither uses every item.
-#![allow(dead_code, reason = "shared by a bench and a test, each using part of it")]
+#![allow(
+    dead_code,
+    reason = "shared by a bench and a test, each using part of it"
+)]
 
 pub mod cpu;
 pub mod filter;

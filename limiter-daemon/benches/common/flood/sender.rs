@@ -50,7 +50,11 @@ impl Sender {
             // Protocol 0: this socket receives nothing, so the answers cost the sender nothing.
             // SAFETY: plain socket(2); the fd is owned below.
             let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
-            assert!(raw >= 0, "AF_PACKET socket: {}", std::io::Error::last_os_error());
+            assert!(
+                raw >= 0,
+                "AF_PACKET socket: {}",
+                std::io::Error::last_os_error()
+            );
             // SAFETY: `raw` is a fresh fd nobody else owns.
             let fd = unsafe { OwnedFd::from_raw_fd(raw) };
             setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, 1);
@@ -95,7 +99,10 @@ impl Sender {
             let err = std::io::Error::last_os_error();
             // A full send buffer or a busy device: the frames were not taken; try again.
             assert!(
-                matches!(err.raw_os_error(), Some(libc::ENOBUFS | libc::EAGAIN | libc::EINTR)),
+                matches!(
+                    err.raw_os_error(),
+                    Some(libc::ENOBUFS | libc::EAGAIN | libc::EINTR)
+                ),
                 "sendmmsg on the sender's veth: {err}"
             );
             return 0;

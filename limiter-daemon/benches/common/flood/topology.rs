@@ -54,10 +54,28 @@ impl Topology {
         let base = unique_name("f");
         let (receiver_if, sender_if) = (format!("r{base}"), format!("s{base}"));
         receiver.ip(&[
-            "link", "add", &receiver_if, "address", &mac(RECEIVER_MAC), "type", "veth", "peer",
-            "name", &sender_if, "address", &mac(SENDER_MAC), "netns", sender.name(),
+            "link",
+            "add",
+            &receiver_if,
+            "address",
+            &mac(RECEIVER_MAC),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &sender_if,
+            "address",
+            &mac(SENDER_MAC),
+            "netns",
+            sender.name(),
         ]);
-        receiver.ip(&["addr", "add", &format!("{RECEIVER_IP}/24"), "dev", &receiver_if]);
+        receiver.ip(&[
+            "addr",
+            "add",
+            &format!("{RECEIVER_IP}/24"),
+            "dev",
+            &receiver_if,
+        ]);
         sender.ip(&["addr", "add", &format!("{SENDER_IP}/24"), "dev", &sender_if]);
         receiver.ip(&["link", "set", &receiver_if, "up"]);
         sender.ip(&["link", "set", &sender_if, "up"]);
@@ -65,8 +83,15 @@ impl Topology {
         // neighbour that is always resolved, as a real host's default route would.
         receiver.ip(&["route", "add", "default", "via", &SENDER_IP.to_string()]);
         receiver.ip(&[
-            "neigh", "replace", &SENDER_IP.to_string(), "lladdr", &mac(SENDER_MAC), "dev",
-            &receiver_if, "nud", "permanent",
+            "neigh",
+            "replace",
+            &SENDER_IP.to_string(),
+            "lladdr",
+            &mac(SENDER_MAC),
+            "dev",
+            &receiver_if,
+            "nud",
+            "permanent",
         ]);
         let listener = listen(&receiver);
         let port = listener.local_addr().unwrap().port();
@@ -82,8 +107,18 @@ impl Topology {
             (&topo.receiver, &topo.receiver_if),
             (&topo.sender, &topo.sender_if),
         ] {
-            run(Command::new("ip")
-                .args(["netns", "exec", ns.name(), "ethtool", "-K", iface, "gro", "on", "tso", "off"]));
+            run(Command::new("ip").args([
+                "netns",
+                "exec",
+                ns.name(),
+                "ethtool",
+                "-K",
+                iface,
+                "gro",
+                "on",
+                "tso",
+                "off",
+            ]));
             // Through `ip netns exec`, which mounts the namespace's own /sys.
             let threaded = format!("echo 1 > /sys/class/net/{iface}/threaded");
             run(Command::new("ip").args(["netns", "exec", ns.name(), "sh", "-c", &threaded]));
