@@ -23,11 +23,14 @@ pub fn pin(pid: i32, cpu: usize) {
 }
 
 /// Puts the calling thread on `SCHED_FIFO`, so the sender keeps its CPU against other work on
-/// a shared machine (a flood that only offers what a time-shared core can is no flood).
+/// a shared machine (a flood that only offers what a time-shared core can is no flood). The
+/// commands it starts afterwards (`ip`, `nft`) go back to the normal policy.
 pub fn realtime() {
     let param = libc::sched_param { sched_priority: 1 };
     // SAFETY: `param` is a valid sched_param; 0 is the calling thread.
-    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    let rc = unsafe {
+        libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param)
+    };
     assert_eq!(
         rc,
         0,
