@@ -189,6 +189,7 @@ impl Engine {
         let id = caller.id_key(&self.hasher);
         let mut d = base_decision(cfg, caller.tier, id.text());
         d.key_status = caller.key_status;
+        d.crawler = caller.crawler;
         let creq = CountRequest {
             id,
             now_ms: now,
