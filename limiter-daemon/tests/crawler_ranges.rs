@@ -131,3 +131,51 @@ fn a_broken_range_file_at_start_is_a_config_error_naming_the_field_and_line() {
         "{err}"
     );
 }
+
+#[test]
+fn a_reload_reads_the_range_files_anew_and_a_broken_one_keeps_the_ranges_in_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second, broken) = (
+        dir.path().join("first.json"),
+        dir.path().join("second.json"),
+        dir.path().join("broken.json"),
+    );
+    publish(&first, &ranges("66.249.64.0/27", "2001:4860:4801:10::/64"));
+    publish(&second, &ranges("66.249.70.0/24", "2001:4860:4801:20::/64"));
+    publish(&broken, "{\"prefixes\": [");
+    let (api, metrics) = (free_addr(), free_addr());
+    let d = daemon_support::start(
+        dir.path(),
+        api,
+        &format!(
+            "listen = \"{metrics}\"\n[crawlers]\nrange_files = [{:?}]\n",
+            first.display().to_string()
+        ),
+    );
+    assert_eq!(tier(api, "66.249.64.5", ""), "crawler");
+    let config = dir.path().join("limiter.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let reload_with = |file: &Path| {
+        let swapped = text.replace(
+            &format!("{:?}", first.display().to_string()),
+            &format!("{:?}", file.display().to_string()),
+        );
+        std::fs::write(&config, swapped).unwrap();
+        let hup = std::process::Command::new("kill")
+            .args(["-HUP", &d.0.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(hup.success());
+    };
+    reload_with(&second);
+    limiter_tests::poll(Duration::from_secs(20), "the reloaded ranges", || {
+        (tier(api, "66.249.70.5", "") == "crawler").then_some(())
+    });
+    assert_eq!(tier(api, "66.249.64.5", ""), "anon");
+    reload_with(&broken);
+    limiter_tests::poll(Duration::from_secs(20), "the refused reload", || {
+        let text = scrape(metrics);
+        (value(&text, "limiter_config_reloads_total{result=\"refused\"}") == 1.0).then_some(())
+    });
+    assert_eq!(tier(api, "66.249.70.5", ""), "crawler", "the old ranges stay");
+}
