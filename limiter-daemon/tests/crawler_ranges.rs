@@ -177,5 +177,9 @@ fn a_reload_reads_the_range_files_anew_and_a_broken_one_keeps_the_ranges_in_forc
         let text = scrape(metrics);
         (value(&text, "limiter_config_reloads_total{result=\"refused\"}") == 1.0).then_some(())
     });
-    assert_eq!(tier(api, "66.249.70.5", ""), "crawler", "the old ranges stay");
+    assert_eq!(
+        tier(api, "66.249.70.5", ""),
+        "crawler",
+        "the old ranges stay"
+    );
 }

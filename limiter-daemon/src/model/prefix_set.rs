@@ -49,8 +49,8 @@ impl PrefixSet {
             };
             set.len += usize::from(added);
         }
-        set.v4.sort_by(|a, b| b.0.cmp(&a.0));
-        set.v6.sort_by(|a, b| b.0.cmp(&a.0));
+        set.v4.sort_by_key(|(len, _)| std::cmp::Reverse(*len));
+        set.v6.sort_by_key(|(len, _)| std::cmp::Reverse(*len));
         set
     }
 
