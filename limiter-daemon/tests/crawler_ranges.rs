@@ -183,3 +183,32 @@ fn a_reload_reads_the_range_files_anew_and_a_broken_one_keeps_the_ranges_in_forc
         "the old ranges stay"
     );
 }
+
+#[test]
+fn a_crawler_over_its_burst_is_told_to_pace_itself_never_to_sign_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bingbot.json");
+    publish(&file, &ranges("157.55.39.0/24", "2a01:111:f100:3000::/52"));
+    let api = free_addr();
+    let _d = daemon_support::start(
+        dir.path(),
+        api,
+        &format!(
+            "listen = \"\"\n[crawlers]\nrange_files = [{:?}]\n[tiers.crawler]\nburst = 2\n",
+            file.display().to_string()
+        ),
+    );
+    for _ in 0..2 {
+        assert_eq!(crawler_support::decide(api, "157.55.39.1", "")["action"], "allow");
+    }
+    let d = crawler_support::decide(api, "157.55.39.1", "");
+    assert_eq!(d["action"], "reject", "{d}");
+    let problem = &d["problem"];
+    assert_eq!(problem["tier"], "crawler", "{d}");
+    assert_eq!(problem["reason"], "burst", "{d}");
+    let upgrade = problem["upgrade"].as_str().unwrap();
+    assert!(
+        upgrade.starts_with("Verified crawler") && !upgrade.contains("Sign in"),
+        "{upgrade}"
+    );
+}
