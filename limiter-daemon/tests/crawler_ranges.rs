@@ -199,7 +199,10 @@ fn a_crawler_over_its_burst_is_told_to_pace_itself_never_to_sign_in() {
         ),
     );
     for _ in 0..2 {
-        assert_eq!(crawler_support::decide(api, "157.55.39.1", "")["action"], "allow");
+        assert_eq!(
+            crawler_support::decide(api, "157.55.39.1", "")["action"],
+            "allow"
+        );
     }
     let d = crawler_support::decide(api, "157.55.39.1", "");
     assert_eq!(d["action"], "reject", "{d}");
