@@ -186,6 +186,54 @@ impl IdentityResolver {
 }
 
 #[cfg(test)]
+mod network_tests {
+    use super::*;
+
+    fn caller(tier: Tier, subject: Subject, crawler: Option<CrawlerStatus>) -> Caller {
+        let ip: IpAddr = "66.249.66.1".parse().unwrap();
+        Caller {
+            ip,
+            group: ip,
+            tier,
+            subject,
+            key_status: None,
+            crawler,
+        }
+    }
+
+    #[test]
+    fn only_callers_without_a_proof_count_against_their_network() {
+        for (c, counts) in [
+            (caller(Tier::Anon, Subject::Ip, None), true),
+            (caller(Tier::Session, Subject::Ip, None), true),
+            (
+                caller(Tier::Anon, Subject::Ip, Some(CrawlerStatus::Fake)),
+                true,
+            ),
+            (
+                caller(Tier::Anon, Subject::Ip, Some(CrawlerStatus::Pending)),
+                true,
+            ),
+            (
+                caller(Tier::Crawler, Subject::Ip, Some(CrawlerStatus::Ranges)),
+                false,
+            ),
+            (
+                caller(Tier::Crawler, Subject::Ip, Some(CrawlerStatus::Dns)),
+                false,
+            ),
+            (
+                caller(Tier::Session, Subject::Token("t".into()), None),
+                false,
+            ),
+        ] {
+            assert_eq!(c.counts_against_networks(), counts, "{c:?}");
+            assert_eq!(c.is_verified(), !counts, "{c:?}");
+        }
+    }
+}
+
+#[cfg(test)]
 mod reads_header_tests {
     use std::path::Path;
 
