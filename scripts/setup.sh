@@ -9,9 +9,10 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 # libcap2-bin and util-linux: capsh/setpriv, to run with only the unit's capabilities;
 # stunnel4: a TLS endpoint in front of valkey-server for the rediss:// test;
 # chromium: the operator page's browser test; prometheus: `promtool check rules` on the alerts;
-# nftables and ethtool: the flood bench's nftables filter and its veths' GRO/TSO settings.
+# nftables and ethtool: the flood bench's nftables filter and its veths' GRO/TSO settings;
+# dnsmasq: the DNS server the crawler tests start on a loopback port (PTR and A records).
 APT_PKGS=(llvm-22-dev libzstd-dev zlib1g-dev iproute2 nginx wrk bpftool tcpdump python3-pip curl
-  systemd binutils libcap2-bin util-linux stunnel4 chromium prometheus nftables ethtool)
+  systemd binutils libcap2-bin util-linux stunnel4 chromium prometheus nftables ethtool dnsmasq)
 
 need_apt=()
 for p in "${APT_PKGS[@]}"; do

@@ -237,3 +237,32 @@ fn levels_can_be_turned_off() {
         assert_eq!(r.get(&addr(i), "/").action(), Action::Allow);
     }
 }
+
+#[test]
+fn a_verified_crawler_is_never_counted_against_its_network() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("googlebot.json");
+    std::fs::write(&file, r#"{"prefixes":[{"ipv4Prefix":"66.249.64.0/27"}]}"#).unwrap();
+    let r = rig(&format!(
+        "[crawlers]\nrange_files = [{:?}]\n[networks.prefix]\nhourly = 5\n",
+        file.display().to_string()
+    ));
+    // The crawler's range and anonymous neighbours share 66.249.64.0/24.
+    for i in 0..40 {
+        let d = r.get(&format!("66.249.64.{}", i % 30 + 1), "/");
+        assert_eq!(
+            (d.tier, d.action()),
+            (Tier::Crawler, Action::Allow),
+            "{i}: {d:?}"
+        );
+    }
+    for i in 0..5 {
+        let d = r.get(&format!("66.249.64.{}", 100 + i), "/");
+        assert_eq!(
+            (d.tier, d.action()),
+            (Tier::Anon, Action::Allow),
+            "{i}: {d:?}"
+        );
+    }
+    assert_eq!(r.get("66.249.64.200", "/").reason(), Some(Reason::Network));
+}

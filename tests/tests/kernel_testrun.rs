@@ -9,7 +9,8 @@ use std::net::IpAddr;
 
 use aya::maps::{MapData, RingBuf};
 use limiter_common::config::{
-    FLAG_HAS_ALLOW, FLAG_HAS_DENY, FLAG_LOCK_ALL_PORTS, TIER_ANON, TIER_SESSION, TIER_SPONSOR,
+    FLAG_HAS_ALLOW, FLAG_HAS_DENY, FLAG_LOCK_ALL_PORTS, TIER_ANON, TIER_CRAWLER, TIER_SESSION,
+    TIER_SPONSOR,
 };
 use limiter_common::lockout_cache::{lockout_slot, overflow_bit};
 use limiter_common::maps::MAP_EVENTS;
@@ -33,8 +34,8 @@ fn ip(s: &str) -> IpAddr {
 /// Ceilings small enough to reach in a test; refill slow enough not to interfere.
 fn config() -> KernelConfig {
     KernelConfig {
-        ceiling_burst: [3, 5, 8],
-        ceiling_per_sec: [1, 1, 1],
+        ceiling_burst: [3, 5, 8, 6],
+        ceiling_per_sec: [1, 1, 1, 1],
         ..KernelConfig::default()
     }
 }
@@ -103,7 +104,7 @@ fn run_table(k: &mut Instance, rows: &[Row]) {
 #[test]
 fn parses_families_encapsulations_and_protocols() {
     let cfg = KernelConfig {
-        ceiling_burst: [1000; 3],
+        ceiling_burst: [1000; 4],
         ..config()
     };
     let Some(mut k) = setup_with(cfg) else { return };
@@ -500,7 +501,9 @@ fn tier_elevated_source_gets_its_tier_ceiling() {
     let session = "2001:db8:20::1";
     let expired = "192.0.2.21";
     let bogus = "192.0.2.22";
+    let crawler = "192.0.2.23";
     k.set_tier(key(ip(sponsor), 64), TIER_SPONSOR, now + 3600 * SEC);
+    k.set_tier(key(ip(crawler), 64), TIER_CRAWLER, now + 3600 * SEC);
     k.set_tier(key(ip(session), 64), TIER_SESSION, now + 3600 * SEC);
     k.set_tier(key(ip(expired), 64), TIER_SPONSOR, now - SEC);
     // A tier index the program does not know is treated as anonymous, not trusted.
@@ -509,6 +512,7 @@ fn tier_elevated_source_gets_its_tier_ceiling() {
     for (src, tier) in [
         (sponsor, TIER_SPONSOR),
         (session, TIER_SESSION),
+        (crawler, TIER_CRAWLER),
         (expired, TIER_ANON),
         (bogus, TIER_ANON),
     ] {
@@ -631,7 +635,7 @@ fn bucket_refills_as_time_passes() {
 #[test]
 fn zero_burst_admits_no_new_connection() {
     let cfg = KernelConfig {
-        ceiling_burst: [0, 5, 8],
+        ceiling_burst: [0, 5, 8, 6],
         ..config()
     };
     let Some(mut k) = setup_with(cfg) else { return };
@@ -715,7 +719,7 @@ fn pin_to_one_cpu() {
 fn sampling_zero_sends_no_events() {
     let cfg = KernelConfig {
         sample_every: 0,
-        ceiling_burst: [0; 3],
+        ceiling_burst: [0; 4],
         ..config()
     };
     let Some(mut k) = setup_with(cfg) else { return };

@@ -7,8 +7,8 @@
 //!
 //! One [`Shutdown`] is made here and handed to every background task: the signal wait
 //! triggers it, the HTTP server and the metrics listener stop on it, the dataplane's tasks get
-//! a child token of it, and so does the key cache's refresher thread, which holds the drain
-//! open until it has ended.
+//! a child token of it, and so do the key cache's refresher thread and the crawler-DNS thread,
+//! which hold the drain open until they have ended; the crawler range-file poll is a task on it.
 //!
 //! Kernel pins outlive the process on purpose (enforcement continues across restarts;
 //! `limiter-daemon detach` removes them).
@@ -167,6 +167,11 @@ async fn serve(
     ));
     // Lockouts other hosts make reach this host's kernel (a fleet store only).
     engine.follow_fleet();
+    // Published crawler ranges re-read when they change on disk, off the request path.
+    shutdown.spawn(crate::engine::crawlers::watch_ranges(
+        Arc::clone(&engine),
+        shutdown.token(),
+    ));
     metrics.attach_engine(Arc::clone(&engine));
     let decider = Arc::new(MeteredDecider::new(
         Arc::clone(&engine) as _,

@@ -48,6 +48,7 @@ pub struct RawCeilings {
     pub anon: Option<RawCeiling>,
     pub session: Option<RawCeiling>,
     pub sponsor: Option<RawCeiling>,
+    pub crawler: Option<RawCeiling>,
 }
 
 /// `[kernel]` as written in the file; every field optional with a documented default.
@@ -127,11 +128,13 @@ impl KernelSettings {
             anon: None,
             session: None,
             sponsor: None,
+            crawler: None,
         });
         let ceilings = [
             ceiling("anon", 0, raw_ceilings.anon)?,
             ceiling("session", 1, raw_ceilings.session)?,
             ceiling("sponsor", 2, raw_ceilings.sponsor)?,
+            ceiling("crawler", 3, raw_ceilings.crawler)?,
         ];
         let protected_ports = raw.protected_ports.unwrap_or_else(|| vec![80, 443]);
         if protected_ports.contains(&0) {

@@ -14,6 +14,8 @@
 pub mod admin;
 pub mod api_token;
 pub mod asn;
+pub mod crawler_ranges;
+pub mod crawlers;
 pub mod engine;
 pub mod env;
 pub mod error;
@@ -39,6 +41,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 pub use admin::AdminSettings;
+pub use crawlers::CrawlerSettings;
 pub use engine::EngineSettings;
 pub use env::{env_from_process, EnvMap, ENV_VARS};
 pub use error::ConfigError;
@@ -70,6 +73,8 @@ pub struct RawConfig {
     pub default_route: Option<routes::RawDefaultRoute>,
     #[serde(default)]
     pub identity: identity::RawIdentity,
+    #[serde(default)]
+    pub crawlers: crawlers::RawCrawlers,
     pub jwt: Option<jwt::RawJwt>,
     #[serde(default)]
     pub keys: keys::RawKeys,
@@ -102,6 +107,8 @@ pub struct Config {
     pub quota: QuotaSettings,
     pub routes: RouteTable,
     pub identity: IdentitySettings,
+    /// `[crawlers]`: how search engines and archives prove they are one.
+    pub crawlers: CrawlerSettings,
     /// `None`: bearer JWTs are not recognised (callers stay anonymous).
     pub jwt: Option<JwtSettings>,
     pub keys: KeySettings,
@@ -157,15 +164,17 @@ impl Config {
         let identity = IdentitySettings::validate(raw.identity)?;
         let kernel = KernelSettings::validate(raw.kernel, identity.ipv6_prefix)?;
         let session_daily = raw.tiers.session.daily;
+        let crawler_daily = raw.tiers.crawler.daily;
         let tiers = TierTable::validate(raw.tiers)?;
         let networks = NetworkSettings::validate(raw.networks, &tiers)?;
         let upgrade = UpgradePaths::validate(raw.upgrade, tiers.auth_multiplier)?;
         Ok(Config {
             engine: EngineSettings::validate(raw.engine),
             tiers,
-            quota: QuotaSettings::validate(raw.quota, session_daily)?,
+            quota: QuotaSettings::validate(raw.quota, session_daily, crawler_daily)?,
             routes: RouteTable::validate(raw.routes, raw.default_route)?,
             identity,
+            crawlers: CrawlerSettings::validate(raw.crawlers)?,
             jwt: raw.jwt.map(JwtSettings::validate).transpose()?,
             keys: KeySettings::validate(raw.keys)?,
             lockout: LockoutSettings::validate(raw.lockout)?,
@@ -237,6 +246,55 @@ mod tests {
         assert_eq!(c.quota.soft_window, 30);
         assert_eq!(c.keys.prefix, "rsa");
         assert_eq!(c.keys.default_hourly_limit.get(), 5_000);
+        // The crawler rung: like session unless set.
+        assert_eq!(c.tiers.crawler.burst.get(), 300);
+        assert_eq!(c.tiers.crawler.hourly.get(), 6_000);
+        assert_eq!(c.quota.crawler, c.quota.anon);
+    }
+
+    #[test]
+    fn the_crawler_rung_is_set_in_the_file_and_the_environment_wins() {
+        let c = parse(
+            "[tiers.crawler]\nburst = 50\nhourly = 900\ndaily = 4000\n",
+            &[("TIER_CRAWLER_BURST", "60")],
+        )
+        .unwrap();
+        assert_eq!(c.tiers.crawler.burst.get(), 60);
+        assert_eq!(c.tiers.crawler.hourly.get(), 900);
+        assert_eq!(c.quota.crawler.get(), 4_000);
+        let c = parse(
+            "",
+            &[("TIER_CRAWLER_HOURLY", "70"), ("QUOTA_CRAWLER", "80")],
+        )
+        .unwrap();
+        assert_eq!(c.tiers.crawler.hourly.get(), 70);
+        assert_eq!(c.quota.crawler.get(), 80);
+        let err = parse("[quota]\nanon = 5\n[tiers.crawler]\ndaily = 0\n", &[]).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::InvalidAt { line: 4, field, .. } if field == "tiers.crawler.daily"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_broken_range_file_is_a_config_error_with_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("bingbot.json");
+        std::fs::write(&f, r#"{"prefixes":[{"ipv4Prefix":"157.55.39.0/33"}]}"#).unwrap();
+        let text = format!(
+            "[quota]\nanon = 5\n\n[crawlers]\nrange_files = [{:?}]\n",
+            f.display().to_string()
+        );
+        let err = parse(&text, &[]).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            matches!(&err, ConfigError::InvalidAt { line: 5, field, .. } if field == "crawlers.range_files"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("bingbot.json") && msg.contains("prefixes[0]"),
+            "{msg}"
+        );
     }
 
     #[test]

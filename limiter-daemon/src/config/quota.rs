@@ -33,6 +33,8 @@ pub struct QuotaSettings {
     /// The session rung (`[tiers.session] daily`, default `anon`: a forged cookie buys no
     /// scan quota).
     pub session: NonZeroU32,
+    /// The crawler rung (`[tiers.crawler] daily`, `QUOTA_CRAWLER`; default `anon`).
+    pub crawler: NonZeroU32,
     pub sponsor: Option<NonZeroU32>,
     pub soft_delay: Duration,
     /// Units past the limit that get the soft delay; beyond them, the hard delay.
@@ -48,6 +50,7 @@ impl QuotaSettings {
         match tier {
             Tier::Anon => Some(self.anon),
             Tier::Session => Some(self.session),
+            Tier::Crawler => Some(self.crawler),
             Tier::Sponsor => self.sponsor,
         }
     }
@@ -76,8 +79,13 @@ impl QuotaSettings {
         Ok(())
     }
 
-    /// Validates `raw`; `session_daily` is `[tiers.session] daily`.
-    pub fn validate(raw: RawQuota, session_daily: Option<u32>) -> Result<Self, ConfigError> {
+    /// Validates `raw`; `session_daily` and `crawler_daily` are `[tiers.session] daily` and
+    /// `[tiers.crawler] daily` (the environment already applied).
+    pub fn validate(
+        raw: RawQuota,
+        session_daily: Option<u32>,
+        crawler_daily: Option<u32>,
+    ) -> Result<Self, ConfigError> {
         let sponsor = match raw.sponsor {
             None => None,
             Some(v) => Some(positive("quota.sponsor", Some(v), 0)?),
@@ -100,6 +108,10 @@ impl QuotaSettings {
             session: match session_daily {
                 None => anon,
                 Some(v) => positive("tiers.session.daily", Some(v), 0)?,
+            },
+            crawler: match crawler_daily {
+                None => anon,
+                Some(v) => positive("tiers.crawler.daily", Some(v), 0)?,
             },
             token: positive("quota.token", raw.token, 10_000)?,
             sponsor,

@@ -18,7 +18,7 @@ pub fn effective_limits(cfg: &Config) -> String {
         "{:<10} {:>10} {:>12} {:>12}",
         "tier", "burst/60s", "budget/hour", "daily quota"
     );
-    for t in [Tier::Anon, Tier::Session, Tier::Sponsor] {
+    for t in Tier::ALL {
         let l = cfg.tiers.get(t);
         let _ = writeln!(
             out,

@@ -1,5 +1,6 @@
 //! `[tiers]`: per-rung burst (per 60 s) and hourly budget. The session budget is the anonymous
-//! budget times a multiplier, as the seed defines it.
+//! budget times a multiplier, as the seed defines it; the crawler rung's defaults are the
+//! session's (burst 300, hourly = anonymous × multiplier), each settable on its own.
 
 use std::num::NonZeroU32;
 
@@ -32,11 +33,23 @@ pub struct RawSessionTier {
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct RawCrawlerTier {
+    pub burst: Option<u32>,
+    /// Absent: the session budget (anonymous × `[tiers.session] multiplier`).
+    pub hourly: Option<u32>,
+    /// Daily quota of verified crawlers; absent means `[quota] anon` (`QUOTA_ANON`).
+    pub daily: Option<u32>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RawTiers {
     #[serde(default)]
     pub anon: RawTier,
     #[serde(default)]
     pub session: RawSessionTier,
+    #[serde(default)]
+    pub crawler: RawCrawlerTier,
     #[serde(default)]
     pub sponsor: RawTier,
 }
@@ -55,6 +68,7 @@ pub struct TierLimits {
 pub struct TierTable {
     pub anon: TierLimits,
     pub session: TierLimits,
+    pub crawler: TierLimits,
     pub sponsor: TierLimits,
     pub auth_multiplier: NonZeroU32,
 }
@@ -64,6 +78,7 @@ impl TierTable {
         match tier {
             Tier::Anon => &self.anon,
             Tier::Session => &self.session,
+            Tier::Crawler => &self.crawler,
             Tier::Sponsor => &self.sponsor,
         }
     }
@@ -85,6 +100,9 @@ impl TierTable {
         set(env::TIER_FREE_BURST, &mut raw.anon.burst)?;
         set(env::TIER_AUTH_MULTIPLIER, &mut raw.session.multiplier)?;
         set(env::TIER_AUTH_BURST, &mut raw.session.burst)?;
+        set(env::TIER_CRAWLER_HOURLY, &mut raw.crawler.hourly)?;
+        set(env::TIER_CRAWLER_BURST, &mut raw.crawler.burst)?;
+        set(env::QUOTA_CRAWLER, &mut raw.crawler.daily)?;
         set(env::TIER_SPONSOR_HOURLY, &mut raw.sponsor.hourly)?;
         set(env::TIER_SPONSOR_BURST, &mut raw.sponsor.burst)?;
         Ok(())
@@ -109,6 +127,13 @@ impl TierTable {
             burst: burst("tiers.session.burst", raw.session.burst, 300)?,
             hourly: session_hourly,
         };
+        let crawler = TierLimits {
+            burst: burst("tiers.crawler.burst", raw.crawler.burst, 300)?,
+            hourly: match raw.crawler.hourly {
+                None => session_hourly,
+                Some(v) => positive("tiers.crawler.hourly", Some(v), 0)?,
+            },
+        };
         let sponsor = TierLimits {
             burst: burst("tiers.sponsor.burst", raw.sponsor.burst, 2000)?,
             hourly: positive("tiers.sponsor.hourly", raw.sponsor.hourly, 120_000)?,
@@ -116,6 +141,7 @@ impl TierTable {
         Ok(TierTable {
             anon,
             session,
+            crawler,
             sponsor,
             auth_multiplier,
         })

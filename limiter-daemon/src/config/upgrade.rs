@@ -25,6 +25,7 @@ pub struct UpgradePaths {
     /// all that costs per request.
     anon_hint: Arc<str>,
     session_hint: Arc<str>,
+    crawler_hint: Arc<str>,
 }
 
 impl UpgradePaths {
@@ -50,6 +51,13 @@ impl UpgradePaths {
             )
             .into(),
             session_hint: format!("Get an API key at {account} for the sponsor allowance.").into(),
+            // A search engine has no account to sign in with: it is told to pace itself by
+            // the rate-limit fields, and where more is to be had.
+            crawler_hint: format!(
+                "Verified crawler: pace requests by Retry-After and the RateLimit fields; \
+                 for more, the site owner can issue an API key at {account}."
+            )
+            .into(),
             login,
             account,
         })
@@ -60,6 +68,7 @@ impl UpgradePaths {
         match tier {
             Tier::Anon => Some(Arc::clone(&self.anon_hint)),
             Tier::Session => Some(Arc::clone(&self.session_hint)),
+            Tier::Crawler => Some(Arc::clone(&self.crawler_hint)),
             Tier::Sponsor => None,
         }
     }

@@ -211,6 +211,7 @@ impl Engine {
         let mut d = base_decision(cfg, caller.tier, id.text());
         d.key_status = caller.key_status;
         let (nets, net_counts) = CallerNetworks::of(cfg, &caller, &self.hasher);
+        d.crawler = caller.crawler;
         let creq = CountRequest {
             networks: net_counts,
             ..CountRequest::new(id, now, route.cost.get(), limits(cfg, &caller, route))

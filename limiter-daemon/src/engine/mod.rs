@@ -36,6 +36,7 @@
 
 pub mod client;
 pub mod compat;
+pub mod crawlers;
 pub mod decide;
 pub mod decided;
 pub mod decider;
@@ -72,6 +73,7 @@ use self::sink::EnforcementSink;
 use self::tier_push::TierPusher;
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::identity::crawler_dns::{CrawlerDns, DnsThread};
 use crate::identity::hash::IdentityHasher;
 use crate::identity::key_cache::{KeyCache, Refresher};
 use crate::identity::IdentityResolver;
@@ -137,6 +139,10 @@ pub struct Engine {
     pub(crate) net_strikes: Mutex<networks::NetStrikes>,
     pub(crate) rng: Mutex<StdRng>,
     pub(crate) tiers: TierPusher,
+    /// Reverse-DNS answers for claiming crawlers; outlives reloads (which reconfigure it).
+    pub(crate) crawler_dns: Arc<CrawlerDns>,
+    pub(crate) crawler_ranges: crawlers::RangeReloads,
+    _crawler_dns_thread: Option<DnsThread>,
     // Declared last: dropped after everything it might still use.
     _refresher: Option<Refresher>,
 }
@@ -165,21 +171,32 @@ impl Engine {
         let lookup: Arc<dyn crate::identity::key_cache::KeyLookup> =
             Arc::new(StoreLookup(Arc::clone(&store)));
         let key_cache = Arc::new(KeyCache::new(lookup, hasher.clone(), &cfg.keys));
-        let refresher = match opts.key_refresh {
+        let crawler_dns = Arc::new(CrawlerDns::new(&cfg.crawlers, Arc::clone(&clock)));
+        // The crawler checks land the way key lookups do: on a thread of their own that ends
+        // with the engine or the daemon's shutdown, or (manual) when a test runs them.
+        let (refresher, dns_thread) = match opts.key_refresh {
             // Its own token, cancelled when the refresher (so the engine) drops.
             KeyRefresh::Background => {
-                Some(key_cache.spawn_refresher(Arc::clone(&clock), &CancellationToken::new(), None))
+                let own = CancellationToken::new();
+                (
+                    Some(key_cache.spawn_refresher(Arc::clone(&clock), &own, None)),
+                    Some(crawler_dns.spawn(&own, None)),
+                )
             }
-            KeyRefresh::Until { stop, drain } => {
-                Some(key_cache.spawn_refresher(Arc::clone(&clock), &stop, Some(drain)))
-            }
-            KeyRefresh::Manual => None,
+            KeyRefresh::Until { stop, drain } => (
+                Some(key_cache.spawn_refresher(Arc::clone(&clock), &stop, Some(drain.clone()))),
+                Some(crawler_dns.spawn(&stop, Some(drain))),
+            ),
+            KeyRefresh::Manual => (None, None),
         };
         let rng = match cfg.lockout.jitter_seed {
             Some(seed) => StdRng::seed_from_u64(seed),
             None => StdRng::from_entropy(),
         };
-        let resolver = Arc::new(IdentityResolver::new(&cfg));
+        let resolver = Arc::new(IdentityResolver::with_crawler_dns(
+            &cfg,
+            Some(Arc::clone(&crawler_dns)),
+        ));
         let engine = Engine {
             id: NEXT_ENGINE_ID.fetch_add(1, Ordering::Relaxed),
             generation: AtomicU64::new(0),
@@ -197,6 +214,9 @@ impl Engine {
             net_strikes: Mutex::default(),
             rng: Mutex::new(rng),
             tiers: TierPusher::default(),
+            crawler_dns,
+            crawler_ranges: crawlers::RangeReloads::default(),
+            _crawler_dns_thread: dns_thread,
             _refresher: refresher,
         };
         engine.reload_lists();
@@ -254,7 +274,11 @@ impl Engine {
 
     /// Swaps in a new configuration (already validated). Counters, keys and lockouts stay.
     pub fn reload(&self, cfg: Arc<Config>) {
-        let resolver = Arc::new(IdentityResolver::new(&cfg));
+        self.crawler_dns.configure(&cfg.crawlers);
+        let resolver = Arc::new(IdentityResolver::with_crawler_dns(
+            &cfg,
+            Some(Arc::clone(&self.crawler_dns)),
+        ));
         self.replace_runtime(|old| Runtime {
             cfg,
             resolver,

@@ -5,7 +5,7 @@
 //!
 //! Only callers metered by address count against networks (anonymous and session callers, and
 //! keys not yet verified): a verified API key or bearer token is its own identity, whatever
-//! network it calls from. A network's strikes are kept in memory (a restart begins its
+//! network it calls from, and a verified crawler is metered on its own rung. A network's strikes are kept in memory (a restart begins its
 //! escalation anew); the lockouts they make persist in the store's deny list, and travel to a
 //! fleet's other hosts with it.
 
@@ -21,7 +21,7 @@ use super::Engine;
 use crate::config::asn::AsnRange;
 use crate::config::Config;
 use crate::identity::hash::IdentityHasher;
-use crate::identity::{Caller, Subject};
+use crate::identity::Caller;
 use crate::model::{
     Decision, ListEntry, ListKind, NetLevel, NetworkName, PerWindow, StrikeRecord, WindowKind,
 };
@@ -55,7 +55,7 @@ impl CallerNetworks {
     ) -> (CallerNetworks, [Option<NetCount>; NET_LEVELS]) {
         let mut nets = CallerNetworks::default();
         let mut counts = [None; NET_LEVELS];
-        if !matches!(caller.subject, Subject::Ip) {
+        if !caller.counts_against_networks() {
             return (nets, counts);
         }
         let n = &cfg.networks;

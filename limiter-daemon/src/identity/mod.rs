@@ -2,9 +2,15 @@
 //! carries — a verified API key ([`api_key`], [`key_cache`]), a valid bearer JWT ([`jwt`]), a
 //! session cookie ([`session`]) — or none. Malformed cookies, headers and tokens leave the
 //! caller anonymous: never elevated, never an error. [`hash`] turns subjects into store keys.
+//! A caller without a verified credential may still be a verified crawler ([`crawler`]: the
+//! published ranges, or forward-confirmed reverse DNS from [`crawler_dns`] over
+//! [`crawler_fcrdns`]).
 
 pub mod api_key;
 pub mod client_ip;
+pub mod crawler;
+pub mod crawler_dns;
+pub mod crawler_fcrdns;
 pub mod hash;
 pub mod jwt;
 pub mod key_cache;
@@ -15,12 +21,14 @@ use std::sync::Arc;
 
 use http::HeaderMap;
 
+use self::crawler::CrawlerRules;
+use self::crawler_dns::CrawlerDns;
 use self::hash::{IdKey, IdentityHasher, Namespace};
 use self::jwt::JwtVerifier;
 use self::key_cache::{KeyCache, KeyCheck};
 use crate::config::Config;
 use crate::model::KeyRecord;
-use crate::model::{KeyStatus, Tier};
+use crate::model::{CrawlerStatus, KeyStatus, Tier};
 
 /// What the caller is counted as.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,12 +52,23 @@ pub struct Caller {
     pub subject: Subject,
     /// What became of a presented API key, if one was presented.
     pub key_status: Option<KeyStatus>,
+    /// Set when the address is in a published crawler range or the user agent claims a
+    /// crawler (and no verified credential came first): the proof, or why there is none.
+    pub crawler: Option<CrawlerStatus>,
 }
 
 impl Caller {
-    /// A verified credential (key or token): its tier is pushed into the kernel's tier map.
+    /// A verified credential (key or token) or a verified crawler: its tier is pushed into
+    /// the kernel's tier map.
     pub fn is_verified(&self) -> bool {
-        !matches!(self.subject, Subject::Ip)
+        !matches!(self.subject, Subject::Ip) || self.crawler.is_some_and(CrawlerStatus::is_verified)
+    }
+
+    /// Whether this caller also counts against its network's budgets: anonymous and session
+    /// callers do; a verified credential (key, token) or a verified crawler does not (a search
+    /// engine's many addresses are one crawler, metered on its own rung).
+    pub fn counts_against_networks(&self) -> bool {
+        !self.is_verified()
     }
 
     /// The hashed identity the store counts.
@@ -63,25 +82,35 @@ impl Caller {
 }
 
 /// Whether resolving a caller under `cfg` may read the request field `name` (any case): the
-/// session cookie, `Authorization` (tokens and keys), the key header, and the forwarding header
-/// when any proxy is trusted.
+/// session cookie, `Authorization` (tokens and keys), the key header, the forwarding header
+/// when any proxy is trusted, and `User-Agent` when user agents may claim a crawler.
 pub fn reads_header(cfg: &Config, name: &[u8]) -> bool {
-    name.eq_ignore_ascii_case(b"cookie")
+    (!cfg.crawlers.user_agents.is_empty() && name.eq_ignore_ascii_case(b"user-agent"))
+        || name.eq_ignore_ascii_case(b"cookie")
         || name.eq_ignore_ascii_case(b"authorization")
         || name.eq_ignore_ascii_case(cfg.keys.header.as_str().as_bytes())
         || (!cfg.identity.trusted_proxies.is_empty()
             && name.eq_ignore_ascii_case(cfg.identity.forwarded_header.as_str().as_bytes()))
 }
 
-/// Resolves callers for one configuration (holds what is derived from it: the JWT verifier).
+/// Resolves callers for one configuration (holds what is derived from it: the JWT verifier,
+/// the crawler rules).
 pub struct IdentityResolver {
     jwt: Option<JwtVerifier>,
+    crawlers: CrawlerRules,
 }
 
 impl IdentityResolver {
+    /// Without reverse DNS: crawlers are proven by their ranges only.
     pub fn new(cfg: &Config) -> Self {
+        IdentityResolver::with_crawler_dns(cfg, None)
+    }
+
+    /// With the engine's reverse-DNS cache (`None`: ranges only).
+    pub fn with_crawler_dns(cfg: &Config, dns: Option<Arc<CrawlerDns>>) -> Self {
         IdentityResolver {
             jwt: cfg.jwt.as_ref().map(JwtVerifier::new),
+            crawlers: CrawlerRules::new(&cfg.crawlers, dns),
         }
     }
 
@@ -103,6 +132,7 @@ impl IdentityResolver {
             tier: if cookie { Tier::Session } else { Tier::Anon },
             subject: Subject::Ip,
             key_status: None,
+            crawler: None,
         };
         let bearer = jwt::bearer(headers);
         let key_prefix_len = cfg.keys.prefix.len();
@@ -144,7 +174,62 @@ impl IdentityResolver {
                 },
             }
         }
+        // A verified credential says who the caller is; only the rest may prove a crawler.
+        if caller.subject == Subject::Ip {
+            caller.crawler = self.crawlers.check(ip, headers, now_ms);
+            if caller.crawler.is_some_and(CrawlerStatus::is_verified) {
+                caller.tier = caller.tier.max(Tier::Crawler);
+            }
+        }
         caller
+    }
+}
+
+#[cfg(test)]
+mod network_tests {
+    use super::*;
+
+    fn caller(tier: Tier, subject: Subject, crawler: Option<CrawlerStatus>) -> Caller {
+        let ip: IpAddr = "66.249.66.1".parse().unwrap();
+        Caller {
+            ip,
+            group: ip,
+            tier,
+            subject,
+            key_status: None,
+            crawler,
+        }
+    }
+
+    #[test]
+    fn only_callers_without_a_proof_count_against_their_network() {
+        for (c, counts) in [
+            (caller(Tier::Anon, Subject::Ip, None), true),
+            (caller(Tier::Session, Subject::Ip, None), true),
+            (
+                caller(Tier::Anon, Subject::Ip, Some(CrawlerStatus::Fake)),
+                true,
+            ),
+            (
+                caller(Tier::Anon, Subject::Ip, Some(CrawlerStatus::Pending)),
+                true,
+            ),
+            (
+                caller(Tier::Crawler, Subject::Ip, Some(CrawlerStatus::Ranges)),
+                false,
+            ),
+            (
+                caller(Tier::Crawler, Subject::Ip, Some(CrawlerStatus::Dns)),
+                false,
+            ),
+            (
+                caller(Tier::Session, Subject::Token("t".into()), None),
+                false,
+            ),
+        ] {
+            assert_eq!(c.counts_against_networks(), counts, "{c:?}");
+            assert_eq!(c.is_verified(), !counts, "{c:?}");
+        }
     }
 }
 
@@ -166,15 +251,13 @@ mod reads_header_tests {
             assert!(reads_header(&cfg, name.as_bytes()), "{name}");
         }
         // Forwarding headers are read only when a proxy is trusted.
-        for name in [
-            "x-forwarded-for",
-            "forwarded",
-            "user-agent",
-            "host",
-            "x-real-ip",
-        ] {
+        for name in ["x-forwarded-for", "forwarded", "host", "x-real-ip"] {
             assert!(!reads_header(&cfg, name.as_bytes()), "{name}");
         }
+        // The user agent only while some may claim a crawler.
+        assert!(reads_header(&cfg, b"User-Agent"));
+        let no_claims = config("[crawlers]\nuser_agents = []\n");
+        assert!(!reads_header(&no_claims, b"user-agent"));
         let cfg =
             config("[identity]\ntrusted_proxies = [\"10.0.0.0/8\"]\n[keys]\nheader = \"x-key\"\n");
         assert!(reads_header(&cfg, b"X-Forwarded-For"));

@@ -53,7 +53,7 @@ pub struct KernelStatus {
     pub config: ConfigView,
 }
 
-const TIER_NAMES: [&str; TIER_COUNT] = ["anon", "session", "sponsor"];
+const TIER_NAMES: [&str; TIER_COUNT] = ["anon", "session", "sponsor", "crawler"];
 
 /// Reads everything from the pins under `layout`.
 pub fn gather(layout: &PinLayout, maps: &KernelMaps) -> Result<KernelStatus, KernelError> {

@@ -13,7 +13,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::histogram::DurationHistogram;
-use crate::model::{Action, Decision, DelayKind, KeyStatus, Reason, Tier};
+use crate::model::{Action, CrawlerStatus, Decision, DelayKind, KeyStatus, Reason, Tier};
 
 /// Upper bounds (seconds) of the delay histogram: 0 (never held) lands in the first bucket;
 /// the default soft (5 s) and hard (60 s) delays each have a bucket edge.
@@ -25,7 +25,7 @@ pub const DECIDE_BUCKETS: [f64; 10] = [
     0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.05, 0.25,
 ];
 
-const TIERS: [Tier; 3] = [Tier::Anon, Tier::Session, Tier::Sponsor];
+const TIERS: [Tier; Tier::ALL.len()] = Tier::ALL;
 const REASONS: [Reason; Reason::ALL.len()] = Reason::ALL;
 const KEY_STATUSES: [KeyStatus; 4] = [
     KeyStatus::Malformed,
@@ -57,6 +57,11 @@ pub struct ResultLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CrawlerLabel {
+    pub proof: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LevelLabel {
     pub level: String,
 }
@@ -65,26 +70,22 @@ pub struct LevelLabel {
 #[derive(Debug)]
 pub struct DecisionMetrics {
     /// `[shadow][tier][outcome]`, see [`OUTCOMES`].
-    decisions: [[[Counter; OUTCOMES]; 3]; 2],
+    decisions: [[[Counter; OUTCOMES]; Tier::ALL.len()]; 2],
     soft_hits: Counter,
     hard_hits: Counter,
     delay: DurationHistogram,
     decide_time: DurationHistogram,
     keys: [Counter; 4],
+    /// Verified crawlers by proof (`ranges`, `dns`), then `pending`: indexed by
+    /// [`CrawlerStatus::index`] (the fake slot is unused; fakes have their own series).
+    crawlers: [Counter; 3],
+    fake_crawlers: Counter,
     strikes: Counter,
     /// Strikes shadow mode would have recorded (none was).
     shadow_strikes: Counter,
     /// Levels are unbounded in principle (capped durations, not capped levels), so this one
     /// stays a family; it is touched only when a lockout is made.
     lockouts: Family<LevelLabel, Counter>,
-}
-
-fn tier_index(t: Tier) -> usize {
-    match t {
-        Tier::Anon => 0,
-        Tier::Session => 1,
-        Tier::Sponsor => 2,
-    }
 }
 
 fn outcome_index(action: Action, reason: Option<Reason>) -> usize {
@@ -170,6 +171,31 @@ impl DecisionMetrics {
                 .get_or_create(&ResultLabel { result: k.as_str() })
                 .clone()
         });
+        let crawler_family = Family::<CrawlerLabel, Counter>::default();
+        reg.register(
+            "crawler_requests",
+            "Decisions for callers proven crawlers, by proof (ranges: a published range file; \
+             dns: forward-confirmed reverse DNS), and claims still being checked (pending: \
+             metered as what they otherwise are)",
+            crawler_family.clone(),
+        );
+        let crawlers = [
+            CrawlerStatus::Ranges,
+            CrawlerStatus::Dns,
+            CrawlerStatus::Pending,
+        ]
+        .map(|c| {
+            crawler_family
+                .get_or_create(&CrawlerLabel { proof: c.as_str() })
+                .clone()
+        });
+        let fake_crawlers = Counter::default();
+        reg.register(
+            "fake_crawlers",
+            "Decisions for callers whose user agent claims a crawler from an address no proof \
+             vouches for (not in a range file, reverse DNS not confirmed): metered as what they are",
+            fake_crawlers.clone(),
+        );
         let strikes = Counter::default();
         reg.register(
             "strikes",
@@ -195,6 +221,8 @@ impl DecisionMetrics {
             delay,
             decide_time,
             keys,
+            crawlers,
+            fake_crawlers,
             strikes,
             shadow_strikes,
             lockouts,
@@ -221,7 +249,7 @@ impl DecisionMetrics {
 
     /// Records one decision.
     pub fn observe(&self, d: &Decision) {
-        let tier = tier_index(d.tier);
+        let tier = d.tier.index();
         match d.shadowed() {
             None => self.decisions[0][tier][outcome_index(d.action(), d.reason())].inc(),
             Some(s) => {
@@ -243,6 +271,11 @@ impl DecisionMetrics {
         if let Some(k) = d.key_status {
             self.keys[key_index(k)].inc();
         }
+        match d.crawler {
+            Some(CrawlerStatus::Fake) => self.fake_crawlers.inc(),
+            Some(c) => self.crawlers[c.index()].inc(),
+            None => 0,
+        };
         if let Some(level) = d.lockout_level {
             self.strikes.inc();
             self.lockouts

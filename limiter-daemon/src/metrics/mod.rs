@@ -4,6 +4,7 @@
 //! - [`decisions`]: counters and the delay histogram fed from every [`Decision`] made.
 //! - [`histogram`]: the lock-free duration histogram recorded on the request path.
 //! - [`decider`]: [`MeteredDecider`], the wrapper every HTTP surface's decisions pass through.
+//! - [`crawlers`]: the crawler ranges in force and the reverse-DNS lookups, read at scrape.
 //! - [`reloads`]: config reloads by result and the hash of the file in force.
 //! - [`sources`]: values read at scrape time (held requests, upstream failures, lockouts
 //!   active, store degraded, kernel verdict counters and map fill).
@@ -15,6 +16,7 @@
 //!
 //! [`Decision`]: crate::model::Decision
 
+pub mod crawlers;
 pub mod decider;
 pub mod decisions;
 pub mod histogram;

@@ -257,6 +257,9 @@ impl Collector for SourceCollector {
                 }
             }
         }
+        if let Some(engine) = s.engine.get() {
+            super::crawlers::encode(&mut enc, engine)?;
+        }
         if let Some(k) = s.kernel.get() {
             gauge(
                 &mut enc,

@@ -49,8 +49,8 @@ pub struct Recent {
     pub by_refusals: Vec<Talker>,
     /// Most requests first, at most `n`.
     pub by_volume: Vec<Talker>,
-    /// Decisions per tier, in [`Tier`] order (anon, session, sponsor).
-    pub tier_mix: [u64; 3],
+    /// Decisions per tier, in [`Tier::ALL`] order (anon, session, crawler, sponsor).
+    pub tier_mix: [u64; Tier::ALL.len()],
     /// Decisions whose caller did not fit in a full slot.
     pub untracked: u64,
 }
@@ -69,7 +69,7 @@ struct Slot {
     /// Absolute slot number (seconds / SLOT_SECS) this slot holds; stale ones are cleared.
     index: u64,
     callers: HashMap<Box<str>, Tally, BuildHasherDefault<Fnv>>,
-    tiers: [u64; 3],
+    tiers: [u64; Tier::ALL.len()],
     untracked: u64,
 }
 
@@ -128,14 +128,6 @@ fn my_shard() -> usize {
     SHARD.with(|s| *s)
 }
 
-fn tier_index(t: Tier) -> usize {
-    match t {
-        Tier::Anon => 0,
-        Tier::Session => 1,
-        Tier::Sponsor => 2,
-    }
-}
-
 impl Talkers {
     fn now_secs(&self) -> u64 {
         self.epoch.elapsed().as_secs()
@@ -163,7 +155,7 @@ impl Talkers {
                 ..Slot::default()
             };
         }
-        slot.tiers[tier_index(tier)] += 1;
+        slot.tiers[tier.index()] += 1;
         if let Some(t) = slot.callers.get_mut(identity) {
             t.tier = tier;
             t.requests += 1;
@@ -270,7 +262,7 @@ mod tests {
         let r = t.read_at(10, 2);
         assert_eq!(names(&r.by_volume), [("ip:a", 5, 0), ("ip:b", 3, 3)]);
         assert_eq!(names(&r.by_refusals), [("ip:b", 3, 3)]);
-        assert_eq!(r.tier_mix, [8, 0, 1]);
+        assert_eq!(r.tier_mix, [8, 0, 0, 1]);
     }
 
     #[test]
@@ -283,7 +275,7 @@ mod tests {
         assert_eq!(r.by_volume[0].tier, Tier::Session, "the newest tier wins");
         let r = t.read_at(300, 5);
         assert_eq!(names(&r.by_volume), [("ip:a", 1, 0)]);
-        assert_eq!(r.tier_mix, [0, 1, 0]);
+        assert_eq!(r.tier_mix, [0, 1, 0, 0]);
         // A slot reused 5 minutes later starts empty.
         t.observe_at(330, "ip:b", Tier::Anon, Action::Allow);
         let r = t.read_at(330, 5);

@@ -152,6 +152,8 @@ pub struct Decision {
     pub upgrade: Option<std::sync::Arc<str>>,
     /// What became of a presented API key (metrics: key-cache results).
     pub key_status: Option<KeyStatus>,
+    /// What became of a crawler claim or proof (metrics: verified and fake crawlers).
+    pub crawler: Option<crate::model::CrawlerStatus>,
     /// Set when this request earned a strike and a lockout: the new escalation level.
     pub lockout_level: Option<u32>,
     /// Units this request cost (route weight) when it was counted.
@@ -185,6 +187,7 @@ impl Decision {
             identity: identity.into(),
             upgrade,
             key_status: None,
+            crawler: None,
             lockout_level: None,
             lock_cause: None,
             network: None,

@@ -1,16 +1,21 @@
 //! The shared vocabulary at the bottom of the crate: what every layer above names and none of
 //! them owns. [`tier`] (the ladder's rungs), [`window`] (the counting windows, described once
 //! in a table, and the reasons a reject gives), [`decision`] (what a decision says, rendered by
-//! every HTTP surface), [`network`] (the networks a caller is also metered as) and [`records`] (what a store keeps: keys, strikes, lockouts, list
+//! every HTTP surface), [`network`] (the networks a caller is also metered as), [`crawler`]
+//! (what became of a crawler's claim), [`prefix_set`] (address prefixes looked up by length)
+//! and [`records`] (what a store keeps: keys, strikes, lockouts, list
 //! entries). It imports nothing else of the crate.
 
+pub mod crawler;
 pub mod decision;
 pub mod identity_text;
 pub mod network;
+pub mod prefix_set;
 pub mod records;
 pub mod tier;
 pub mod window;
 
+pub use crawler::CrawlerStatus;
 pub use decision::{Action, Decision, DecisionBuilder, DelayKind, KeyStatus, Shadow, Verdict};
 pub use identity_text::IdentityText;
 pub use network::{NetLevel, NetworkName, NetworkState};

@@ -12,7 +12,7 @@ use crate::kernel::cli::parse_ip;
 use crate::model::Tier;
 
 fn kernel_tier(index: u32) -> &'static str {
-    [Tier::Anon, Tier::Session, Tier::Sponsor]
+    Tier::ALL
         .into_iter()
         .find(|t| crate::kernel::sink::tier_index(*t) == index)
         .map_or("unknown", Tier::as_str)

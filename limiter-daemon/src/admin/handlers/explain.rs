@@ -71,6 +71,7 @@ pub async fn explain(
         "retryAfter": d.retry_after_secs(),
         "identity": d.identity,
         "keyStatus": d.key_status.map(|k| k.as_str()),
+        "crawler": d.crawler.map(|c| c.as_str()),
         "cost": d.cost,
         "windows": windows,
         "decidedBy": decided_by(&d),

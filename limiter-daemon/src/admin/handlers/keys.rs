@@ -16,12 +16,7 @@ use crate::model::{KeyRecord, Tier};
 
 /// Parses a tier name as the config and the API write it.
 pub fn parse_tier(s: &str) -> Result<Tier, String> {
-    match s {
-        "anon" => Ok(Tier::Anon),
-        "session" => Ok(Tier::Session),
-        "sponsor" => Ok(Tier::Sponsor),
-        _ => Err(format!("{s:?} is not a tier (anon, session, sponsor)")),
-    }
+    Tier::parse(s).ok_or_else(|| format!("{s:?} is not a tier (anon, session, crawler, sponsor)"))
 }
 
 pub fn record_json(r: &KeyRecord) -> Value {

@@ -85,13 +85,13 @@ pub async fn show(
             "refused": h.gate.refused(),
         })
     });
-    let [anon, session, sponsor] = recent.tier_mix;
+    let [anon, session, crawler, sponsor] = recent.tier_mix;
     Ok(Json(json!({
         "at": super::rfc3339(wall_ms()),
         "atMs": wall_ms(),
         "decisions": decisions,
         "windowSecs": WINDOW_SECS,
-        "tierMix": {"anon": anon, "session": session, "sponsor": sponsor},
+        "tierMix": {"anon": anon, "session": session, "crawler": crawler, "sponsor": sponsor},
         "topByRefusals": recent.by_refusals.iter().map(talker_json).collect::<Vec<_>>(),
         "topByVolume": recent.by_volume.iter().map(talker_json).collect::<Vec<_>>(),
         "untracked": recent.untracked,

@@ -1,0 +1,68 @@
+//! The crawler rung's scrape-time series, read from the engine: the published ranges in
+//! force and their re-reads, and the reverse-DNS lookups (per-decision counts of verified and
+//! fake crawlers are in [`super::decisions`]).
+
+use std::fmt;
+use std::sync::atomic::Ordering;
+
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+
+use crate::engine::Engine;
+
+pub fn encode(enc: &mut DescriptorEncoder, engine: &Engine) -> Result<(), fmt::Error> {
+    let (reloads, dns, (cached, in_flight)) = engine.crawler_stats();
+    let gauge = |enc: &mut DescriptorEncoder, name: &str, help: &str, v: usize| {
+        ConstGauge::new(i64::try_from(v).unwrap_or(i64::MAX)).encode(enc.encode_descriptor(
+            name,
+            help,
+            None,
+            MetricType::Gauge,
+        )?)
+    };
+    gauge(
+        enc,
+        "crawler_range_prefixes",
+        "Prefixes of the published crawler range files in force",
+        engine.crawler_prefixes(),
+    )?;
+    let mut fam = enc.encode_descriptor(
+        "crawler_range_reloads",
+        "Range files re-read after they changed on disk, by result (refused: the file does not load; the previous ranges stay)",
+        None,
+        MetricType::Counter,
+    )?;
+    for (result, v) in [
+        ("applied", reloads.applied.load(Ordering::Relaxed)),
+        ("refused", reloads.failed.load(Ordering::Relaxed)),
+    ] {
+        ConstCounter::new(v).encode(fam.encode_family(&[("result", result)])?)?;
+    }
+    let mut fam = enc.encode_descriptor(
+        "crawler_dns_lookups",
+        "Forward-confirmed reverse DNS checks of claiming crawlers, by result (confirmed, refuted: no name under a suffix resolves back, failed: no answer)",
+        None,
+        MetricType::Counter,
+    )?;
+    for (result, v) in [
+        ("confirmed", dns.confirmed.load(Ordering::Relaxed)),
+        ("refuted", dns.refuted.load(Ordering::Relaxed)),
+        ("failed", dns.failed.load(Ordering::Relaxed)),
+    ] {
+        ConstCounter::new(v).encode(fam.encode_family(&[("result", result)])?)?;
+    }
+    gauge(
+        enc,
+        "crawler_dns_cached",
+        "Addresses whose reverse-DNS answer is cached",
+        cached,
+    )?;
+    gauge(
+        enc,
+        "crawler_dns_in_flight",
+        "Reverse-DNS checks queued or running",
+        in_flight,
+    )
+}
