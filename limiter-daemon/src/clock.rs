@@ -42,3 +42,8 @@ impl Clock for ManualClock {
         self.0.load(Ordering::SeqCst)
     }
 }
+
+/// Milliseconds as whole seconds, rounded up (a `Retry-After` never says "sooner than true").
+pub fn ceil_secs(ms: u64) -> u64 {
+    ms.div_ceil(1000)
+}

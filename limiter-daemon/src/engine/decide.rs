@@ -30,9 +30,7 @@ use crate::store::count::{CountOutcome, CountRequest, Limit, NetUse, WindowUse};
 use crate::store::windows::HOUR_MS;
 use crate::store::{Counting, Gate, StoreError};
 
-pub(crate) fn ceil_secs(ms: u64) -> u64 {
-    ms.div_ceil(1000)
-}
+pub(crate) use crate::clock::ceil_secs;
 
 pub(crate) fn window(kind: WindowKind, w: &WindowUse) -> WindowState {
     WindowState {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use ipnet::{IpNet, Ipv4Subnets, Ipv6Subnets};
 
-use super::decide::ceil_secs;
+use crate::clock::ceil_secs;
 use super::strikes::{decayed_strikes, lock_duration};
 use super::Engine;
 use crate::config::asn::AsnRange;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
-use super::decide::ceil_secs;
+use crate::clock::ceil_secs;
 use super::Engine;
 use crate::config::{Config, LockoutSettings};
 use crate::model::Decision;
