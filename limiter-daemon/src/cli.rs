@@ -80,7 +80,9 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         e.is::<crate::config::ConfigError>()
             || matches!(
                 e.downcast_ref::<crate::replay::ReplayError>(),
-                Some(crate::replay::ReplayError::Open { .. })
+                Some(
+                    crate::replay::ReplayError::Open { .. } | crate::replay::ReplayError::Config(_)
+                )
             )
     };
     if err.chain().any(bad_input) {

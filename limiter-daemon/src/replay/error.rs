@@ -19,6 +19,8 @@ pub enum ReplayError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot write the report")]
+    Write(#[source] std::io::Error),
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
 }

@@ -24,6 +24,7 @@ pub mod run;
 pub mod tally;
 pub mod time;
 
+use std::io::Write as _;
 use std::path::PathBuf;
 
 pub use self::combined::ExtraField;
@@ -103,6 +104,10 @@ pub fn run_cli(args: ReplayArgs) -> Result<(), ReplayError> {
         (Some(r), None) => render_text::report(&r),
         (None, _) => String::new(),
     };
-    println!("{out}");
-    Ok(())
+    let mut stdout = std::io::stdout().lock();
+    match writeln!(stdout, "{out}").and_then(|()| stdout.flush()) {
+        // `replay … | head` closing the pipe early is not a failure.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(ReplayError::Write(e)),
+        _ => Ok(()),
+    }
 }

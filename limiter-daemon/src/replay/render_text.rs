@@ -8,9 +8,9 @@ use std::time::Duration;
 use super::compare::Comparison;
 use super::report::{Input, Report, Top};
 
-/// Columns padded to their widest cell; the first `left` columns left-aligned, the rest
-/// right-aligned (numbers).
-fn table(head: &[&str], rows: &[Vec<String>], left: usize) -> String {
+/// Columns padded to their widest cell; numbers (the columns `numbers` names, by index)
+/// right-aligned, text left-aligned.
+fn table(head: &[&str], rows: &[Vec<String>], numbers: std::ops::Range<usize>) -> String {
     let mut widths: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -26,7 +26,7 @@ fn table(head: &[&str], rows: &[Vec<String>], left: usize) -> String {
             if i > 0 {
                 line.push_str("  ");
             }
-            if i < left {
+            if !numbers.contains(&i) {
                 line.push_str(cell);
                 line.extend(std::iter::repeat_n(' ', pad));
             } else {
@@ -87,7 +87,7 @@ fn tops(title: &str, name: &str, list: &[Top], out: &mut String) {
             ]
         })
         .collect();
-    out.push_str(&table(&[name, "tier", "refused", "reasons"], &rows, 2));
+    out.push_str(&table(&[name, "tier", "refused", "reasons"], &rows, 2..3));
 }
 
 /// Every part after the input summary.
@@ -127,7 +127,7 @@ fn body(r: &Report, out: &mut String) {
             "refused",
         ],
         &rows,
-        2,
+        2..6,
     ));
     if r.lockouts.is_empty() {
         out.push_str("\nlockouts earned: none\n");
@@ -176,7 +176,7 @@ pub fn comparison(c: &Comparison) -> String {
         c.differences,
         c.lines.len()
     );
-    out.push_str(&table(&["count", "A", "B", "B-A"], &rows, 1));
+    out.push_str(&table(&["count", "A", "B", "B-A"], &rows, 1..4));
     for (side, r) in [("A", &c.a), ("B", &c.b)] {
         let _ = writeln!(out, "\n== {side}: {} ==", r.config);
         body(r, &mut out);
