@@ -79,6 +79,9 @@ enum BenchKind {
     /// The shared store against the embedded one: decisions/s, proxy requests/s, Valkey
     /// commands per decision, lockout propagation between hosts.
     Store,
+    /// `limiter-daemon replay` lines/s on one core (combined, JSON lines, gzip) beside a
+    /// parse-only baseline.
+    Replay,
 }
 
 fn main() {
@@ -206,6 +209,7 @@ fn run(task: Task) -> Result<()> {
                 BenchKind::Proxy => "proxy",
                 BenchKind::Hold => "hold",
                 BenchKind::Store => "store",
+                BenchKind::Replay => "replay",
             };
             sh(cargo().args([
                 "build",

@@ -157,3 +157,34 @@ impl Input {
         self.to = last_ms.map(format_rfc3339);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Decision, Tier};
+
+    #[test]
+    fn every_reason_the_engine_has_gets_its_row_in_order() {
+        let mut tally = Tally::default();
+        let ip: std::net::IpAddr = "192.0.2.1".parse().unwrap();
+        let net = super::super::client::network(ip);
+        // Backwards, so the order below is the report's doing.
+        for reason in Reason::ALL.iter().rev() {
+            let d = Decision::builder(Tier::Anon, "ip:00").reject(*reason, 1).build();
+            tally.record(&d, ip, net);
+        }
+        tally.record(&Decision::builder(Tier::Session, "ip:00").build(), ip, net);
+        let r = Report::new("t.toml".into(), Input::default(), tally, 20);
+        let rows: Vec<(&str, Option<&str>)> =
+            r.decisions.iter().map(|row| (row.tier, row.reason)).collect();
+        let mut want: Vec<(&str, Option<&str>)> = Reason::ALL
+            .iter()
+            .map(|reason| ("anon", Some(reason.as_str())))
+            .collect();
+        want.push(("session", None));
+        assert_eq!(rows, want);
+        assert_eq!(r.totals.refused, Reason::ALL.len() as u64);
+        assert_eq!(r.top_identities[0].name, "192.0.2.1");
+        assert_eq!(r.top_identities[0].reasons.len(), Reason::ALL.len());
+    }
+}
