@@ -40,13 +40,13 @@ impl Rng {
 fn caller(rng: &mut Rng) -> (String, &'static str, String) {
     let roll = rng.below(100);
     // 20,000 readers over 2,000 /24s; one heavy crawler; sessions; API keys.
-    let reader = || {
+    let reader = |rng: &mut Rng| {
         let n = rng.below(20_000);
         format!("10.{}.{}.{}", n / 2000 % 250, n % 2000 / 10, 1 + n % 10)
     };
     match roll {
-        0..=64 => (reader(), "-", "-".into()),
-        65..=84 => (reader(), "session=abc123; theme=dark", "-".into()),
+        0..=64 => (reader(rng), "-", "-".into()),
+        65..=84 => (reader(rng), "session=abc123; theme=dark", "-".into()),
         85..=94 => ("203.0.113.7".into(), "-", "-".into()),
         _ => {
             let k = rng.below(500);
@@ -99,12 +99,17 @@ fn generate(dir: &Path, lines: u64) -> (PathBuf, PathBuf, PathBuf) {
         std::fs::File::create(&gz_path).unwrap(),
         flate2::Compression::default(),
     );
-    gz.write_all(&std::fs::read(&combined_path).unwrap()).unwrap();
+    gz.write_all(&std::fs::read(&combined_path).unwrap())
+        .unwrap();
     gz.finish().unwrap();
     (combined_path, json_path, gz_path)
 }
 
-const FIELDS: [ExtraField; 3] = [ExtraField::Xff, ExtraField::Cookie, ExtraField::Authorization];
+const FIELDS: [ExtraField; 3] = [
+    ExtraField::Xff,
+    ExtraField::Cookie,
+    ExtraField::Authorization,
+];
 
 /// The baseline: read and parse every line (and its address), decide nothing. Lines/s.
 fn parse_only(path: &Path, json_lines: bool) -> (u64, f64) {

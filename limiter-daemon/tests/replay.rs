@@ -179,7 +179,11 @@ fn a_loop_at_600_a_minute_earns_lockouts_at_levels_1_2_and_3() {
     // rest (3,000 − 360 − 3) refused `locked`.
     assert_eq!(row(&report, "anon", None)[0], 360);
     assert_eq!(row(&report, "anon", Some("locked"))[3], 2637);
-    assert_eq!(report["decisions"].as_array().unwrap().len(), 3, "{report:#}");
+    assert_eq!(
+        report["decisions"].as_array().unwrap().len(),
+        3,
+        "{report:#}"
+    );
     assert_eq!(report["input"]["to"], "2026-01-05T00:04:59.900Z");
     dir.no_state_written();
 }

@@ -170,13 +170,18 @@ mod tests {
         let net = super::super::client::network(ip);
         // Backwards, so the order below is the report's doing.
         for reason in Reason::ALL.iter().rev() {
-            let d = Decision::builder(Tier::Anon, "ip:00").reject(*reason, 1).build();
+            let d = Decision::builder(Tier::Anon, "ip:00")
+                .reject(*reason, 1)
+                .build();
             tally.record(&d, ip, net);
         }
         tally.record(&Decision::builder(Tier::Session, "ip:00").build(), ip, net);
         let r = Report::new("t.toml".into(), Input::default(), tally, 20);
-        let rows: Vec<(&str, Option<&str>)> =
-            r.decisions.iter().map(|row| (row.tier, row.reason)).collect();
+        let rows: Vec<(&str, Option<&str>)> = r
+            .decisions
+            .iter()
+            .map(|row| (row.tier, row.reason))
+            .collect();
         let mut want: Vec<(&str, Option<&str>)> = Reason::ALL
             .iter()
             .map(|reason| ("anon", Some(reason.as_str())))
