@@ -11,13 +11,15 @@
 //! | Authorization | `http_authorization`, `authorization` |
 //! | API key header | `http_x_api_key`, `api_key` |
 //!
-//! Strings are borrowed from the line unless they hold escapes.
+//! Strings are borrowed from the line unless they hold escapes. Ordinary lines are scanned in
+//! place ([`json_fast`]); serde_json reads the rest.
 
 use std::borrow::Cow;
 
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
+use super::json_fast::{self, Val};
 use super::line::{present, split_request, LogLine, Malformed};
 use super::time;
 
@@ -70,7 +72,7 @@ impl Stamp<'_> {
 
 type Text<'a> = Option<Cow<'a, str>>;
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
 struct Raw<'a> {
     #[serde(borrow, default)]
     remote_addr: Text<'a>,
@@ -122,13 +124,75 @@ struct Raw<'a> {
     api_key: Text<'a>,
 }
 
+/// Fills `slot` once; a second value (a duplicate member) or a value of the wrong kind sends the
+/// line to serde_json, which refuses it.
+fn text<'a>(slot: &mut Text<'a>, v: Val<'a>) -> bool {
+    match (slot.is_some(), v) {
+        (false, Val::Str(s)) => *slot = Some(Cow::Borrowed(s)),
+        (false, Val::Null) => {}
+        _ => return false,
+    }
+    true
+}
+
+fn stamp<'a>(slot: &mut Option<Stamp<'a>>, v: Val<'a>) -> bool {
+    match (slot.is_some(), v) {
+        (false, Val::Str(s)) => *slot = Some(Stamp::Text(Cow::Borrowed(s))),
+        (false, Val::Num(n)) => match n.parse::<f64>() {
+            Ok(secs) => *slot = Some(Stamp::Secs(secs)),
+            Err(_) => return false,
+        },
+        (false, Val::Null) => {}
+        _ => return false,
+    }
+    true
+}
+
+impl<'a> Raw<'a> {
+    /// The fast path ([`json_fast::scan`]); `None`: let serde_json decide.
+    fn scanned(line: &'a str) -> Option<Raw<'a>> {
+        let mut raw = Raw::default();
+        let whole = json_fast::scan(line, |key, v| match key {
+            "remote_addr" => text(&mut raw.remote_addr, v),
+            "client_ip" => text(&mut raw.client_ip, v),
+            "ip" => text(&mut raw.ip, v),
+            "msec" => stamp(&mut raw.msec, v),
+            "time_iso8601" => stamp(&mut raw.time_iso8601, v),
+            "time" => stamp(&mut raw.time, v),
+            "timestamp" => stamp(&mut raw.timestamp, v),
+            "@timestamp" => stamp(&mut raw.at_timestamp, v),
+            "time_local" => stamp(&mut raw.time_local, v),
+            "request" => text(&mut raw.request, v),
+            "method" => text(&mut raw.method, v),
+            "request_method" => text(&mut raw.request_method, v),
+            "uri" => text(&mut raw.uri, v),
+            "request_uri" => text(&mut raw.request_uri, v),
+            "path" => text(&mut raw.path, v),
+            "http_x_forwarded_for" => text(&mut raw.http_x_forwarded_for, v),
+            "xff" => text(&mut raw.xff, v),
+            "x_forwarded_for" => text(&mut raw.x_forwarded_for, v),
+            "http_cookie" => text(&mut raw.http_cookie, v),
+            "cookie" => text(&mut raw.cookie, v),
+            "http_authorization" => text(&mut raw.http_authorization, v),
+            "authorization" => text(&mut raw.authorization, v),
+            "http_x_api_key" => text(&mut raw.http_x_api_key, v),
+            "api_key" => text(&mut raw.api_key, v),
+            _ => true,
+        });
+        whole.then_some(raw)
+    }
+}
+
 fn first<'a>(options: [Text<'a>; 3]) -> Text<'a> {
     options.into_iter().flatten().find_map(present)
 }
 
 /// Parses one JSON line.
 pub fn parse(line: &str) -> Result<LogLine<'_>, Malformed> {
-    let raw: Raw<'_> = serde_json::from_str(line).map_err(|_| Malformed::Syntax)?;
+    let raw = match Raw::scanned(line) {
+        Some(raw) => raw,
+        None => serde_json::from_str(line).map_err(|_| Malformed::Syntax)?,
+    };
     let addr = first([raw.remote_addr, raw.client_ip, raw.ip]).ok_or(Malformed::Address)?;
     let stamp = [
         raw.msec,

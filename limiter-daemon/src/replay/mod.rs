@@ -16,6 +16,7 @@ pub mod compare;
 pub mod error;
 pub mod input;
 pub mod json;
+pub mod json_fast;
 pub mod line;
 pub mod render_json;
 pub mod render_text;
