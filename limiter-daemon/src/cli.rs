@@ -23,6 +23,15 @@ pub struct Cli {
 }
 
 impl Cli {
+    /// The log filter when `RUST_LOG` is unset: a replay's stdout is its report and its
+    /// engine's per-lockout info lines would drown it, so it logs warnings only.
+    pub fn default_log_filter(&self) -> &'static str {
+        match self.command {
+            Command::Replay(_) => "warn",
+            _ => "info",
+        }
+    }
+
     /// The log format in force: the flag, else `run`'s config file's `[log] format`, else text.
     pub fn log_format(&self) -> LogFormat {
         self.log_format
@@ -56,6 +65,9 @@ pub enum Command {
     Kernel(KernelArgs),
     /// Detach the program from every interface and remove every pin.
     Detach(DetachArgs),
+    /// Run access logs through the engine on their own timestamps and report what a config
+    /// would have allowed, delayed and refused (in memory: no state, no kernel).
+    Replay(crate::replay::ReplayArgs),
 }
 
 /// Exit code for bad input (arguments, values, config): distinct from other failures (1).
@@ -64,7 +76,16 @@ pub const EXIT_USAGE: u8 = 2;
 
 /// The exit code for an error returned by [`run`].
 pub fn exit_code(err: &anyhow::Error) -> u8 {
-    if err.chain().any(|e| e.is::<crate::config::ConfigError>()) {
+    let bad_input = |e: &(dyn std::error::Error + 'static)| {
+        e.is::<crate::config::ConfigError>()
+            || matches!(
+                e.downcast_ref::<crate::replay::ReplayError>(),
+                Some(
+                    crate::replay::ReplayError::Open { .. } | crate::replay::ReplayError::Config(_)
+                )
+            )
+    };
+    if err.chain().any(bad_input) {
         EXIT_USAGE
     } else {
         1
@@ -95,5 +116,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run { config, ifaces } => crate::app::run::run(&config, ifaces, log_flag),
         Command::Kernel(args) => crate::kernel::cli::run_kernel(args),
         Command::Detach(args) => crate::kernel::cli::run_detach(args),
+        Command::Replay(args) => Ok(crate::replay::run_cli(args)?),
     }
 }

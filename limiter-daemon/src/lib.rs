@@ -12,6 +12,8 @@
 //! - [`metrics`]: Prometheus metrics, `/healthz` and `/readyz` on the operator listener.
 //! - [`app`]: `run` wiring: config → kernel → store → engine → HTTP until a signal, with one
 //!   [`app::shutdown::Shutdown`] handed to every background task.
+//! - [`replay`]: `limiter-daemon replay`, an access log through the engine on its own
+//!   timestamps (in memory, nothing pushed to a kernel).
 //! - [`daemon`]: the older path to `app::run`, kept for callers.
 
 pub mod admin;
@@ -30,4 +32,5 @@ pub mod identity;
 pub mod kernel;
 pub mod metrics;
 pub mod model;
+pub mod replay;
 pub mod store;

@@ -84,6 +84,9 @@ enum BenchKind {
     /// A SYN flood from locked sources over a veth pair: packets dropped per receiver
     /// CPU-second with the XDP program, an nftables set and no filter (root).
     Flood,
+    /// `limiter-daemon replay` lines/s on one core (combined, JSON lines, gzip) beside a
+    /// parse-only baseline.
+    Replay,
 }
 
 fn main() {
@@ -213,6 +216,7 @@ fn run(task: Task) -> Result<()> {
                 BenchKind::Store => "store",
                 BenchKind::Asn => "asn",
                 BenchKind::Flood => "flood",
+                BenchKind::Replay => "replay",
             };
             sh(cargo().args([
                 "build",

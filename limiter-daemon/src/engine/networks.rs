@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use ipnet::{IpNet, Ipv4Subnets, Ipv6Subnets};
 
-use crate::clock::ceil_secs;
 use super::strikes::{decayed_strikes, lock_duration};
 use super::Engine;
+use crate::clock::ceil_secs;
 use crate::config::asn::AsnRange;
 use crate::config::Config;
 use crate::identity::hash::IdentityHasher;

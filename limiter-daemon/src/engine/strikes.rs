@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use rand::Rng;
 
-use crate::clock::ceil_secs;
 use super::Engine;
+use crate::clock::ceil_secs;
 use crate::config::{Config, LockoutSettings};
 use crate::model::Decision;
 use crate::model::{LockCause, Lockout, StrikeRecord};

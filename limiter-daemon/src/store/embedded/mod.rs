@@ -39,7 +39,8 @@ pub struct EmbeddedStore {
     persisted: Persisted,
     hasher: IdentityHasher,
     corrupt: Vec<CorruptFile>,
-    dir: PathBuf,
+    /// `None`: in memory only ([`EmbeddedStore::in_memory`]).
+    dir: Option<PathBuf>,
     /// Serialises snapshot writes (the periodic one and the final one never interleave).
     snapshot_lock: Mutex<()>,
 }
@@ -76,16 +77,36 @@ impl EmbeddedStore {
             persisted,
             hasher,
             corrupt,
-            dir: dir.clone(),
+            dir: Some(dir.clone()),
             snapshot_lock: Mutex::new(()),
         })
     }
 
+    /// A store that never touches disk: no state directory read or created, no record or
+    /// snapshot written, identities hashed with `hasher` (`limiter-daemon replay` runs a log
+    /// through the engine without leaving a trace in the operator's state).
+    pub fn in_memory(settings: &StoreSettings, hasher: IdentityHasher) -> Self {
+        EmbeddedStore {
+            counters: Counters::new(
+                settings.max_identities,
+                u64::try_from(settings.sweep_interval.as_millis()).unwrap_or(u64::MAX),
+            ),
+            persisted: Persisted::in_memory(),
+            hasher,
+            corrupt: Vec::new(),
+            dir: None,
+            snapshot_lock: Mutex::new(()),
+        }
+    }
+
     /// Writes the counter snapshot now (what [`snapshotter::run`] calls off the request path).
-    /// Returns how many identities it holds.
+    /// Returns how many identities it holds (0 and nothing written for an in-memory store).
     pub fn snapshot_counters(&self, now_ms: u64) -> Result<usize, StoreError> {
+        let Some(dir) = &self.dir else {
+            return Ok(0);
+        };
         let _one_at_a_time = self.snapshot_lock.lock();
-        snapshot::write(&self.dir, &self.counters, now_ms)
+        snapshot::write(dir, &self.counters, now_ms)
     }
 
     pub fn counters(&self) -> &Counters {

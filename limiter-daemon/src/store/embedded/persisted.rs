@@ -50,7 +50,8 @@ pub struct Enforcement {
 }
 
 pub struct Persisted {
-    dir: PathBuf,
+    /// `None`: held in memory only (see [`Persisted::in_memory`]).
+    dir: Option<PathBuf>,
     pub keys: RwLock<HashMap<String, KeyRecord>>,
     pub enforcement: RwLock<Enforcement>,
     /// Lockouts held (active or not yet pruned): zero lets the request path skip the lock,
@@ -88,7 +89,7 @@ impl Persisted {
         list_map.insert(ListKind::Allow, lists.allow);
         list_map.insert(ListKind::Deny, lists.deny);
         Ok(Persisted {
-            dir: dir.to_path_buf(),
+            dir: Some(dir.to_path_buf()),
             keys: RwLock::new(keys.keys.into_iter().map(|k| (k.id.clone(), k)).collect()),
             enforcement: RwLock::new(Enforcement {
                 lockouts: enf.lockouts.into_iter().map(|l| (l.ip, l)).collect(),
@@ -101,6 +102,30 @@ impl Persisted {
         })
     }
 
+    /// Records that live and die with the process: nothing read, nothing ever written (a
+    /// replay must never touch the operator's state directory).
+    pub fn in_memory() -> Self {
+        let mut lists = HashMap::new();
+        lists.insert(ListKind::Allow, Vec::new());
+        lists.insert(ListKind::Deny, Vec::new());
+        Persisted {
+            dir: None,
+            keys: RwLock::new(HashMap::new()),
+            enforcement: RwLock::new(Enforcement::default()),
+            lists: RwLock::new(lists),
+            lockout_count: AtomicUsize::new(0),
+            write_lock: Mutex::new(()),
+            corrupt: Vec::new(),
+        }
+    }
+
+    fn write<T: Serialize>(&self, file: &str, value: &T) -> Result<(), StoreError> {
+        match &self.dir {
+            Some(dir) => state_file::write_json(&dir.join(file), value),
+            None => Ok(()),
+        }
+    }
+
     /// Applies `change` to the keys and rewrites the keys file.
     pub fn update_keys<R>(
         &self,
@@ -110,7 +135,7 @@ impl Persisted {
         let r = change(&mut self.keys.write())?;
         let mut keys: Vec<KeyRecord> = self.keys.read().values().cloned().collect();
         keys.sort_by(|a, b| a.id.cmp(&b.id));
-        state_file::write_json(&self.dir.join(KEYS_FILE), &KeysFile { keys })?;
+        self.write(KEYS_FILE, &KeysFile { keys })?;
         Ok(r)
     }
 
@@ -140,7 +165,7 @@ impl Persisted {
                     .collect(),
             }
         };
-        state_file::write_json(&self.dir.join(ENFORCEMENT_FILE), &file)?;
+        self.write(ENFORCEMENT_FILE, &file)?;
         Ok(r)
     }
 
@@ -157,7 +182,7 @@ impl Persisted {
                 deny: l.get(&ListKind::Deny).cloned().unwrap_or_default(),
             }
         };
-        state_file::write_json(&self.dir.join(LISTS_FILE), &file)?;
+        self.write(LISTS_FILE, &file)?;
         Ok(r)
     }
 

@@ -1,0 +1,215 @@
+//! The run loop: each log line, in order, through the real engine of every config being
+//! replayed (one, or two with `--compare`), each engine on its own injected clock set to the
+//! line's time, over an in-memory embedded store, pushing nothing to a kernel.
+//!
+//! - Nothing touches disk: [`EmbeddedStore::in_memory`] never opens the state directory.
+//! - Shadow mode is switched off: a replay is already a dry run, and it reports what enforcing
+//!   would do, strikes and lockouts included.
+//! - API keys cannot be verified (the log has no key store): with the lookups never landing, a
+//!   well-formed key is metered as the daemon meters a key whose lookup is in flight, one rung
+//!   down (the session rung), counted by address.
+//! - The clock never goes backwards: a line stamped earlier than one before it is decided at
+//!   the latest time seen, and counted as out of order.
+//! - One line buffer and one header map per config are reused: a line without credentials
+//!   allocates nothing here.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+use super::client::{client, network_of, parse_addr};
+use super::combined::{self, ExtraField};
+use super::error::ReplayError;
+use super::input::LogReader;
+use super::json;
+use super::line::{LogLine, Malformed};
+use super::report::{Input, Report, SkippedLine};
+use super::tally::Tally;
+use crate::clock::ManualClock;
+use crate::config::Config;
+use crate::engine::sink::NoKernel;
+use crate::engine::{Engine, EngineOptions, KeyRefresh, RequestInfo};
+use crate::identity::client_ip::group;
+use crate::identity::hash::IdentityHasher;
+use crate::store::EmbeddedStore;
+
+/// How many malformed lines the report names.
+pub const MALFORMED_SHOWN: usize = 5;
+
+/// How lines are read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// JSON for a line that starts with `{`, combined for any other.
+    #[default]
+    Auto,
+    Combined,
+    Json,
+}
+
+/// What the run needs besides the configs and logs.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    pub format: Format,
+    /// The quoted fields after the user agent of combined lines.
+    pub fields: Vec<ExtraField>,
+    /// Believe the logged `X-Forwarded-For` whoever the logged peer is.
+    pub xff: bool,
+    /// How many identities and networks the report lists.
+    pub top: usize,
+}
+
+/// One config being replayed.
+struct Side {
+    name: String,
+    cfg: Arc<Config>,
+    clock: ManualClock,
+    engine: Engine,
+    key_header: HeaderName,
+    headers: HeaderMap,
+    tally: Tally,
+}
+
+impl Side {
+    fn new(name: String, cfg: &Config, hasher: IdentityHasher) -> Side {
+        let mut cfg = cfg.clone();
+        cfg.engine.shadow = false;
+        cfg.routes.default.shadow = false;
+        for r in &mut cfg.routes.routes {
+            r.shadow = false;
+        }
+        let cfg = Arc::new(cfg);
+        let clock = ManualClock::new(0);
+        let store = Arc::new(EmbeddedStore::in_memory(&cfg.store, hasher));
+        let engine = Engine::with_options(
+            Arc::clone(&cfg),
+            store,
+            Arc::new(NoKernel),
+            Arc::new(clock.clone()),
+            EngineOptions {
+                key_refresh: KeyRefresh::Manual,
+            },
+        );
+        Side {
+            name,
+            key_header: cfg.keys.header.clone(),
+            cfg,
+            clock,
+            engine,
+            headers: HeaderMap::new(),
+            tally: Tally::default(),
+        }
+    }
+
+    fn decide(&mut self, line: &LogLine<'_>, peer: IpAddr, now_ms: u64, always_xff: bool) {
+        self.headers.clear();
+        let fields = [
+            (&http::header::COOKIE, &line.cookie),
+            (&http::header::AUTHORIZATION, &line.authorization),
+            (&self.key_header, &line.api_key),
+        ];
+        for (name, value) in fields {
+            // A value no header could carry (a control byte) is as good as absent.
+            if let Some(v) = value.as_deref().and_then(|v| HeaderValue::from_str(v).ok()) {
+                self.headers.append(name.clone(), v);
+            }
+        }
+        self.clock.set_ms(now_ms);
+        let id = &self.cfg.identity;
+        let ip = client(peer, line.xff.as_deref(), id, always_xff);
+        let d = self.engine.decide(&RequestInfo {
+            peer: ip,
+            method: &line.method,
+            path: &line.target,
+            headers: &self.headers,
+        });
+        let nets = &self.cfg.networks;
+        let net = network_of(ip, nets.ipv4_prefix, nets.ipv6_prefix);
+        self.tally.record(&d, group(ip, id.ipv6_prefix), net);
+    }
+}
+
+fn parse<'a>(text: &'a str, opts: &Options) -> Result<LogLine<'a>, Malformed> {
+    let json = match opts.format {
+        Format::Auto => text.trim_start().starts_with('{'),
+        Format::Combined => false,
+        Format::Json => true,
+    };
+    if json {
+        json::parse(text)
+    } else {
+        combined::parse(text, &opts.fields)
+    }
+}
+
+/// Replays `logs` (in the order given, as one stream) under each of `configs` (a name for the
+/// report, and the config); one report per config, in order.
+pub fn replay(
+    configs: &[(String, Config)],
+    logs: &[PathBuf],
+    opts: &Options,
+) -> Result<Vec<Report>, ReplayError> {
+    // One secret for every side: a caller is the same hashed identity in both columns.
+    let hasher = IdentityHasher::hmac(&rand::random::<[u8; 32]>());
+    let mut sides: Vec<Side> = configs
+        .iter()
+        .map(|(name, cfg)| Side::new(name.clone(), cfg, hasher.clone()))
+        .collect();
+    let mut input = Input::default();
+    let (mut first, mut last): (Option<u64>, Option<u64>) = (None, None);
+    let mut buf = Vec::with_capacity(4096);
+    for path in logs {
+        let mut reader = LogReader::open(path)?;
+        while reader.next_line(&mut buf)? {
+            let skip = |why: Malformed, input: &mut Input| {
+                input.malformed += 1;
+                if input.malformed_first.len() < MALFORMED_SHOWN {
+                    input.malformed_first.push(SkippedLine {
+                        file: reader.path().display().to_string(),
+                        line: reader.line_no,
+                        why: why.as_str(),
+                    });
+                }
+            };
+            let Ok(text) = std::str::from_utf8(&buf) else {
+                input.lines += 1;
+                skip(Malformed::Encoding, &mut input);
+                continue;
+            };
+            if text.trim().is_empty() {
+                continue;
+            }
+            input.lines += 1;
+            let line = match parse(text, opts) {
+                Ok(l) => l,
+                Err(why) => {
+                    skip(why, &mut input);
+                    continue;
+                }
+            };
+            let Some(peer) = parse_addr(&line.addr) else {
+                skip(Malformed::Address, &mut input);
+                continue;
+            };
+            let now = match last {
+                Some(l) if line.time_ms < l => {
+                    input.out_of_order += 1;
+                    l
+                }
+                _ => line.time_ms,
+            };
+            first.get_or_insert(now);
+            last = Some(now);
+            input.requests += 1;
+            for side in &mut sides {
+                side.decide(&line, peer, now, opts.xff);
+            }
+        }
+    }
+    input.set_span(first, last);
+    Ok(sides
+        .into_iter()
+        .map(|s| Report::new(s.name, input.clone(), s.tally, opts.top))
+        .collect())
+}
