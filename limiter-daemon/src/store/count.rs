@@ -411,7 +411,7 @@ mod tests {
                         id: id(2),
                         limits: limits(40, 90),
                     }),
-                    (rng % 3 != 0).then_some(NetCount {
+                    (!rng.is_multiple_of(3)).then_some(NetCount {
                         id: id(3),
                         limits: limits(60, 70),
                     }),

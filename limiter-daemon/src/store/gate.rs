@@ -7,6 +7,10 @@ use super::count::CountOutcome;
 use crate::model::Lockout;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the counted answer is the common case; boxing it would allocate per decision"
+)]
 pub enum Gate {
     /// The caller's address is locked out at the request's time; nothing was counted.
     Locked(Lockout),

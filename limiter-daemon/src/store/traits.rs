@@ -22,6 +22,10 @@ pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>>
 /// One counted decision's store work as the request path receives it: answered in place, or
 /// a remote call to await. Awaiting is the only way a request waits on a remote store; no
 /// request thread ever blocks on its I/O.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the ready answer is the embedded store's every decision; boxing it would allocate"
+)]
 pub enum Counting<'a> {
     /// Answered without I/O: an in-process store, or a remote store's local answer (lockout
     /// replica, over-limit cache, degraded local counting).
