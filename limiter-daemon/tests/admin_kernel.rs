@@ -20,7 +20,6 @@ use std::time::Duration;
 
 use admin_support::{eventually, Daemon};
 use limiter_tests::netns::VethPair;
-use limiter_tests::testrun::object_path;
 use serde_json::json;
 
 const SHORT: Duration = Duration::from_millis(300);
@@ -43,18 +42,7 @@ fn nsenter_arg(pair: &VethPair) -> String {
 /// The daemon in the server namespace, attached with TC to the server's interface, protecting
 /// `port`, its pins under `pins`.
 fn start_in_server_ns(dir: &Path, pair: &VethPair, pins: &Path, port: u16) -> Daemon {
-    let kernel = format!(
-        "[kernel]\nmode = \"required\"\nattach = \"tc\"\ninterfaces = [\"{}\"]\npin_path = \"{}\"\n\
-         protected_ports = [{port}]\n",
-        pair.server_if,
-        pins.display()
-    );
-    let wrapper = vec!["nsenter".to_string(), nsenter_arg(pair)];
-    let env = vec![(
-        "LIMITER_EBPF_OBJECT".to_string(),
-        object_path().display().to_string(),
-    )];
-    Daemon::start_with(dir, &kernel, "", wrapper, env)
+    Daemon::start_in_server_ns(dir, pair, pins, port, "")
 }
 
 #[test]

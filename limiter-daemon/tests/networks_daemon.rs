@@ -16,7 +16,6 @@ mod kernel_support;
 use std::time::Duration;
 
 use admin_support::{eventually, http, Daemon};
-use limiter_tests::testrun::object_path;
 use serde_json::json;
 
 #[test]
@@ -96,28 +95,14 @@ fn a_network_burst_locks_its_prefix_out_in_the_kernel() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let kernel = format!(
-        "[kernel]\nmode = \"required\"\nattach = \"tc\"\ninterfaces = [\"{}\"]\npin_path = \"{}\"\n\
-         protected_ports = [{port}]\n",
-        pair.server_if,
-        pins.0.display()
-    );
-    let wrapper = vec![
-        "nsenter".to_string(),
-        format!("--net={}", pair.server.path().display()),
-    ];
-    let env = vec![(
-        "LIMITER_EBPF_OBJECT".to_string(),
-        object_path().display().to_string(),
-    )];
     // The pair's clients are 10.77.0.2, .3 and .4: a /31 holds the first two.
-    let d = Daemon::start_with(
+    let d = Daemon::start_in_server_ns(
         dir.path(),
-        &kernel,
+        &pair,
+        &pins.0,
+        port,
         "[tiers.anon]\nburst = 100\n[networks]\nipv4_prefix = 31\n\
          [networks.prefix]\nburst = 6\n",
-        wrapper,
-        env,
     );
     eventually("the dataplane to attach", || {
         d.kernel_attached_in(&pair.server).then_some(())

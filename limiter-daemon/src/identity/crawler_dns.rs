@@ -16,11 +16,11 @@
 //! thread ends on a cancellation token, and holds a task tracker open until it has ended, as
 //! the key cache's does. Only the user agents that claim a crawler ever reach this cache.
 
+use super::owned_thread::OwnedThread;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::Notify;
@@ -324,7 +324,7 @@ impl CrawlerDns {
         if handle.is_none() {
             tracing::error!("cannot start the crawler-dns thread; claims stay unverified");
         }
-        DnsThread { stop, handle }
+        OwnedThread::new(stop, handle)
     }
 }
 
@@ -344,20 +344,8 @@ fn evict(answers: &mut HashMap<IpAddr, Answer>, setup: &Setup, now: u64) {
     }
 }
 
-/// Owns the lookup thread; dropping it cancels the thread's token and joins it.
-pub struct DnsThread {
-    stop: CancellationToken,
-    handle: Option<JoinHandle<()>>,
-}
-
-impl Drop for DnsThread {
-    fn drop(&mut self) {
-        self.stop.cancel();
-        if let Some(h) = self.handle.take() {
-            let _joined = h.join();
-        }
-    }
-}
+/// Owns the lookup thread (see [`OwnedThread`]).
+pub type DnsThread = OwnedThread;
 
 #[cfg(test)]
 mod tests {

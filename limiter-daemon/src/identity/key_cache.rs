@@ -18,6 +18,7 @@
 //! has ended, so a drain waits for it. It is a thread, not a task: engines are built and used
 //! outside any runtime (tests, benches, library users), and a lookup may block on the store.
 
+use super::owned_thread::OwnedThread;
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::net::IpAddr;
@@ -25,7 +26,6 @@ use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Wake, Waker};
-use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 use subtle::ConstantTimeEq;
@@ -307,7 +307,7 @@ impl KeyCache {
         if handle.is_none() {
             tracing::error!("cannot start the key-cache thread; keys settle only on demand");
         }
-        Refresher { stop, handle }
+        OwnedThread::new(stop, handle)
     }
 
     /// The refresher thread's loop: lands queued lookups until `stop` is cancelled.
@@ -366,22 +366,8 @@ impl Wake for StopWaker {
     }
 }
 
-/// Owns the refresher thread; dropping it cancels the thread's token and joins the thread.
-/// The engine owns it, so the thread never outlives the engine even when no shutdown stops it
-/// (tests and benches build engines outside any runtime and any shutdown).
-pub struct Refresher {
-    stop: CancellationToken,
-    handle: Option<JoinHandle<()>>,
-}
-
-impl Drop for Refresher {
-    fn drop(&mut self) {
-        self.stop.cancel();
-        if let Some(h) = self.handle.take() {
-            let _joined = h.join();
-        }
-    }
-}
+/// Owns the refresher thread (see [`OwnedThread`]).
+pub type Refresher = OwnedThread;
 
 #[cfg(test)]
 mod tests {

@@ -14,6 +14,7 @@ pub mod crawler_fcrdns;
 pub mod hash;
 pub mod jwt;
 pub mod key_cache;
+pub mod owned_thread;
 pub mod session;
 
 use std::net::IpAddr;

@@ -148,6 +148,34 @@ impl Daemon {
         Daemon::start_store(dir, kernel, "", extra, false, wrapper, env)
     }
 
+    /// The daemon in `pair`'s server namespace, attached with TC to the server's interface,
+    /// protecting `port`, its pins under `pins`, with `extra` config (the real object, as the
+    /// kernel tests load it).
+    pub fn start_in_server_ns(
+        dir: &Path,
+        pair: &limiter_tests::netns::VethPair,
+        pins: &Path,
+        port: u16,
+        extra: &str,
+    ) -> Daemon {
+        let kernel = format!(
+            "[kernel]\nmode = \"required\"\nattach = \"tc\"\ninterfaces = [\"{}\"]\npin_path = \"{}\"\n\
+             protected_ports = [{port}]\n",
+            pair.server_if,
+            pins.display()
+        );
+        // `nsenter --net`, not `ip netns exec`: the latter remounts /sys, hiding the bpffs pins.
+        let wrapper = vec![
+            "nsenter".to_string(),
+            format!("--net={}", pair.server.path().display()),
+        ];
+        let env = vec![(
+            "LIMITER_EBPF_OBJECT".to_string(),
+            limiter_tests::testrun::object_path().display().to_string(),
+        )];
+        Daemon::start_with(dir, &kernel, extra, wrapper, env)
+    }
+
     /// As [`Daemon::start_with`], with `store` lines added to `[store]`, and the metrics
     /// listener (`/metrics`, `/readyz`) on a free port when `metrics`.
     pub fn start_store(
