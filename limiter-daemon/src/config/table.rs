@@ -65,6 +65,23 @@ pub fn effective_limits(cfg: &Config) -> String {
         humantime::format_duration(cfg.lockout.decay),
         cfg.lockout.jitter
     );
+    let n = &cfg.networks;
+    let level = |b: Option<super::networks::NetBudget>| {
+        b.map_or("off".to_string(), |b| {
+            format!("burst {}/60s, hourly {}", b.burst, b.hourly)
+        })
+    };
+    let _ = writeln!(
+        out,
+        "networks: /{} (IPv4), /{} (IPv6) {}; ASN {}",
+        n.ipv4_prefix,
+        n.ipv6_prefix,
+        level(n.prefix),
+        match (&n.asn_table, n.asn) {
+            (Some(t), Some(_)) => format!("{} ({} ranges)", level(n.asn), t.len()),
+            _ => "off (no asn_table)".to_string(),
+        }
+    );
     let _ = match (&cfg.store.backend, &cfg.store.valkey_address) {
         (super::store::StoreBackend::Valkey, Some(a)) => writeln!(
             out,
