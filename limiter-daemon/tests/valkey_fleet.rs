@@ -14,7 +14,7 @@ use limiter_daemon::config::HashMode;
 use limiter_daemon::engine::Tier;
 use limiter_daemon::identity::hash::{IdKey, IdentityHasher, Namespace};
 use limiter_daemon::model::{KeyRecord, PerWindow, WindowKind};
-use limiter_daemon::store::count::{CountOutcome, CountRequest, Limit};
+use limiter_daemon::store::count::{CountOutcome, CountRequest, Limit, NetCount};
 use limiter_daemon::store::fleet::{LockoutEvent, LockoutEvents};
 use limiter_daemon::store::valkey::{ValkeyOptions, ValkeyStore, SECRET_FILE};
 use limiter_daemon::store::{
@@ -627,4 +627,99 @@ fn the_stream_carries_lockouts_between_stores_and_survives_restarts_and_gaps() {
         (applied || reloaded).then_some(())
     });
     cancel.cancel();
+}
+
+/// A TCP relay to `upstream` that holds every chunk sent towards the server for `delay` after
+/// it arrived (replies pass at once): a slow link. Chunks that arrive together leave together,
+/// so calls sent at once reach the server at once, and a call sent after another's reply
+/// reaches it at least `delay` later.
+fn slow_link(upstream: &str, delay: Duration) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let upstream = upstream.to_string();
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let server = std::net::TcpStream::connect(&upstream).unwrap();
+            let (mut c_read, mut s_write) =
+                (client.try_clone().unwrap(), server.try_clone().unwrap());
+            let (mut s_read, mut c_write) = (server, client);
+            let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                while let Ok(n @ 1..) = c_read.read(&mut buf) {
+                    if tx
+                        .send((Instant::now() + delay, buf[..n].to_vec()))
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            });
+            std::thread::spawn(move || {
+                for (at, bytes) in rx {
+                    // The link's latency, not a wait for something to happen.
+                    std::thread::sleep(at.saturating_duration_since(Instant::now()));
+                    if s_write.write_all(&bytes).is_err() {
+                        break;
+                    }
+                }
+            });
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut s_read, &mut c_write);
+            });
+        }
+    });
+    addr
+}
+
+/// The seconds a MONITOR line was received at (`1767225600.123456 [0 …] "EVALSHA" …`).
+fn monitor_secs(line: &str) -> f64 {
+    line.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_caller_and_its_networks_are_counted_in_one_round_trip() {
+    let Some(server) = start() else { return };
+    let delay = Duration::from_millis(150);
+    let link = slow_link(&server.addr, delay);
+    let store = ValkeyStore::open(&link, "nets:", HashMode::Hmac, None).unwrap();
+    let h = store.hasher();
+    let net = |id| NetCount {
+        id,
+        limits: PerWindow::default()
+            .with(WindowKind::Burst, Some(Limit::refusing(1000)))
+            .with(WindowKind::Hourly, Some(Limit::refusing(1000))),
+    };
+    let r = CountRequest {
+        networks: [
+            Some(net(h.id(Namespace::Net, b"198.51.100.0/24"))),
+            Some(net(h.id(Namespace::Asn, b"AS64500"))),
+        ],
+        ..req(h.id(Namespace::Ip, b"198.51.100.7"), now_ms(), 1000)
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(count_async(&store, &r));
+    let lines = client_commands_during(&[&server.addr], || {
+        let o = rt.block_on(count_async(&store, &r));
+        assert!(o.admitted);
+        assert!(o.networks.iter().all(Option::is_some), "{o:?}");
+    });
+    let evals: Vec<f64> = lines
+        .iter()
+        .filter(|l| l.contains("\"EVALSHA\""))
+        .map(|l| monitor_secs(l))
+        .collect();
+    assert_eq!(
+        evals.len(),
+        3,
+        "the caller's script and two networks': {lines:#?}"
+    );
+    // One after another, each would reach the server a whole delay after the last one's reply.
+    let spread = evals.iter().cloned().fold(f64::MIN, f64::max)
+        - evals.iter().cloned().fold(f64::MAX, f64::min);
+    assert!(
+        spread < delay.as_secs_f64() / 2.0,
+        "the three scripts went out together: {spread:.3} s apart ({lines:#?})"
+    );
 }
