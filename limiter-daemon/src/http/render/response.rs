@@ -365,15 +365,18 @@ pub fn detail(d: &Decision) -> String {
                 Some(net) => (
                     net.name.to_string(),
                     if net.window.kind == WindowKind::Burst {
-                        format!("more than {n} requests in 60 seconds")
+                        format!("sent more than {n} requests in 60 seconds")
                     } else {
-                        format!("its hourly budget of {n} units")
+                        format!("used up its hourly budget of {n} units")
                     },
                 ),
-                None => ("this caller's network".to_string(), format!("{n} units")),
+                None => (
+                    "this caller's network".to_string(),
+                    format!("went over {n} units"),
+                ),
             };
             format!(
-                "Many addresses of the network {name} together sent {what}; callers there \
+                "Many addresses of the network {name} together {what}; callers there \
                  without an API key share it. Retry in {wait} s."
             )
         }
