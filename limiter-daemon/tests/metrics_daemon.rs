@@ -5,8 +5,9 @@
 
 mod daemon_support;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
+
+use limiter_tests::http1::exchange as http;
 use std::path::Path;
 use std::time::Duration;
 
@@ -19,23 +20,6 @@ fn start(dir: &Path, api: SocketAddr, listen: &str) -> Daemon {
         api,
         &format!("listen = \"{listen}\"\nnamespace = \"stella\""),
     )
-}
-
-/// One HTTP/1.1 exchange (`Connection: close`): (status, body).
-fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    let status = out.split(' ').nth(1)?.parse().ok()?;
-    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
-    Some((status, body))
 }
 
 /// TCP sockets in LISTEN state that process `pid` holds (from /proc: no guessing at ports).

@@ -2,6 +2,7 @@
 //! whether a privileged test may skip (never under `CI=true`), and polling with deadlines.
 
 pub mod frames;
+pub mod http1;
 pub mod isolated;
 pub mod netns;
 pub mod nginx;

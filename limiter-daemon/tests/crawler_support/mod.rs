@@ -6,26 +6,10 @@
     reason = "each test file uses a different part of this module"
 )]
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::net::SocketAddr;
 
-/// One HTTP/1.1 exchange (`Connection: close`): (status, body).
-pub fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    let status = out.split(' ').nth(1)?.parse().ok()?;
-    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
-    Some((status, body))
-}
+use limiter_tests::http1::exchange as http;
+use std::time::Duration;
 
 /// `/v1/decide` for `ip` with `user_agent` (none when empty): the answer's JSON.
 pub fn decide(api: SocketAddr, ip: &str, user_agent: &str) -> serde_json::Value {

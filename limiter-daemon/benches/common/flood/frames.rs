@@ -65,3 +65,21 @@ pub fn syn(src: Ipv4Addr, sport: u16, seq: u32, to: &Dest) -> [u8; SYN_LEN] {
     f[50..52].copy_from_slice(&tcp_sum.to_be_bytes());
     f
 }
+
+/// One SYN per source, each a new connection attempt (source ports and sequence numbers vary).
+pub fn syns(sources: &[Ipv4Addr], to: &Dest) -> Vec<[u8; SYN_LEN]> {
+    sources
+        .iter()
+        .enumerate()
+        .map(|(i, s)| syn(*s, 1024 + (i % 60000) as u16, i as u32 * 7919, to))
+        .collect()
+}
+
+/// The index of interface `name` in the calling thread's namespace (0: none).
+pub fn ifindex(name: &str) -> u32 {
+    let Ok(name) = std::ffi::CString::new(name) else {
+        return 0;
+    };
+    // SAFETY: `name` is a valid C string.
+    unsafe { libc::if_nametoindex(name.as_ptr()) }
+}

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use limiter_tests::netns::Netns;
 
-use super::frames::{syn, Dest, SYN_LEN};
+use super::frames::{ifindex, syns, Dest, SYN_LEN};
 use super::sender::Sent;
 
 const BPF_PROG_LOAD: libc::c_long = 5;
@@ -91,17 +91,9 @@ impl LiveSender {
     /// Loads the redirect program for `iface` in `ns` (its index is resolved there) and one SYN
     /// per source.
     pub fn new(ns: &Netns, iface: &str, sources: &[Ipv4Addr], to: &Dest, repeat: u32) -> Self {
-        let frames = sources
-            .iter()
-            .enumerate()
-            .map(|(i, s)| syn(*s, 1024 + (i % 60000) as u16, i as u32 * 7919, to))
-            .collect();
+        let frames = syns(sources, to);
         let iface = iface.to_string();
-        let ifindex = ns.run(move || {
-            let name = std::ffi::CString::new(iface.clone()).unwrap();
-            // SAFETY: `name` is a valid C string.
-            unsafe { libc::if_nametoindex(name.as_ptr()) }
-        });
+        let ifindex = ns.run(move || ifindex(&iface));
         assert!(ifindex > 0, "no sender interface");
         let mov_imm = |reg: u8, imm: i32| Insn {
             code: 0xb7, // BPF_ALU64 | BPF_MOV | BPF_K

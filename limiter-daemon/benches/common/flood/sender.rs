@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use limiter_tests::netns::Netns;
 
-use super::frames::{syn, Dest, SYN_LEN};
+use super::frames::{ifindex, syns, Dest, SYN_LEN};
 
 /// Frames per `sendmmsg` call.
 pub const BATCH: usize = 64;
@@ -36,16 +36,10 @@ impl Sender {
     /// A socket on `iface` in `ns` and one SYN per source (source ports and sequence numbers
     /// vary, so each frame is a new connection attempt).
     pub fn new(ns: &Netns, iface: &str, sources: &[Ipv4Addr], to: &Dest) -> Self {
-        let frames = sources
-            .iter()
-            .enumerate()
-            .map(|(i, s)| syn(*s, 1024 + (i % 60000) as u16, i as u32 * 7919, to))
-            .collect();
+        let frames = syns(sources, to);
         let iface = iface.to_string();
         let (fd, ifindex) = ns.run(move || {
-            let name = std::ffi::CString::new(iface.clone()).unwrap();
-            // SAFETY: `name` is a valid C string.
-            let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) } as i32;
+            let ifindex = ifindex(&iface) as i32;
             assert!(ifindex > 0, "no interface {iface} in the sender namespace");
             // Protocol 0: this socket receives nothing, so the answers cost the sender nothing.
             // SAFETY: plain socket(2); the fd is owned below.
