@@ -629,61 +629,102 @@ fn the_stream_carries_lockouts_between_stores_and_survives_restarts_and_gaps() {
     cancel.cancel();
 }
 
-/// A TCP relay to `upstream` that holds every chunk sent towards the server for `delay` after
-/// it arrived (replies pass at once): a slow link. Chunks that arrive together leave together,
-/// so calls sent at once reach the server at once, and a call sent after another's reply
-/// reaches it at least `delay` later.
-fn slow_link(upstream: &str, delay: Duration) -> String {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let upstream = upstream.to_string();
-    std::thread::spawn(move || {
-        for client in listener.incoming().flatten() {
-            let server = std::net::TcpStream::connect(&upstream).unwrap();
-            let (mut c_read, mut s_write) =
-                (client.try_clone().unwrap(), server.try_clone().unwrap());
-            let (mut s_read, mut c_write) = (server, client);
-            let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 65536];
-                while let Ok(n @ 1..) = c_read.read(&mut buf) {
-                    if tx
-                        .send((Instant::now() + delay, buf[..n].to_vec()))
-                        .is_err()
-                    {
-                        break;
-                    }
-                }
-            });
-            std::thread::spawn(move || {
-                for (at, bytes) in rx {
-                    // The link's latency, not a wait for something to happen.
-                    std::thread::sleep(at.saturating_duration_since(Instant::now()));
-                    if s_write.write_all(&bytes).is_err() {
-                        break;
-                    }
-                }
-            });
-            std::thread::spawn(move || {
-                let _ = std::io::copy(&mut s_read, &mut c_write);
-            });
-        }
-    });
-    addr
+/// What a [`Gate`]d relay has seen since it was armed.
+#[derive(Default)]
+struct GateState {
+    armed: bool,
+    /// `EVALSHA` commands that went towards the server since arming.
+    sent: usize,
+    /// A reply had to be let through at the deadline: the scripts never were all in flight.
+    gave_up: bool,
 }
 
-/// The seconds a MONITOR line was received at (`1767225600.123456 [0 …] "EVALSHA" …`).
-fn monitor_secs(line: &str) -> f64 {
-    line.split_whitespace().next().unwrap().parse().unwrap()
+/// A TCP relay to `upstream` that, once armed, holds every reply until `want` scripts have gone
+/// towards the server (or a deadline passes, which it records). Calls sent at once are all in
+/// flight before any reply returns; a call sent only after another's reply can never be, so
+/// the relay gives up waiting for it. No timing is measured.
+struct ScriptGate {
+    addr: String,
+    state: Arc<(parking_lot::Mutex<GateState>, parking_lot::Condvar)>,
+}
+
+impl ScriptGate {
+    fn start(upstream: &str, want: usize) -> ScriptGate {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let state = Arc::new((
+            parking_lot::Mutex::new(GateState::default()),
+            parking_lot::Condvar::new(),
+        ));
+        let upstream = upstream.to_string();
+        let shared = Arc::clone(&state);
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let server = std::net::TcpStream::connect(&upstream).unwrap();
+                let (mut c_read, mut s_write) =
+                    (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let (mut s_read, mut c_write) = (server, client);
+                let up = Arc::clone(&shared);
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 65536];
+                    while let Ok(n @ 1..) = c_read.read(&mut buf) {
+                        let scripts = buf[..n].windows(7).filter(|w| w == b"EVALSHA").count();
+                        if s_write.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                        let (m, cv) = &*up;
+                        let mut g = m.lock();
+                        if g.armed {
+                            g.sent += scripts;
+                            cv.notify_all();
+                        }
+                    }
+                });
+                let down = Arc::clone(&shared);
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 65536];
+                    while let Ok(n @ 1..) = s_read.read(&mut buf) {
+                        {
+                            let (m, cv) = &*down;
+                            let mut g = m.lock();
+                            let deadline = Instant::now() + Duration::from_secs(3);
+                            while g.armed && g.sent < want {
+                                if cv.wait_until(&mut g, deadline).timed_out() {
+                                    g.gave_up = true;
+                                    break;
+                                }
+                            }
+                        }
+                        if c_write.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        ScriptGate { addr, state }
+    }
+
+    fn arm(&self) {
+        *self.state.0.lock() = GateState {
+            armed: true,
+            ..GateState::default()
+        };
+    }
+
+    /// `(scripts sent while armed, whether a reply had to be let through before they all were)`.
+    fn seen(&self) -> (usize, bool) {
+        let g = self.state.0.lock();
+        (g.sent, g.gave_up)
+    }
 }
 
 #[test]
 fn a_caller_and_its_networks_are_counted_in_one_round_trip() {
     let Some(server) = start() else { return };
-    let delay = Duration::from_millis(150);
-    let link = slow_link(&server.addr, delay);
-    let store = ValkeyStore::open(&link, "nets:", HashMode::Hmac, None).unwrap();
+    let gate = ScriptGate::start(&server.addr, 3);
+    let store = ValkeyStore::open(&gate.addr, "nets:", HashMode::Hmac, None).unwrap();
     let h = store.hasher();
     let net = |id| NetCount {
         id,
@@ -699,27 +740,16 @@ fn a_caller_and_its_networks_are_counted_in_one_round_trip() {
         ..req(h.id(Namespace::Ip, b"198.51.100.7"), now_ms(), 1000)
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
+    // Warm: the connection and the scripts loaded, with the relay passing everything.
     rt.block_on(count_async(&store, &r));
-    let lines = client_commands_during(&[&server.addr], || {
-        let o = rt.block_on(count_async(&store, &r));
-        assert!(o.admitted);
-        assert!(o.networks.iter().all(Option::is_some), "{o:?}");
-    });
-    let evals: Vec<f64> = lines
-        .iter()
-        .filter(|l| l.contains("\"EVALSHA\""))
-        .map(|l| monitor_secs(l))
-        .collect();
-    assert_eq!(
-        evals.len(),
-        3,
-        "the caller's script and two networks': {lines:#?}"
-    );
-    // One after another, each would reach the server a whole delay after the last one's reply.
-    let spread = evals.iter().cloned().fold(f64::MIN, f64::max)
-        - evals.iter().cloned().fold(f64::MAX, f64::min);
+    gate.arm();
+    let o = rt.block_on(count_async(&store, &r));
+    assert!(o.admitted);
+    assert!(o.networks.iter().all(Option::is_some), "{o:?}");
+    let (sent, gave_up) = gate.seen();
+    assert_eq!(sent, 3, "the caller's script and two networks'");
     assert!(
-        spread < delay.as_secs_f64() / 2.0,
-        "the three scripts went out together: {spread:.3} s apart ({lines:#?})"
+        !gave_up,
+        "all three scripts were in flight before the first reply: one round trip"
     );
 }
