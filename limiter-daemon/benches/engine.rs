@@ -41,6 +41,10 @@ prefix = "/api/feeds"
 key_limit = true
 "#;
 
+/// The same limits with network budgets off: the row that shows what counting each
+/// anonymous caller against its /24 as well costs.
+const NO_NETWORKS: &str = "\n[networks.prefix]\nenabled = false\n";
+
 const ANON_POOL: u32 = 65_536;
 const KEYS: usize = 1_000;
 
@@ -97,6 +101,15 @@ fn main() {
     cfg.store.state_dir = dir.path().to_path_buf();
     let cfg = Arc::new(cfg);
     let engine = build_engine(&cfg);
+    let mut cfg_nonet = Config::from_toml_str(
+        &format!("{BENCH_CONFIG}{NO_NETWORKS}"),
+        "bench.toml".as_ref(),
+        &EnvMap::new(),
+    )
+    .expect("bench config without networks");
+    let dir_nonet = tempfile::tempdir().expect("tempdir");
+    cfg_nonet.store.state_dir = dir_nonet.path().to_path_buf();
+    let engine_nonet = build_engine(&Arc::new(cfg_nonet));
 
     let anon: Vec<Caller> = (0..ANON_POOL)
         .map(|n| Caller {
@@ -136,12 +149,17 @@ fn main() {
         debug_assert_ne!(d.action(), Action::Reject);
         std::hint::black_box(d);
     };
+    let full_nonet = |c: &Caller| {
+        let d = decide(&engine_nonet, c, "/api/feeds");
+        debug_assert_ne!(d.action(), Action::Reject);
+        std::hint::black_box(d);
+    };
 
     println!("engine benchmark: embedded store, {cores} core(s) available, {secs} s per row");
     println!("anonymous: {ANON_POOL} distinct IPv4 callers; keyed: {KEYS} verified API keys on a key_limit route");
     println!();
     println!(
-        "{:<10} {:>7} {:>18} {:>18} {:>9}",
+        "{:<18} {:>7} {:>18} {:>18} {:>9}",
         "callers", "threads", "identity only/s", "decide/s", "ratio"
     );
     let mut one_core = Vec::new();
@@ -150,14 +168,19 @@ fn main() {
         thread_counts.push(cores);
     }
     for &threads in &thread_counts {
-        for (name, callers) in [("anonymous", &anon), ("keyed", &keyed)] {
+        let rows: [(&str, &[Caller], &(dyn Fn(&Caller) + Sync)); 3] = [
+            ("anonymous", &anon, &full),
+            ("anon, no networks", &anon, &full_nonet),
+            ("keyed", &keyed, &full),
+        ];
+        for (name, callers, op) in rows {
             let base = measure(threads, secs, callers, baseline);
-            let dec = measure(threads, secs, callers, full);
+            let dec = measure(threads, secs, callers, op);
             if threads == 1 {
                 one_core.push((name, dec / base));
             }
             println!(
-                "{:<10} {:>7} {:>18.0} {:>18.0} {:>8.2}x",
+                "{:<18} {:>7} {:>18.0} {:>18.0} {:>8.2}x",
                 name,
                 threads,
                 base,
@@ -176,6 +199,7 @@ fn main() {
         println!("ratio on one core, {name}: {ratio:.2}x{target}");
     }
     drop(engine);
+    drop(engine_nonet);
 
     // Memory: 1,000,000 distinct identities tracked (one anonymous request each, default
     // limits so the burst, hourly and daily windows are all live).

@@ -136,7 +136,6 @@ pub(crate) fn locked(mut d: Decision, remaining_ms: u64) -> Decision {
 /// A counted decision waiting on its store work: what finishing it needs, owned, so the
 /// remote store's future can carry it across the await.
 pub(crate) struct Counted {
-    cfg: Arc<Config>,
     d: Decision,
     caller: Caller,
     nets: CallerNetworks,
@@ -150,8 +149,8 @@ pub(crate) struct Counted {
 enum Step {
     /// Decided without counting (lists, explain, a store failure while reading).
     Done(Decision),
-    /// To be finished with the store's answer for `creq`.
-    Count(Box<Counted>),
+    /// To be finished with the store's answer for `creq` (kept unboxed: it is matched at once).
+    Count(Counted),
 }
 
 impl Engine {
@@ -159,31 +158,38 @@ impl Engine {
     /// round trip: the request path uses [`Engine::decide_async`].
     pub fn decide(&self, req: &RequestInfo<'_>) -> Decision {
         let now = self.clock.now_ms();
-        match self.with_runtime(|rt| self.begin(rt, req, now, true)) {
+        self.with_runtime(|rt| match self.begin(rt, req, now, true) {
             Step::Done(d) => d,
             Step::Count(c) => {
                 let gate = self.store.gate_and_count(c.caller.group, &c.creq);
-                self.end(*c, gate)
+                self.end(&rt.cfg, c, gate)
             }
-        }
+        })
     }
 
     /// [`Engine::decide`] without blocking: answered in place when the store answers in place
     /// (the embedded store, a remote store's local caches), else a future awaiting the
-    /// remote call. Both finish the decision with the same code.
+    /// remote call. Both finish the decision with the same code. Answered in place, the
+    /// decision stays on the stack and borrows this thread's runtime: no allocation and no
+    /// shared reference count per request.
     pub fn decide_async(&self, req: &RequestInfo<'_>) -> Decided<'_> {
         let now = self.clock.now_ms();
-        let c = match self.with_runtime(|rt| self.begin(rt, req, now, true)) {
-            Step::Done(d) => return Decided::Ready(d),
-            Step::Count(c) => c,
-        };
-        match self.store.gate_and_count_async(c.caller.group, &c.creq) {
-            Counting::Ready(gate) => Decided::Ready(self.end(*c, gate)),
-            Counting::Pending(call) => Decided::Pending(Box::pin(async move {
-                let gate = call.await;
-                self.end(*c, gate)
-            })),
-        }
+        self.with_runtime(|rt| {
+            let c = match self.begin(rt, req, now, true) {
+                Step::Done(d) => return Decided::Ready(d),
+                Step::Count(c) => c,
+            };
+            match self.store.gate_and_count_async(c.caller.group, &c.creq) {
+                Counting::Ready(gate) => Decided::Ready(self.end(&rt.cfg, c, gate)),
+                Counting::Pending(call) => {
+                    let cfg = Arc::clone(&rt.cfg);
+                    Decided::Pending(Box::pin(async move {
+                        let gate = call.await;
+                        self.end(&cfg, c, gate)
+                    }))
+                }
+            }
+        })
     }
 
     /// What `decide` would answer, without counting anything or striking (admin dry-run).
@@ -242,8 +248,7 @@ impl Engine {
         if count {
             d.cost = creq.cost;
             let mode = if shadow { Mode::Shadow } else { Mode::Enforce };
-            return Step::Count(Box::new(Counted {
-                cfg: Arc::clone(&rt.cfg),
+            return Step::Count(Counted {
                 d,
                 caller,
                 nets,
@@ -251,7 +256,7 @@ impl Engine {
                 budget,
                 mode,
                 shadow,
-            }));
+            });
         }
         // A counted decision asks the store once for lockout and counts (`gate_and_count`).
         match self.store.lockout(caller.group) {
@@ -293,9 +298,8 @@ impl Engine {
     }
 
     /// The rest of a counted decision, from the store's answer.
-    fn end(&self, c: Counted, gate: Result<Gate, StoreError>) -> Decision {
+    fn end(&self, cfg: &Config, c: Counted, gate: Result<Gate, StoreError>) -> Decision {
         let Counted {
-            cfg,
             mut d,
             caller,
             nets,
@@ -311,7 +315,7 @@ impl Engine {
                 d.lock_cause = Some(l.cause);
                 d = locked(d, l.remaining_ms(now));
             }
-            Ok(Gate::Counted(o)) => self.finish(&cfg, &caller, &nets, &mut d, &o, now, mode),
+            Ok(Gate::Counted(o)) => self.finish(cfg, &caller, &nets, &mut d, &o, now, mode),
             Err(StoreError::Closed { retry_after_secs }) => {
                 d.reject(Reason::Unavailable, retry_after_secs.max(1));
             }
