@@ -374,6 +374,21 @@ fn reload_through_the_api_applies_a_good_file_and_refuses_a_broken_one() {
         "reject",
         "the old burst of 2 still holds"
     );
+    // The operator's way: `limiterctl reload` reading the very file it broke. It still finds
+    // the daemon through the file's [admin] section and reports the daemon's refusal (exit 1,
+    // field and line), not "unreachable".
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_limiterctl"))
+        .arg("--config")
+        .arg(&d.config)
+        .arg("reload")
+        .env_remove("LIMITER_ADMIN_URL")
+        .env_remove("LIMITER_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("refused (422)"), "{err}");
+    assert!(err.contains(&format!("line {line}")), "{err}");
 
     let moved = original.replace(
         &format!("[admin]\nlisten = \"{}\"", d.admin),

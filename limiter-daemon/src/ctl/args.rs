@@ -96,6 +96,7 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum ClientsCmd {
+    /// One client's tier, windows, strikes, lockout and kernel entries.
     Show {
         #[arg(value_parser = parse_ip)]
         ip: std::net::IpAddr,
@@ -104,16 +105,21 @@ pub enum ClientsCmd {
 
 #[derive(Debug, Subcommand)]
 pub enum LockoutsCmd {
+    /// Active lockouts: addresses and CIDRs, until when, level, reason and source.
     List,
+    /// Lock an address or CIDR out (in the store and the kernel) for a while.
     Add {
         /// An address or a CIDR (IPv4 /8–/32, IPv6 /16–/128).
         #[arg(value_parser = parse_lock_target)]
         ip: IpNet,
+        /// How long, e.g. 90s, 10m, 2h.
         #[arg(long = "for", value_parser = parse_duration)]
         duration: Duration,
+        /// Kept with the lockout and shown by `list`.
         #[arg(long)]
         reason: Option<String>,
     },
+    /// Lift a lockout (store and kernel).
     Remove {
         #[arg(value_parser = parse_lock_target)]
         ip: IpNet,
@@ -122,15 +128,20 @@ pub enum LockoutsCmd {
 
 #[derive(Debug, Subcommand)]
 pub enum ListCmd {
+    /// The entries, with their deadlines and reasons.
     List,
+    /// Add an address or CIDR.
     Add {
         #[arg(value_parser = parse_cidr)]
         cidr: IpNet,
+        /// How long the entry lasts, e.g. 10m, 2h (absent: until removed).
         #[arg(long = "for", value_parser = parse_duration)]
         duration: Option<Duration>,
+        /// Kept with the entry and shown by `list`.
         #[arg(long)]
         reason: Option<String>,
     },
+    /// Remove an entry.
     Remove {
         #[arg(value_parser = parse_cidr)]
         cidr: IpNet,
@@ -139,21 +150,30 @@ pub enum ListCmd {
 
 #[derive(Debug, Subcommand)]
 pub enum KeysCmd {
+    /// Issue a key; the whole key is printed this once (the daemon keeps only its hash).
     Issue {
+        /// The rung the key meters at (default sponsor).
         #[arg(long, value_parser = parse_tier)]
         tier: Option<Tier>,
+        /// The key's own hourly limit, on routes with `key_limit` (default `[keys]
+        /// default_hourly_limit`).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         hourly_limit: Option<u32>,
+        /// Who the key is for.
         #[arg(long)]
         owner: Option<String>,
+        /// Free text kept with the key.
         #[arg(long)]
         note: Option<String>,
     },
+    /// Every key: id, tier, hourly limit, created, revoked, owner, note (never a secret).
     List,
+    /// One key by its id.
     Show {
         #[arg(value_parser = parse_key_id)]
         id: String,
     },
+    /// Revoke a key: it is metered one rung down from its next request.
     Revoke {
         #[arg(value_parser = parse_key_id)]
         id: String,

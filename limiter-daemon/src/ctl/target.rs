@@ -1,10 +1,20 @@
 //! Where limiterctl sends requests and with which token: `--url`/`--token`, else
 //! `LIMITER_ADMIN_URL`/`LIMITER_ADMIN_TOKEN` (clap reads both), else the local config's
 //! `[admin] listen` and its token file or `<state_dir>/admin-token`.
+//!
+//! A config being edited may fail validation anywhere; the operator then runs `limiterctl
+//! reload` to hear the daemon's refusal with field and line. So when the whole file does not
+//! validate, limiterctl reads only what it needs from it (`[admin]` and `[store] state_dir`,
+//! which only a restart changes in the running daemon), and says so.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
 use super::args::Conn;
+use crate::config::admin::{AdminSettings, RawAdmin, GENERATED_TOKEN_FILE};
+use crate::config::store::DEFAULT_STATE_DIR;
 use crate::config::{env_from_process, Config};
 
 #[derive(Clone, Debug)]
@@ -14,22 +24,79 @@ pub struct Target {
     pub token: String,
 }
 
-pub fn resolve(conn: &Conn) -> anyhow::Result<Target> {
-    let cfg = || {
-        Config::load(&conn.config, &env_from_process()).with_context(|| {
-            format!(
-                "no --url/--token (or LIMITER_ADMIN_URL/LIMITER_ADMIN_TOKEN) and the config {} cannot be used",
-                conn.config.display()
-            )
+/// What limiterctl takes from the local config.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Local {
+    listen: Option<SocketAddr>,
+    token_file: PathBuf,
+}
+
+impl Local {
+    fn of(cfg: &Config) -> Local {
+        Local {
+            listen: cfg.admin.listen,
+            token_file: cfg
+                .admin
+                .token_file
+                .clone()
+                .unwrap_or_else(|| crate::admin::token::state_file(cfg)),
+        }
+    }
+
+    /// `[admin]` and `[store] state_dir` alone, from a file that need not validate elsewhere.
+    fn lenient(path: &Path) -> anyhow::Result<Local> {
+        let text = std::fs::read_to_string(path)?;
+        let table: toml::Table = text.parse()?;
+        let raw: RawAdmin = match table.get("admin") {
+            Some(v) => v.clone().try_into()?,
+            None => RawAdmin::default(),
+        };
+        let admin = AdminSettings::validate(raw)?;
+        let state_dir = table
+            .get("store")
+            .and_then(|s| s.get("state_dir"))
+            .and_then(toml::Value::as_str)
+            .unwrap_or(DEFAULT_STATE_DIR);
+        Ok(Local {
+            listen: admin.listen,
+            token_file: admin
+                .token_file
+                .unwrap_or_else(|| Path::new(state_dir).join(GENERATED_TOKEN_FILE)),
         })
+    }
+
+    fn load(path: &Path) -> anyhow::Result<Local> {
+        let full = match Config::load(path, &env_from_process()) {
+            Ok(cfg) => return Ok(Local::of(&cfg)),
+            Err(e) => e,
+        };
+        match Local::lenient(path) {
+            Ok(local) => {
+                eprintln!("limiterctl: warning: {full} (its [admin] section is used to reach the daemon)");
+                Ok(local)
+            }
+            Err(_) => Err(anyhow::Error::new(full)).with_context(|| {
+                format!(
+                    "no --url/--token (or LIMITER_ADMIN_URL/LIMITER_ADMIN_TOKEN) and the config {} cannot be used",
+                    path.display()
+                )
+            }),
+        }
+    }
+}
+
+pub fn resolve(conn: &Conn) -> anyhow::Result<Target> {
+    let mut loaded: Option<Local> = None;
+    let mut local = || -> anyhow::Result<Local> {
+        if let Some(l) = &loaded {
+            return Ok(l.clone());
+        }
+        Ok(loaded.insert(Local::load(&conn.config)?).clone())
     };
-    let mut loaded: Option<Config> = None;
     let url = match &conn.url {
         Some(u) => u.trim_end_matches('/').to_string(),
         None => {
-            let c = loaded.insert(cfg()?);
-            let addr = c
-                .admin
+            let addr = local()?
                 .listen
                 .context("the config turns the admin API off (admin.listen = \"\")")?;
             format!("http://{addr}")
@@ -38,15 +105,7 @@ pub fn resolve(conn: &Conn) -> anyhow::Result<Target> {
     let token = match &conn.token {
         Some(t) => t.trim().to_string(),
         None => {
-            let c = match loaded.take() {
-                Some(c) => c,
-                None => cfg()?,
-            };
-            let path = c
-                .admin
-                .token_file
-                .clone()
-                .unwrap_or_else(|| crate::admin::token::state_file(&c));
+            let path = local()?.token_file;
             std::fs::read_to_string(&path)
                 .with_context(|| format!("reading the admin token from {}", path.display()))?
                 .trim()
@@ -54,4 +113,45 @@ pub fn resolve(conn: &Conn) -> anyhow::Result<Target> {
         }
     };
     Ok(Target { url, token })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(text: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("limiter.toml");
+        std::fs::write(&p, text).unwrap();
+        (dir, p)
+    }
+
+    #[test]
+    fn a_config_broken_elsewhere_still_names_the_admin_listener_and_token() {
+        let (_d, p) = write(
+            "[admin]\nlisten = \"127.0.0.1:9999\"\n[store]\nstate_dir = \"/srv/lim\"\n[tiers.anon]\nburst = \"x\"\n",
+        );
+        assert!(Config::load(&p, &env_from_process()).is_err());
+        let l = Local::load(&p).unwrap();
+        assert_eq!(l.listen, Some("127.0.0.1:9999".parse().unwrap()));
+        assert_eq!(l.token_file, Path::new("/srv/lim/admin-token"));
+    }
+
+    #[test]
+    fn a_valid_config_and_its_lenient_reading_agree() {
+        let (_d, p) = write("[admin]\ntoken_file = \"/etc/t\"\n[store]\nstate_dir = \"/srv/x\"\n");
+        let cfg = Config::load(&p, &env_from_process()).unwrap();
+        assert_eq!(Local::of(&cfg), Local::lenient(&p).unwrap());
+        let (_d, p) = write("");
+        let cfg = Config::load(&p, &env_from_process()).unwrap();
+        assert_eq!(Local::of(&cfg), Local::lenient(&p).unwrap());
+    }
+
+    #[test]
+    fn a_file_that_is_not_toml_is_still_an_error_naming_the_file() {
+        let (_d, p) = write("[admin\n");
+        let err = format!("{:#}", Local::load(&p).unwrap_err());
+        assert!(err.contains("cannot be used"), "{err}");
+        assert!(err.contains("line"), "{err}");
+    }
 }
