@@ -131,8 +131,18 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if d.is_zero() {
         return Err(format!("{s:?}: the duration must be longer than zero"));
     }
+    // A deadline must stay a date every store, log and RFC 3339 answer can write; a lockout
+    // meant to last is better a deny-list entry without a deadline.
+    if d > MAX_DURATION {
+        return Err(format!(
+            "{s:?}: at most 3650 days (for an entry without end, use the deny list with no `for`)"
+        ));
+    }
     Ok(d)
 }
+
+/// The longest lockout or list entry an operator may set: ten years.
+pub const MAX_DURATION: Duration = Duration::from_secs(3650 * 86_400);
 
 /// Prints a line on stdout; a closed pipe (`… | head`) ends output quietly instead of panicking.
 macro_rules! out {
@@ -370,6 +380,10 @@ mod tests {
         assert!(parse_duration("0s")
             .unwrap_err()
             .contains("longer than zero"));
+        assert!(parse_duration("999999999h")
+            .unwrap_err()
+            .contains("at most 3650 days"));
+        assert_eq!(parse_duration("3650d").unwrap(), MAX_DURATION);
     }
 
     #[test]
