@@ -46,6 +46,9 @@ key_limit = true
 const NO_NETWORKS: &str = "\n[networks.prefix]\nenabled = false\n";
 
 const ANON_POOL: u32 = 65_536;
+
+/// A table row: its name, its callers and the operation measured.
+type Row<'a> = (&'a str, &'a [Caller], &'a (dyn Fn(&Caller) + Sync));
 const KEYS: usize = 1_000;
 
 struct Caller {
@@ -168,7 +171,7 @@ fn main() {
         thread_counts.push(cores);
     }
     for &threads in &thread_counts {
-        let rows: [(&str, &[Caller], &(dyn Fn(&Caller) + Sync)); 3] = [
+        let rows: [Row<'_>; 3] = [
             ("anonymous", &anon, &full),
             ("anon, no networks", &anon, &full_nonet),
             ("keyed", &keyed, &full),
