@@ -3,8 +3,8 @@
 //! say who the client is (`X-Real-IP` on `/v1/auth`). Upgrade paths named in 429s live in `[upgrade]`.
 //!
 //! Two stages, like every section: [`RawHttp`] mirrors the file, [`HttpSettings`] holds checked
-//! values, validated once with the rest of the file ([`super::Config::http`]). Every error names
-//! the field; the whole-file load adds the line.
+//! values, validated once with the rest of the file ([`super::file::Config::http`]). Every
+//! error names the field; the whole-file load adds the line.
 
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
@@ -382,7 +382,8 @@ impl HttpSettings {
 
     /// Parses and validates an `[http]` table given as TOML text (the section's body), through
     /// the same [`HttpSettings::validate`] the whole file uses; a convenience for tests and
-    /// benches. Errors name the field but not the line: the file is [`super::Config::load`]'s.
+    /// benches. Errors name the field but not the line: the file is
+    /// [`super::file::Config::load`]'s.
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
         let raw: RawHttp = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: "[http]".into(),

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::Config;
+use super::file::Config;
 use crate::model::Tier;
 
 /// Renders the effective limits (after environment overrides) for humans.

@@ -4,7 +4,8 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use super::{Engine, EngineError};
+use super::base::Engine;
+use super::error::EngineError;
 use crate::identity::client_ip;
 use crate::model::{Lockout, PerWindow, Tier, WindowKind};
 use crate::store::count::Usage;

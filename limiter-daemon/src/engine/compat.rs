@@ -4,8 +4,8 @@
 
 use std::net::IpAddr;
 
+use super::base::Engine;
 use super::decide::{base_decision, ceil_secs, locked, window};
-use super::Engine;
 use crate::identity::client_ip;
 use crate::identity::hash::Namespace;
 use crate::model::{Decision, PerWindow, Reason, Tier, WindowKind};

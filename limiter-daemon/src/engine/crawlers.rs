@@ -6,21 +6,15 @@
 //! A reload of the whole config reads the files itself (they are part of its validation), so
 //! a refresh that raced with one is dropped rather than put back over it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Engine, Runtime};
+use super::base::{Engine, Runtime};
+pub use super::range_reloads::RangeReloads;
 use crate::config::crawler_ranges::{self, FileStamp};
 use crate::identity::IdentityResolver;
-
-/// Range-file re-reads since start, read by the metrics.
-#[derive(Debug, Default)]
-pub struct RangeReloads {
-    pub applied: AtomicU64,
-    pub failed: AtomicU64,
-}
 
 /// What one poll did.
 #[derive(Debug, PartialEq, Eq)]

@@ -16,10 +16,10 @@
 
 use std::sync::Arc;
 
+use super::base::Engine;
 use super::decided::Decided;
 use super::networks::CallerNetworks;
 use super::request::RequestInfo;
-use super::Engine;
 use crate::config::{Config, OverQuota, Route};
 use crate::identity::{Caller, Subject};
 use crate::model::{

@@ -7,9 +7,10 @@ use std::net::IpAddr;
 
 use http::{HeaderMap, Method};
 
+use crate::engine::base::Engine;
 pub use crate::engine::decided::Decided;
+use crate::engine::request::RequestInfo;
 use crate::engine::standing::Standing;
-use crate::engine::{Engine, RequestInfo};
 use crate::model::Decision;
 
 /// What a surface knows about a request when it asks for a decision.

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use super::Engine;
+use super::base::Engine;
 use crate::model::{ListKind, Lockout, StrikeRecord};
 use crate::store::fleet::{LockoutEvent, LockoutEvents};
 

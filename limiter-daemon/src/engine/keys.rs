@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 
-use super::{Engine, EngineError};
+use super::base::Engine;
+use super::error::EngineError;
 use crate::identity::key_cache::KeyCache;
 use crate::model::KeyRecord;
 use crate::model::Tier;
@@ -132,7 +133,7 @@ impl KeyManager<'_> {
         &self.engine.key_cache
     }
 
-    /// Lands every queued lookup now; with [`super::KeyRefresh::Manual`] this is the only way.
+    /// Lands every queued lookup now; with [`super::base::KeyRefresh::Manual`] this is the only way.
     pub fn process_pending(&self) -> usize {
         self.engine
             .key_cache

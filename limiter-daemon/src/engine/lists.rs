@@ -3,38 +3,15 @@
 //! engine keeps a snapshot for the request path and mirrors every change (and, at start, every
 //! live entry) into the enforcement sink, so the kernel's tries hold them too.
 
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ipnet::IpNet;
 
-use super::{Engine, EngineError};
+use super::base::{Engine, Runtime};
+use super::error::EngineError;
+pub use super::list_snapshot::ListSnapshot;
 use crate::model::{ListEntry, ListKind};
-
-#[derive(Clone, Debug, Default)]
-pub struct ListSnapshot {
-    pub allow: Vec<ListEntry>,
-    pub deny: Vec<ListEntry>,
-}
-
-impl ListSnapshot {
-    pub fn allows(&self, ip: IpAddr) -> bool {
-        self.allow.iter().any(|e| e.net.contains(&ip))
-    }
-
-    /// `Some(until)` when a live deny entry covers `ip` (`until = None`: no expiry).
-    pub fn denies(&self, ip: IpAddr, now_ms: u64) -> Option<Option<u64>> {
-        self.deny_entry(ip, now_ms).map(|e| e.until_ms)
-    }
-
-    /// The live deny entry covering `ip`.
-    pub fn deny_entry(&self, ip: IpAddr, now_ms: u64) -> Option<&ListEntry> {
-        self.deny
-            .iter()
-            .find(|e| e.is_active(now_ms) && e.net.contains(&ip))
-    }
-}
 
 /// What `e` has left at `now_ms` (`None`: no expiry).
 fn ttl(e: &ListEntry, now_ms: u64) -> Option<Duration> {
@@ -81,7 +58,7 @@ impl Engine {
             allow: read(ListKind::Allow),
             deny: read(ListKind::Deny),
         };
-        self.replace_runtime(|old| super::Runtime {
+        self.replace_runtime(|old| Runtime {
             cfg: Arc::clone(&old.cfg),
             resolver: Arc::clone(&old.resolver),
             lists: Arc::new(snap),

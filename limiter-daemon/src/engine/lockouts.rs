@@ -4,8 +4,9 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
+use super::base::Engine;
+use super::error::EngineError;
 use super::strikes::decayed_strikes;
-use super::{Engine, EngineError};
 use crate::identity::client_ip;
 use ipnet::IpNet;
 

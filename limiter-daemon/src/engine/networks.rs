@@ -9,14 +9,13 @@
 //! escalation anew); the lockouts they make persist in the store's deny list, and travel to a
 //! fleet's other hosts with it.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
 use ipnet::{IpNet, Ipv4Subnets, Ipv6Subnets};
 
+use super::base::Engine;
 use super::strikes::{decayed_strikes, lock_duration};
-use super::Engine;
 use crate::clock::ceil_secs;
 use crate::config::asn::AsnRange;
 use crate::config::Config;
@@ -109,10 +108,6 @@ fn range_cidrs(start: IpAddr, end: IpAddr) -> Vec<IpNet> {
     };
     nets.into_iter().take(MAX_RANGE_CIDRS).collect()
 }
-
-/// Strikes of each network, in memory.
-#[derive(Default)]
-pub(crate) struct NetStrikes(HashMap<NetworkName, StrikeRecord>);
 
 impl Engine {
     /// Strikes network `level` of the caller for a burst refused at `now_ms` whose window frees

@@ -6,8 +6,8 @@
 //! So `remaining` is what the caller may still send: the rate-limit fields of its last
 //! decision said the same, and those of its next one say `remaining − cost`.
 
+use super::base::Engine;
 use super::request::RequestInfo;
-use super::Engine;
 use crate::clock::ceil_secs;
 use crate::model::{Action, Decision, Reason, WindowState};
 use crate::store::count::{Entry, Usage};

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
-use super::Engine;
+use super::base::Engine;
 use crate::clock::ceil_secs;
 use crate::config::{Config, LockoutSettings};
 use crate::model::Decision;

@@ -5,7 +5,8 @@ use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::{blocking, rfc3339, secs_left};
+use super::blocking::blocking;
+use super::time_text::{rfc3339, secs_left};
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;
 use crate::kernel::cli::parse_ip;

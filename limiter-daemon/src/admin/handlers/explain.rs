@@ -6,7 +6,7 @@ use axum::Json;
 use bytes::Bytes;
 use serde_json::{json, Value};
 
-use super::blocking;
+use super::blocking::blocking;
 use crate::admin::body::RawJson;
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;

@@ -7,7 +7,8 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{blocking, rfc3339};
+use super::blocking::blocking;
+use super::time_text::rfc3339;
 use crate::admin::body::JsonBody;
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;

@@ -7,8 +7,9 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::blocking::blocking;
 use super::lockouts::net_text;
-use super::{blocking, rfc3339, secs_left};
+use super::time_text::{rfc3339, secs_left};
 use crate::admin::body::JsonBody;
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;

@@ -10,7 +10,8 @@ use ipnet::IpNet;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{blocking, rfc3339, secs_left};
+use super::blocking::blocking;
+use super::time_text::{rfc3339, secs_left};
 use crate::admin::body::JsonBody;
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;

@@ -11,7 +11,8 @@ use axum::http::StatusCode;
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::{blocking, wall_ms};
+use super::blocking::blocking;
+use super::time_text::{rfc3339, wall_ms};
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;
 use crate::metrics::talkers::{Talker, WINDOW_SECS};
@@ -87,7 +88,7 @@ pub async fn show(
     });
     let [anon, session, crawler, sponsor] = recent.tier_mix;
     Ok(Json(json!({
-        "at": super::rfc3339(wall_ms()),
+        "at": rfc3339(wall_ms()),
         "atMs": wall_ms(),
         "decisions": decisions,
         "windowSecs": WINDOW_SECS,

@@ -7,7 +7,7 @@ use std::sync::{Arc, Weak};
 
 use tokio_util::sync::CancellationToken;
 
-use super::FleetStore;
+use super::fleet_store::FleetStore;
 
 /// Connects in the background, and again whenever the breaker opens; starts following the
 /// stream after the first success.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::ValkeyStore;
+use super::valkey_store::ValkeyStore;
 use crate::model::{Lockout, StrikeRecord};
 use crate::store::fleet::{LockoutEvent, LockoutEvents};
 use crate::store::fleet_remote::FleetRemote;

@@ -11,8 +11,8 @@ use ipnet::IpNet;
 use redis::Value;
 
 use super::conn::{check, err, Topology};
+use super::inner::Inner;
 use super::script::iso8601;
-use super::Inner;
 use crate::identity::hash::IdKey;
 use crate::model::{
     KeyRecord, ListEntry, ListKind, Lockout, PerWindow, Shape, StrikeRecord, WindowKind,

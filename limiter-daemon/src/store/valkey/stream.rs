@@ -16,7 +16,8 @@ use redis::streams::{StreamRangeReply, StreamReadOptions, StreamReadReply};
 use tokio_util::sync::CancellationToken;
 
 use super::conn::{check, err, Conn};
-use super::{Inner, ValkeyStore};
+use super::inner::Inner;
+use super::valkey_store::ValkeyStore;
 use crate::model::{Lockout, StrikeRecord};
 use crate::store::error::StoreError;
 use crate::store::fleet::{LockoutEvent, LockoutEvents};

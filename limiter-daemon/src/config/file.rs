@@ -1,0 +1,349 @@
+//! The whole file: [`RawConfig`] as written (every section optional, unknown fields refused) and
+//! [`Config`], the validated configuration; loading, parsing, the environment applied over the
+//! file, and the line added to a field error. Each section validates itself in its own file.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::admin::AdminSettings;
+use super::crawlers::CrawlerSettings;
+use super::engine::EngineSettings;
+use super::env::EnvMap;
+use super::error::ConfigError;
+use super::http::HttpSettings;
+use super::identity::IdentitySettings;
+use super::jwt::JwtSettings;
+use super::kernel::KernelSettings;
+use super::keys::KeySettings;
+use super::lockout::LockoutSettings;
+use super::networks::NetworkSettings;
+use super::quota::QuotaSettings;
+use super::routes::RouteTable;
+use super::store::StoreSettings;
+use super::tiers::TierTable;
+use super::upgrade::UpgradePaths;
+use super::{
+    admin, crawlers, engine, http, identity, jwt, kernel, keys, locate, lockout, log, metrics,
+    networks, quota, routes, store, tiers, upgrade,
+};
+
+/// The file as written: every section optional, unknown fields refused.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    #[serde(default)]
+    pub engine: engine::RawEngine,
+    #[serde(default)]
+    pub tiers: tiers::RawTiers,
+    #[serde(default)]
+    pub quota: quota::RawQuota,
+    #[serde(default)]
+    pub routes: Vec<routes::RawRoute>,
+    pub default_route: Option<routes::RawDefaultRoute>,
+    #[serde(default)]
+    pub identity: identity::RawIdentity,
+    #[serde(default)]
+    pub crawlers: crawlers::RawCrawlers,
+    pub jwt: Option<jwt::RawJwt>,
+    #[serde(default)]
+    pub keys: keys::RawKeys,
+    #[serde(default)]
+    pub lockout: lockout::RawLockout,
+    #[serde(default)]
+    pub store: store::RawStore,
+    #[serde(default)]
+    pub upgrade: upgrade::RawUpgrade,
+    #[serde(default)]
+    pub kernel: kernel::RawKernel,
+    #[serde(default)]
+    pub metrics: metrics::RawMetrics,
+    #[serde(default)]
+    pub http: http::RawHttp,
+    #[serde(default)]
+    pub admin: admin::RawAdmin,
+    #[serde(default)]
+    pub log: log::RawLog,
+    #[serde(default)]
+    pub networks: networks::RawNetworks,
+}
+
+/// The validated configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `[engine]`: shadow mode for everything.
+    pub engine: EngineSettings,
+    pub tiers: TierTable,
+    pub quota: QuotaSettings,
+    pub routes: RouteTable,
+    pub identity: IdentitySettings,
+    /// `[crawlers]`: how search engines and archives prove they are one.
+    pub crawlers: CrawlerSettings,
+    /// `None`: bearer JWTs are not recognised (callers stay anonymous).
+    pub jwt: Option<JwtSettings>,
+    pub keys: KeySettings,
+    pub lockout: LockoutSettings,
+    /// `[networks]`: the network budgets anonymous and session callers also count against.
+    pub networks: NetworkSettings,
+    pub store: StoreSettings,
+    pub upgrade: UpgradePaths,
+    pub kernel: KernelSettings,
+    /// The operator listener (`/metrics`, `/healthz`, `/readyz`).
+    pub metrics: metrics::MetricsSettings,
+    /// The HTTP surfaces: listeners, upstream, timeouts, bounds on held requests.
+    pub http: HttpSettings,
+    /// The admin API's listener and token source.
+    pub admin: AdminSettings,
+    /// How log lines are written (`--log-format` wins).
+    pub log: log::LogSettings,
+    /// Environment variables that overrode the file, with their values.
+    pub env_applied: Vec<(&'static str, u32)>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::from_raw(RawConfig::default(), &EnvMap::new()).expect("defaults are valid")
+    }
+}
+
+impl Config {
+    /// Reads, parses, applies `env` and validates `path`.
+    pub fn load(path: &Path, env: &EnvMap) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::from_toml_str(&text, path, env)
+    }
+
+    /// Parses `text` (named `path` in errors), applies `env`, validates.
+    pub fn from_toml_str(text: &str, path: &Path, env: &EnvMap) -> Result<Self, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            line: e.span().map(|s| line_at(text, s.start)),
+            message: e.message().to_string(),
+        })?;
+        Config::from_raw(raw, env).map_err(|err| locate_error(err, text, path))
+    }
+
+    /// Validates an already-parsed file with `env` applied over it.
+    pub fn from_raw(mut raw: RawConfig, env: &EnvMap) -> Result<Self, ConfigError> {
+        let mut env_applied = Vec::new();
+        TierTable::apply_env(&mut raw.tiers, env, &mut env_applied)?;
+        QuotaSettings::apply_env(&mut raw.quota, env, &mut env_applied)?;
+        let identity = IdentitySettings::validate(raw.identity)?;
+        let kernel = KernelSettings::validate(raw.kernel, identity.ipv6_prefix)?;
+        let session_daily = raw.tiers.session.daily;
+        let crawler_daily = raw.tiers.crawler.daily;
+        let tiers = TierTable::validate(raw.tiers)?;
+        let networks = NetworkSettings::validate(raw.networks, &tiers)?;
+        let upgrade = UpgradePaths::validate(raw.upgrade, tiers.auth_multiplier)?;
+        Ok(Config {
+            engine: EngineSettings::validate(raw.engine),
+            tiers,
+            quota: QuotaSettings::validate(raw.quota, session_daily, crawler_daily)?,
+            routes: RouteTable::validate(raw.routes, raw.default_route)?,
+            identity,
+            crawlers: CrawlerSettings::validate(raw.crawlers)?,
+            jwt: raw.jwt.map(JwtSettings::validate).transpose()?,
+            keys: KeySettings::validate(raw.keys)?,
+            lockout: LockoutSettings::validate(raw.lockout)?,
+            networks,
+            store: StoreSettings::validate(raw.store)?,
+            upgrade,
+            kernel,
+            metrics: metrics::MetricsSettings::validate(raw.metrics)?,
+            http: HttpSettings::validate(raw.http)?,
+            admin: AdminSettings::validate(raw.admin)?,
+            log: log::LogSettings::validate(raw.log)?,
+            env_applied,
+        })
+    }
+
+    /// Defaults, with the state directory set (tests and benches).
+    pub fn with_state_dir(dir: impl Into<PathBuf>) -> Self {
+        let mut c = Config::default();
+        c.store.state_dir = dir.into();
+        c
+    }
+}
+
+fn line_at(text: &str, offset: usize) -> usize {
+    text.get(..offset).map_or(0, |t| t.matches('\n').count()) + 1
+}
+
+/// Adds the line to a field error when the field can be found in the text.
+fn locate_error(err: ConfigError, text: &str, path: &Path) -> ConfigError {
+    match err {
+        ConfigError::Invalid { field, message } => match locate::line_of(text, &field) {
+            Some(line) => ConfigError::InvalidAt {
+                path: path.to_path_buf(),
+                line,
+                field,
+                message,
+            },
+            None => ConfigError::Invalid { field, message },
+        },
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let env: EnvMap = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_toml_str(text, Path::new("test.toml"), &env)
+    }
+
+    #[test]
+    fn defaults_match_the_ladder() {
+        let c = parse("", &[]).unwrap();
+        assert_eq!(c.tiers.anon.burst.get(), 120);
+        assert_eq!(c.tiers.anon.hourly.get(), 600);
+        assert_eq!(c.tiers.session.burst.get(), 300);
+        assert_eq!(c.tiers.session.hourly.get(), 6_000);
+        assert_eq!(c.tiers.sponsor.burst.get(), 2_000);
+        assert_eq!(c.tiers.sponsor.hourly.get(), 120_000);
+        assert_eq!(c.quota.anon.get(), 1_000);
+        assert_eq!(c.quota.token.get(), 10_000);
+        assert_eq!(c.quota.session, c.quota.anon, "a cookie is forgeable");
+        assert_eq!(c.quota.warn_threshold, 200);
+        assert_eq!(c.quota.soft_window, 30);
+        assert_eq!(c.keys.prefix, "rsa");
+        assert_eq!(c.keys.default_hourly_limit.get(), 5_000);
+        // The crawler rung: like session unless set.
+        assert_eq!(c.tiers.crawler.burst.get(), 300);
+        assert_eq!(c.tiers.crawler.hourly.get(), 6_000);
+        assert_eq!(c.quota.crawler, c.quota.anon);
+    }
+
+    #[test]
+    fn the_crawler_rung_is_set_in_the_file_and_the_environment_wins() {
+        let c = parse(
+            "[tiers.crawler]\nburst = 50\nhourly = 900\ndaily = 4000\n",
+            &[("TIER_CRAWLER_BURST", "60")],
+        )
+        .unwrap();
+        assert_eq!(c.tiers.crawler.burst.get(), 60);
+        assert_eq!(c.tiers.crawler.hourly.get(), 900);
+        assert_eq!(c.quota.crawler.get(), 4_000);
+        let c = parse(
+            "",
+            &[("TIER_CRAWLER_HOURLY", "70"), ("QUOTA_CRAWLER", "80")],
+        )
+        .unwrap();
+        assert_eq!(c.tiers.crawler.hourly.get(), 70);
+        assert_eq!(c.quota.crawler.get(), 80);
+        let err = parse("[quota]\nanon = 5\n[tiers.crawler]\ndaily = 0\n", &[]).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::InvalidAt { line: 4, field, .. } if field == "tiers.crawler.daily"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_broken_range_file_is_a_config_error_with_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("bingbot.json");
+        std::fs::write(&f, r#"{"prefixes":[{"ipv4Prefix":"157.55.39.0/33"}]}"#).unwrap();
+        let text = format!(
+            "[quota]\nanon = 5\n\n[crawlers]\nrange_files = [{:?}]\n",
+            f.display().to_string()
+        );
+        let err = parse(&text, &[]).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            matches!(&err, ConfigError::InvalidAt { line: 5, field, .. } if field == "crawlers.range_files"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("bingbot.json") && msg.contains("prefixes[0]"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn env_wins_over_file() {
+        let c = parse(
+            "[tiers.anon]\nhourly = 50\n",
+            &[("TIER_FREE_HOURLY", "70"), ("TIER_AUTH_MULTIPLIER", "3")],
+        )
+        .unwrap();
+        assert_eq!(c.tiers.anon.hourly.get(), 70);
+        assert_eq!(c.tiers.session.hourly.get(), 210);
+        assert_eq!(c.env_applied.len(), 2);
+    }
+
+    #[test]
+    fn malformed_env_names_the_variable() {
+        let err = parse("", &[("TIER_SPONSOR_BURST", "2k")]).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Env { var, .. } if var == "TIER_SPONSOR_BURST"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unknown_field_gives_the_line() {
+        let err = parse("[tiers.anon]\nburst = 10\nbursts = 3\n", &[]).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, ConfigError::Parse { line: Some(3), .. }),
+            "{text}"
+        );
+        assert!(text.contains("bursts"), "{text}");
+    }
+
+    #[test]
+    fn invalid_value_names_field_and_line() {
+        let err = parse("[quota]\nanon = 5\n\n[tiers.session]\nburst = 0\n", &[]).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, ConfigError::InvalidAt { line: 5, .. }),
+            "{text}"
+        );
+        assert!(text.contains("tiers.session.burst"), "{text}");
+    }
+
+    #[test]
+    fn valkey_backend_needs_an_address() {
+        let err = parse("[store]\nbackend = \"valkey\"\n", &[]).unwrap_err();
+        assert!(err.to_string().contains("store.valkey_address"), "{err}");
+        let c = parse(
+            "[store]\nbackend = \"valkey\"\nvalkey_address = \"127.0.0.1:6379\"\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.store.key_prefix, "limiter:");
+        let err = parse("[store]\nvalkey_address = \"127.0.0.1:6379\"\n", &[]).unwrap_err();
+        assert!(err.to_string().contains("store.valkey_address"), "{err}");
+    }
+
+    #[test]
+    fn http_section_is_validated_with_the_rest() {
+        let c = parse("[http]\napi_listen = [\"127.0.0.1:8081\"]\n", &[]).unwrap();
+        assert_eq!(c.http.api_listen, ["127.0.0.1:8081".parse().unwrap()]);
+        let err = parse("[http]\n[http.admin]\ntoken = \"x\"\n", &[]).unwrap_err();
+        assert!(
+            err.to_string().contains("`http.admin`") && err.to_string().contains("[admin]"),
+            "{err}"
+        );
+        let err = parse("[quota]\nanon = 5\n\n[http]\nmax_held = 0\n", &[]).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, ConfigError::InvalidAt { line: 5, .. }),
+            "{text}"
+        );
+        assert!(text.contains("http.max_held"), "{text}");
+        let err = parse("[http]\nlisten = \"127.0.0.1:8080\"\n", &[]).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::Parse { line: Some(2), .. }),
+            "{err}"
+        );
+    }
+}

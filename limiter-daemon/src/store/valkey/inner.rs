@@ -1,0 +1,88 @@
+//! [`Inner`], what a Valkey store's tasks share: the target, the key layout, the scripts, the
+//! hasher and the one connection, made once by [`Inner::connect`] (which also loads the scripts
+//! and reconciles the fleet secret). The record and stream operations are `impl Inner` in
+//! their own files.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+use super::conn::{err, Conn, Target, Topology};
+use super::layout::Layout;
+use super::{script, secret};
+use crate::identity::hash::{IdentityHasher, Namespace};
+use crate::store::error::StoreError;
+
+/// What the store's tasks share.
+pub(super) struct Inner {
+    pub(super) target: Target,
+    pub(super) layout: Layout,
+    pub(super) scripts: script::Scripts,
+    pub(super) lockout_script: redis::Script,
+    pub(super) hasher: IdentityHasher,
+    /// The fleet secret this process hashes with, to reconcile with Valkey's at connect.
+    pub(super) fleet_secret: Option<Vec<u8>>,
+    /// Set once by the first successful connect.
+    pub(super) conn: OnceLock<(Conn, Topology)>,
+    pub(super) connecting: tokio::sync::Mutex<()>,
+    pub(super) secret_mismatches: AtomicU64,
+    pub(super) errors: AtomicU64,
+    pub(super) host: String,
+}
+
+impl Inner {
+    /// The shared connection, or an error at once before the first connect.
+    pub(super) fn conn(&self, op: &'static str) -> Result<Conn, StoreError> {
+        self.conn.get().map(|(c, _)| c.clone()).ok_or_else(|| {
+            err(
+                op,
+                format!("not connected to {} yet", self.target.address()),
+            )
+        })
+    }
+
+    pub(super) fn topology(&self) -> Topology {
+        self.conn.get().map_or(Topology::Standalone, |(_, t)| *t)
+    }
+
+    pub(super) async fn connect(&self) -> Result<(), StoreError> {
+        let _one_at_a_time = self.connecting.lock().await;
+        if self.conn.get().is_some() {
+            return Ok(());
+        }
+        let (mut conn, topology) = self.target.shared().await?;
+        // Loaded up front so the first decision does not pay for NOSCRIPT; `invoke` reloads
+        // a script by itself if the server forgot it (restart, SCRIPT FLUSH).
+        for s in [
+            &self.scripts.count,
+            &self.scripts.refund,
+            &self.lockout_script,
+        ] {
+            s.prepare_invoke()
+                .load_async(&mut conn)
+                .await
+                .map_err(|e| self.target.explain("script load", &e))?;
+        }
+        if let Some(ours) = &self.fleet_secret {
+            let key = self.layout.secret();
+            if let Some(theirs) = secret::settle(&mut conn, &key, ours).await? {
+                self.secret_mismatches.fetch_add(1, Ordering::Relaxed);
+                // Fingerprints (keyed hashes) tell the two apart in the log; never the secrets.
+                let print =
+                    |s: &[u8]| IdentityHasher::hmac(s).id(Namespace::Compat, b"fingerprint");
+                let (ours_id, theirs_id) = (print(ours), print(&theirs));
+                tracing::error!(
+                    event = "hash_secret_mismatch",
+                    key = %key,
+                    ours = %ours_id.display(),
+                    valkey = %theirs_id.display(),
+                    "the fleet hash secret in Valkey differs from this host's: hosts now count \
+                     one caller under different keys; keeping this host's secret. Make every \
+                     host's <state_dir>/fleet-secret and Valkey's {key} the same, then restart"
+                );
+            }
+        }
+        // Set only here, under the mutex: the first connect wins and stays.
+        let _first = self.conn.set((conn, topology));
+        Ok(())
+    }
+}
