@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use super::base::Engine;
+use super::base::{Engine, Runtime};
 use super::decided::Decided;
 use super::networks::CallerNetworks;
 use super::request::RequestInfo;
@@ -207,7 +207,7 @@ impl Engine {
 
     /// Everything before the store counts: caller, route, lists; for a dry run, the whole
     /// decision from the current usage.
-    fn begin(&self, rt: &super::Runtime, req: &RequestInfo<'_>, now: u64, count: bool) -> Step {
+    fn begin(&self, rt: &Runtime, req: &RequestInfo<'_>, now: u64, count: bool) -> Step {
         let cfg = &*rt.cfg;
         let route = cfg.routes.matching(req.method, req.path);
         let shadow = cfg.engine.shadow || route.shadow;

@@ -64,5 +64,4 @@ pub use crate::model::{
 pub use error::EngineError;
 pub use request::RequestInfo;
 
-pub(crate) use self::base::Runtime;
 pub use self::base::{Engine, EngineOptions, KeyRefresh};
