@@ -201,7 +201,7 @@ fn run(task: Task) -> Result<()> {
             // A filtered run is someone chasing one test: no conformance or fuzzing pass then.
             if rest.is_empty() {
                 conformance()?;
-                fuzz(CI_FUZZ_SECONDS, &[])?;
+                fuzz(CI_FUZZ_SECONDS, &[], FuzzBuild::Quick)?;
             }
             Ok(())
         }
@@ -230,7 +230,7 @@ fn run(task: Task) -> Result<()> {
         }
         Task::Fuzz { seconds, targets } => {
             setup()?;
-            fuzz(seconds, &targets)
+            fuzz(seconds, &targets, FuzzBuild::Full)
         }
     }
 }
@@ -262,14 +262,33 @@ fn conformance() -> Result<()> {
     Ok(())
 }
 
-/// Seconds per fuzz target in `cargo xtask test` (the CI pass): 2 min for the six targets. The
-/// fuzz build from clean is most of the pass's cost (11 to 21 min measured on the shared 2-core
-/// build machine; docs/fuzzing.md).
-const CI_FUZZ_SECONDS: u64 = 20;
+/// Seconds per fuzz target in `cargo xtask test` (the CI pass): 3 min for the six targets,
+/// enough for the slowest target (`config`) to get through its committed corpus and seeds
+/// and mutate beyond them.
+const CI_FUZZ_SECONDS: u64 = 30;
 
-/// Build options given to `cargo fuzz build` and, identical, to `cargo fuzz run` (which would
-/// rebuild otherwise). 16 codegen units: the build is the larger part of a short pass.
-const FUZZ_BUILD: [&str; 2] = ["--codegen-units", "16"];
+/// How the fuzz targets are built. The options go to `cargo fuzz build` and, identical, to
+/// `cargo fuzz run` (which would rebuild otherwise).
+#[derive(Clone, Copy)]
+enum FuzzBuild {
+    /// `cargo xtask fuzz`: optimised, with AddressSanitizer; 16 codegen units because the
+    /// build is the larger part of a short run. 15 min from clean on this 2-core machine.
+    Full,
+    /// The CI pass: unoptimised and without a sanitizer, debug assertions and overflow checks
+    /// kept. It builds in about 4 min instead of 15 and runs 6 to 100 times slower, which a
+    /// pass that replays the committed corpus and mutates for half a minute can afford
+    /// (docs/fuzzing.md).
+    Quick,
+}
+
+impl FuzzBuild {
+    fn args(self) -> &'static [&'static str] {
+        match self {
+            FuzzBuild::Full => &["--codegen-units", "16"],
+            FuzzBuild::Quick => &["--dev", "--sanitizer", "none"],
+        }
+    }
+}
 
 /// `cargo +nightly fuzz` in `fuzz/`, free of the stable toolchain's environment.
 fn cargo_fuzz() -> Command {
@@ -287,7 +306,7 @@ fn cargo_fuzz() -> Command {
 /// Builds every fuzz target once, then runs each (or those named) for `seconds`. Each run
 /// starts from the committed corpus and the hand-written seeds and writes what it finds to the
 /// git-ignored `fuzz/corpus-run/`, so the committed corpus changes only by `cargo fuzz cmin`.
-fn fuzz(seconds: u64, only: &[String]) -> Result<()> {
+fn fuzz(seconds: u64, only: &[String], build: FuzzBuild) -> Result<()> {
     let dir = root().join("fuzz");
     let mut targets = Vec::new();
     for entry in std::fs::read_dir(dir.join("fuzz_targets")).context("listing fuzz targets")? {
@@ -303,7 +322,7 @@ fn fuzz(seconds: u64, only: &[String]) -> Result<()> {
     if let Some(unknown) = only.iter().find(|t| !targets.contains(t)) {
         bail!("no fuzz target {unknown:?} in fuzz/fuzz_targets/");
     }
-    sh(cargo_fuzz().arg("build").args(FUZZ_BUILD))
+    sh(cargo_fuzz().arg("build").args(build.args()))
         .context("building the fuzz targets (`cargo xtask setup`)")?;
     let mut crashed = Vec::new();
     for t in &targets {
@@ -311,7 +330,7 @@ fn fuzz(seconds: u64, only: &[String]) -> Result<()> {
         std::fs::create_dir_all(&scratch)
             .with_context(|| format!("creating {}", scratch.display()))?;
         let mut run = cargo_fuzz();
-        run.args(["run", t]).args(FUZZ_BUILD).arg(&scratch);
+        run.args(["run", t]).args(build.args()).arg(&scratch);
         for seeds in [dir.join("corpus").join(t), dir.join("seeds").join(t)] {
             if seeds.is_dir() {
                 run.arg(seeds);
