@@ -74,45 +74,20 @@ impl Installed {
     pub fn install(kind: Kind, topo: &Topology, locked: &[Ipv4Addr]) -> Self {
         match kind {
             Kind::None => Installed::None,
-            Kind::NftInput => {
-                let ruleset = format!(
-                    "table ip crowdsec {{\n\
-                     \tset crowdsec-blacklists {{\n\t\ttype ipv4_addr\n\t\tflags timeout\n\
-                     \t\ttimeout {}s\n{}\t}}\n\
-                     \tchain crowdsec-chain {{\n\
-                     \t\ttype filter hook input priority -10; policy accept;\n\
-                     \t\tip saddr @crowdsec-blacklists counter drop\n\t}}\n}}\n",
-                    LOCK_FOR.as_secs(),
-                    elements(locked)
-                );
-                nft_load(topo, &ruleset);
-                Installed::Nft {
-                    netns: topo.receiver.name().to_string(),
-                    family: "ip",
-                    table: "crowdsec",
-                    chain: "crowdsec-chain",
-                }
-            }
-            Kind::NftIngress => {
-                let ruleset = format!(
-                    "table netdev flood {{\n\
-                     \tset locked {{\n\t\ttype ipv4_addr\n\t\tflags timeout\n\
-                     \t\ttimeout {}s\n{}\t}}\n\
-                     \tchain ingress {{\n\
-                     \t\ttype filter hook ingress device \"{}\" priority -500; policy accept;\n\
-                     \t\tip saddr @locked counter drop\n\t}}\n}}\n",
-                    LOCK_FOR.as_secs(),
-                    elements(locked),
-                    topo.receiver_if
-                );
-                nft_load(topo, &ruleset);
-                Installed::Nft {
-                    netns: topo.receiver.name().to_string(),
-                    family: "netdev",
-                    table: "flood",
-                    chain: "ingress",
-                }
-            }
+            // CrowdSec's firewall bouncer: its table, set and chain names, at the input hook.
+            Kind::NftInput => nft_timed_set(
+                topo,
+                locked,
+                ["ip", "crowdsec", "crowdsec-blacklists", "crowdsec-chain"],
+                "input priority -10".to_string(),
+            ),
+            // The same set at netdev ingress, before the stack sees the packet.
+            Kind::NftIngress => nft_timed_set(
+                topo,
+                locked,
+                ["netdev", "flood", "locked", "ingress"],
+                format!("ingress device \"{}\" priority -500", topo.receiver_if),
+            ),
             Kind::Xdp => {
                 let pins = PathBuf::from("/sys/fs/bpf").join(unique_name("limiter-flood-"));
                 let settings = KernelSettings {
@@ -231,6 +206,33 @@ fn elements(locked: &[Ipv4Addr]) -> String {
 }
 
 /// Loads `ruleset` into the receiver's namespace with one `nft -f`.
+/// Loads a table `[family, table, set, chain]` holding one set of `locked` sources with a
+/// timeout, and one chain at `hook` that drops them, and says how to remove it.
+fn nft_timed_set(
+    topo: &Topology,
+    locked: &[Ipv4Addr],
+    [family, table, set, chain]: [&'static str; 4],
+    hook: String,
+) -> Installed {
+    let ruleset = format!(
+        "table {family} {table} {{\n\
+         \tset {set} {{\n\t\ttype ipv4_addr\n\t\tflags timeout\n\
+         \t\ttimeout {}s\n{}\t}}\n\
+         \tchain {chain} {{\n\
+         \t\ttype filter hook {hook}; policy accept;\n\
+         \t\tip saddr @{set} counter drop\n\t}}\n}}\n",
+        LOCK_FOR.as_secs(),
+        elements(locked)
+    );
+    nft_load(topo, &ruleset);
+    Installed::Nft {
+        netns: topo.receiver.name().to_string(),
+        family,
+        table,
+        chain,
+    }
+}
+
 fn nft_load(topo: &Topology, ruleset: &str) {
     let file = tempfile::NamedTempFile::new().expect("a temporary file for the ruleset");
     std::fs::write(file.path(), ruleset).expect("writing the ruleset");
