@@ -190,6 +190,10 @@ pub fn test_store(cfg: &mut Config, now_ms: u64) -> Arc<dyn Store> {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     cfg.store.backend = StoreBackend::Valkey;
     cfg.store.valkey_address = Some(address);
+    // The suites check the store's answers, so a decision must wait for them: under a loaded
+    // machine the 50 ms default deadline opened the breaker and the local fallback admitted
+    // past the budget (the outage behaviour has its own tests, `fleet_outage`, `store_fleet`).
+    cfg.store.decision_timeout = Duration::from_secs(10);
     // Every rig its own key space on the shared server.
     cfg.store.key_prefix = format!(
         "t{}-{}:",
