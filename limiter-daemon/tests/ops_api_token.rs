@@ -1,11 +1,16 @@
 //! The decision API token against the real daemon binary: with `[http] api_token_file` set,
 //! `/v1/decide` and `/v1/auth` answer 401 (`WWW-Authenticate: Bearer`, problem+json) without
 //! the token or with a wrong one, and decide with it; `check-config` warns on stderr (exit 0)
-//! when the API listens off loopback without a token.
+//! when the API listens off loopback without a token. Slow and idle clients on the API, admin
+//! and metrics listeners are cut off by `[http]`'s read timeouts and connection cap, before
+//! any token is checked.
 
 mod ops_support;
 
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use ops_support::*;
 
@@ -91,4 +96,149 @@ fn check_config_warns_when_the_api_is_off_loopback_without_a_token() {
         ),
     );
     assert!(ok && !err.contains("warning"), "{err}");
+}
+
+/// Reads what the daemon writes until it closes the connection, writing one byte of `drip`
+/// per read that comes back empty-handed (a client trickling its head); `None` if the
+/// connection is still open after 10 s (the listeners under test close them after 1 s).
+fn until_closed(s: &mut TcpStream, drip: &[u8]) -> Option<Vec<u8>> {
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (mut got, mut buf, mut sent) = (Vec::new(), [0u8; 4096], 0);
+    while Instant::now() < deadline {
+        if sent < drip.len() {
+            if s.write_all(&drip[sent..=sent]).is_err() {
+                return Some(got);
+            }
+            sent += 1;
+        }
+        match s.read(&mut buf) {
+            Ok(0) => return Some(got),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => return Some(got),
+        }
+    }
+    None
+}
+
+fn status_of(got: &[u8]) -> String {
+    String::from_utf8_lossy(got.get(..12).unwrap_or(got)).into_owned()
+}
+
+/// One listener's slow-client checks: `get` a bodyless request, `post` one whose body the
+/// listener reads (`None` on the metrics listener, which reads none).
+fn slow_clients_are_cut_off(addr: SocketAddr, get: &str, post: Option<&str>) {
+    // A head trickled a byte at a time, never finished.
+    let mut s = TcpStream::connect(addr).unwrap();
+    let drip = format!("{}x-slow: {}", &get[..get.len() - 2], "a".repeat(1000));
+    let got = until_closed(&mut s, drip.as_bytes())
+        .unwrap_or_else(|| panic!("{addr}: a dripping head kept its connection"));
+    assert!(
+        !got.starts_with(b"HTTP/1.1 2"),
+        "{addr}: {}",
+        status_of(&got)
+    );
+
+    // Half a body: 408 and closed (the API and admin API read bodies).
+    let mut s = TcpStream::connect(addr).unwrap();
+    let head = post
+        .unwrap_or(get)
+        .replace("\r\n\r\n", "\r\ncontent-length: 60000\r\n\r\n");
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(&[b' '; 30_000]).unwrap();
+    let got = until_closed(&mut s, b"")
+        .unwrap_or_else(|| panic!("{addr}: a half-sent body kept its connection"));
+    if post.is_some() {
+        assert!(
+            got.starts_with(b"HTTP/1.1 408"),
+            "{addr}: {}",
+            status_of(&got)
+        );
+    }
+
+    // An idle keep-alive connection after one answered request.
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(get.as_bytes()).unwrap();
+    let got = until_closed(&mut s, b"")
+        .unwrap_or_else(|| panic!("{addr}: an idle keep-alive connection was left open"));
+    assert!(got.starts_with(b"HTTP/1.1 "), "{addr}: {}", status_of(&got));
+
+    // Three connections fill the cap; the fourth is refused at once, in the open.
+    let held: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    let mut s = TcpStream::connect(addr).unwrap();
+    let got = until_closed(&mut s, b"").unwrap();
+    assert!(
+        got.starts_with(b"HTTP/1.1 503"),
+        "{addr}: {}",
+        status_of(&got)
+    );
+    drop(held);
+    // Their places come back once the daemon has seen them close.
+    eventually("a connection under the cap again", || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(
+            get.replace("\r\n\r\n", "\r\nconnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .unwrap();
+        let got = until_closed(&mut s, b"")?;
+        (!got.starts_with(b"HTTP/1.1 503")).then_some(())
+    });
+}
+
+#[test]
+fn slow_idle_and_surplus_connections_are_cut_off_on_the_api_admin_and_metrics_listeners() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("api-token");
+    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
+    let admin_file = dir.path().join("admin-token");
+    std::fs::write(&admin_file, format!("{TOKEN}\n")).unwrap();
+    std::fs::set_permissions(
+        &admin_file,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let (api, admin, metrics) = (free_addr(), free_addr(), free_addr());
+    let text = config_text(
+        dir.path(),
+        &format!(
+            "[admin]\nlisten = \"{admin}\"\ntoken_file = {:?}\n[http]\napi_listen = [\"{api}\"]\n\
+             api_token_file = {:?}\nheader_read_timeout = \"1s\"\nbody_read_timeout = \"1s\"\n\
+             api_max_connections = 3\n[metrics]\nlisten = \"{metrics}\"\n",
+            admin_file.display().to_string(),
+            file.display().to_string()
+        ),
+    );
+    let mut d = Daemon::start(dir.path(), &text, &[], api);
+    d.wait_listening(admin);
+    d.wait_listening(metrics);
+    let bearer = format!("authorization: Bearer {TOKEN}\r\n");
+    let checks = [
+        (
+            api,
+            format!("GET /v1/auth HTTP/1.1\r\nhost: a\r\nx-original-uri: /x\r\n{bearer}\r\n"),
+            Some(format!(
+                "POST /v1/decide HTTP/1.1\r\nhost: a\r\ncontent-type: application/json\r\n{bearer}\r\n"
+            )),
+        ),
+        (
+            admin,
+            format!("GET /admin/v1/lockouts HTTP/1.1\r\nhost: a\r\n{bearer}\r\n"),
+            Some(format!(
+                "POST /admin/v1/lockouts HTTP/1.1\r\nhost: a\r\ncontent-type: application/json\r\n{bearer}\r\n"
+            )),
+        ),
+        (
+            metrics,
+            "GET /healthz HTTP/1.1\r\nhost: a\r\n\r\n".to_string(),
+            None,
+        ),
+    ];
+    std::thread::scope(|scope| {
+        for (addr, get, post) in &checks {
+            scope.spawn(move || slow_clients_are_cut_off(*addr, get, post.as_deref()));
+        }
+    });
 }

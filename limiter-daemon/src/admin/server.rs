@@ -1,5 +1,6 @@
 //! The admin listener: bound before the daemon reports ready (a taken port is a start-up
-//! error), served until the app's shutdown fires.
+//! error), served until the app's shutdown fires, within the `[http]` listener bounds (see
+//! [`crate::http::listen`]).
 
 use std::net::SocketAddr;
 
@@ -8,10 +9,12 @@ use tokio::net::TcpListener;
 
 use super::routes::router;
 use super::state::AdminState;
+use crate::http::listen::limits::ListenLimits;
 
 pub struct AdminServer {
     listener: TcpListener,
     state: AdminState,
+    limits: ListenLimits,
 }
 
 impl AdminServer {
@@ -19,22 +22,37 @@ impl AdminServer {
         let listener = TcpListener::bind(addr)
             .await
             .with_context(|| format!("binding the admin API on {addr} ([admin] listen)"))?;
-        Ok(AdminServer { listener, state })
+        Ok(AdminServer {
+            listener,
+            state,
+            limits: ListenLimits::default(),
+        })
+    }
+
+    /// Serves within `limits` instead of the defaults.
+    pub fn with_limits(mut self, limits: ListenLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
     }
 
-    /// Serves until `stop` completes; requests in flight then finish.
+    /// Serves until `stop` completes; requests in flight then finish within the grace.
     pub async fn run(
         self,
         stop: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
-        axum::serve(self.listener, router(self.state))
-            .with_graceful_shutdown(stop)
-            .await
-            .context("serving the admin API")
+        crate::http::listen::serve::serve(
+            self.listener,
+            router(self.state),
+            self.limits,
+            "admin.listen",
+            stop,
+        )
+        .await;
+        Ok(())
     }
 }
 
@@ -46,6 +64,7 @@ pub async fn start(
     config_path: std::path::PathBuf,
     reload: Option<super::state::ReloadFn>,
     metrics: std::sync::Arc<crate::metrics::Metrics>,
+    limits: ListenLimits,
 ) -> anyhow::Result<Option<AdminServer>> {
     let cfg = engine.config();
     let Some(addr) = cfg.admin.listen else {
@@ -66,7 +85,7 @@ pub async fn start(
         }
     }
     let state = AdminState::new(engine, kernel, config_path, reload, &token).with_metrics(metrics);
-    let server = AdminServer::bind(addr, state).await?;
+    let server = AdminServer::bind(addr, state).await?.with_limits(limits);
     tracing::info!(addr = %server.local_addr()?, "admin API listening");
     Ok(Some(server))
 }

@@ -27,6 +27,7 @@ use crate::config::log::LogFormat;
 use crate::config::{env_from_process, Config};
 use crate::engine::sink::{EnforcementSink, NoKernel};
 use crate::engine::{Engine, EngineOptions, KeyRefresh};
+use crate::http::listen::limits::ListenLimits;
 use crate::http::proxy::server::HttpServer;
 use crate::http::render::response::Hints;
 use crate::kernel::dataplane::Dataplane;
@@ -200,6 +201,7 @@ async fn serve(
         reload.path.clone(),
         Some(reloader.hook()),
         Arc::clone(&metrics),
+        ListenLimits::from_settings(&http),
     );
     if let Some(admin) = admin.await? {
         let stop = shutdown.cancelled();
@@ -216,7 +218,9 @@ async fn serve(
     }));
     match metrics_listen {
         Some(addr) => {
-            let ms = MetricsServer::bind(addr, Arc::clone(&metrics)).await?;
+            let ms = MetricsServer::bind(addr, Arc::clone(&metrics))
+                .await?
+                .with_limits(ListenLimits::from_settings(&http));
             tracing::info!(addr = %ms.local_addr()?, "metrics, /healthz and /readyz listening");
             let stop = shutdown.cancelled();
             shutdown.spawn(async move {

@@ -48,8 +48,16 @@ pub struct RawHttp {
     /// Most bytes of a `/v1/decide` body (default 65536, or twice `max_header_bytes` when that
     /// is larger) → 413.
     pub api_max_body: Option<usize>,
-    /// Time allowed for a client to send its request head (default 30s).
+    /// Time allowed for a client to send its request head, on every listener (proxy, API,
+    /// admin, metrics), counted from the connection's start or the previous response: an idle
+    /// keep-alive connection is closed then too (default 30s).
     pub header_read_timeout: Option<String>,
+    /// Time allowed for a request body on the API, admin and metrics listeners, counted from
+    /// its head (default 10s) → 408 and the connection closed.
+    pub body_read_timeout: Option<String>,
+    /// Connections open at once on each API, admin and metrics listener (default 1024); one
+    /// more is answered 503 and closed.
+    pub api_max_connections: Option<usize>,
     /// Peers whose `X-Real-IP` is believed on `/v1/auth` (CIDRs; default loopback only).
     pub trusted_peers: Option<Vec<String>>,
     /// Base URI of problem `type`s; the reason is appended (default: `about:blank`, no base).
@@ -93,6 +101,10 @@ pub struct HttpSettings {
     /// Ceiling on a `/v1/decide` body (see [`api_max_body`]).
     pub api_max_body: NonZeroUsize,
     pub header_read_timeout: Duration,
+    /// Time for a body on the API, admin and metrics listeners, from its head.
+    pub body_read_timeout: Duration,
+    /// Connections open at once on each API, admin and metrics listener.
+    pub api_max_connections: NonZeroUsize,
     pub trusted_peers: Vec<IpNet>,
     pub problem_type_base: Option<String>,
     pub shutdown_grace: Duration,
@@ -354,6 +366,16 @@ impl HttpSettings {
                 raw.header_read_timeout,
                 Duration::from_secs(30),
             )?,
+            body_read_timeout: duration(
+                "http.body_read_timeout",
+                raw.body_read_timeout,
+                Duration::from_secs(10),
+            )?,
+            api_max_connections: non_zero(
+                "http.api_max_connections",
+                raw.api_max_connections,
+                1024,
+            )?,
             trusted_peers,
             problem_type_base,
             worker_threads: raw
@@ -445,6 +467,8 @@ mod tests {
         assert!(err("self_service_path = \"limits\"").contains("http.self_service_path"));
         assert!(err("self_service_path = \"/a?b\"").contains("http.self_service_path"));
         assert!(err("api_token_file = \"/nonexistent/t\"").contains("http.api_token_file"));
+        assert!(err("body_read_timeout = \"0s\"").contains("http.body_read_timeout"));
+        assert!(err("api_max_connections = 0").contains("http.api_max_connections"));
     }
 
     #[test]

@@ -2,9 +2,9 @@
 //! process serves) and `GET /readyz` (200, or 503 with a JSON body naming what is not ready).
 //!
 //! Its own listener, loopback by default (`[metrics] listen`), so metrics never share the
-//! public proxy port.
+//! public proxy port; served within the `[http]` listener bounds ([`crate::http::listen`]).
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 use super::readiness::Readiness;
 use super::registry::CONTENT_TYPE;
 use super::Metrics;
+use crate::http::listen::limits::ListenLimits;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsServerError {
@@ -28,8 +29,6 @@ pub enum MetricsServerError {
         #[source]
         source: io::Error,
     },
-    #[error("metrics listener failed")]
-    Serve(#[source] io::Error),
 }
 
 pub fn router(metrics: Arc<Metrics>) -> Router {
@@ -74,6 +73,7 @@ async fn readyz(State(m): State<Arc<Metrics>>) -> Response {
 pub struct MetricsServer {
     listener: TcpListener,
     metrics: Arc<Metrics>,
+    limits: ListenLimits,
 }
 
 impl MetricsServer {
@@ -81,7 +81,17 @@ impl MetricsServer {
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| MetricsServerError::Bind { addr, source })?;
-        Ok(MetricsServer { listener, metrics })
+        Ok(MetricsServer {
+            listener,
+            metrics,
+            limits: ListenLimits::default(),
+        })
+    }
+
+    /// Serves within `limits` (`[http]`'s listener bounds) instead of the defaults.
+    pub fn with_limits(mut self, limits: ListenLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -93,10 +103,14 @@ impl MetricsServer {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), MetricsServerError> {
-        axum::serve(self.listener, router(self.metrics))
-            .with_graceful_shutdown(shutdown)
-            .into_future()
-            .await
-            .map_err(MetricsServerError::Serve)
+        crate::http::listen::serve::serve(
+            self.listener,
+            router(self.metrics),
+            self.limits,
+            "metrics.listen",
+            shutdown,
+        )
+        .await;
+        Ok(())
     }
 }

@@ -8,12 +8,13 @@
 //! its own keep-alive pool to the upstream. A request, its upstream exchange and its held
 //! timer then stay on one thread: no work stealing, no cross-thread wake-ups on the hot path
 //! (the shape nginx's workers have; figures in docs/http.md).
-//! The API listeners run on the caller's runtime.
+//! The API listeners run on the caller's runtime, served like the admin and metrics listeners
+//! ([`crate::http::listen`]: head and body read timeouts, a connection cap).
 //!
 //! [`HttpServer::bind`] and [`HttpServer::run`] are separate so callers (and tests binding port
 //! 0) learn the bound addresses before serving; [`serve`] does both.
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
@@ -29,6 +30,8 @@ use crate::config::http::HttpSettings;
 use crate::engine::decider::Decider;
 use crate::http::api::router::router;
 use crate::http::api::state::{ApiLimits, ApiState};
+use crate::http::listen;
+use crate::http::listen::limits::ListenLimits;
 use crate::http::proxy::front::{self, Front};
 use crate::http::proxy::hold::HoldGate;
 use crate::http::proxy::hyper::ProxyState;
@@ -183,29 +186,15 @@ impl HttpServer {
         self.proxy_listeners.clear();
         let api_tasks = TaskTracker::new();
         let app = router(self.api.clone());
+        let limits = ListenLimits::from_settings(&self.settings);
         for listener in self.api_listeners {
-            let stop = stop.clone();
-            let app = app.clone();
-            let grace = self.settings.shutdown_grace;
-            api_tasks.spawn(async move {
-                let serve = axum::serve(
-                    listener,
-                    app.into_make_service_with_connect_info::<SocketAddr>(),
-                )
-                .with_graceful_shutdown(stop.clone().cancelled_owned())
-                .into_future();
-                // axum drains without a deadline; bound it like the proxy.
-                let deadline = async move {
-                    stop.cancelled().await;
-                    tokio::time::sleep(grace).await;
-                };
-                tokio::select! {
-                    res = serve => if let Err(err) = res {
-                        tracing::warn!(error = %err, "API listener failed");
-                    },
-                    _ = deadline => tracing::warn!("API requests still running after the shutdown grace; dropping them"),
-                }
-            });
+            api_tasks.spawn(listen::serve::serve(
+                listener,
+                app.clone(),
+                limits,
+                "http.api_listen",
+                stop.clone().cancelled_owned(),
+            ));
         }
         api_tasks.close();
         shutdown.await;

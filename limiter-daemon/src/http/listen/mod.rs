@@ -1,0 +1,16 @@
+//! How the daemon's axum routers are served: the decision API (`[http] api_listen`), the admin
+//! API (`[admin] listen`) and the operator listener (`[metrics] listen`) all go through
+//! [`serve`], so each has the bounds the proxy's listeners have against slow or idle clients.
+//!
+//! - [`limits`]: the bounds, taken from `[http]`: the head-read timeout (which is also the
+//!   idle keep-alive timeout, as on the proxy), the body-read timeout, the connection cap.
+//! - [`body`]: the request body that ends in an error once its read deadline has passed.
+//! - [`serve`]: the accept loop and one connection's life (HTTP/1.1 only).
+//!
+//! Why not `axum::serve`: it sets no read timeout and no cap, so a client dripping one header
+//! byte every few seconds, or a half-sent body, held its connection (and the body buffered so
+//! far) for as long as it liked, before any token was checked.
+
+pub mod body;
+pub mod limits;
+pub mod serve;
