@@ -77,6 +77,8 @@ pub fn restart_only(
     same!("http.max_header_bytes", http.max_header_bytes);
     same!("http.api_max_body", http.api_max_body);
     same!("http.header_read_timeout", http.header_read_timeout);
+    same!("http.body_read_timeout", http.body_read_timeout);
+    same!("http.api_max_connections", http.api_max_connections);
     same!("http.trusted_peers", http.trusted_peers);
     same!("http.problem_type_base", http.problem_type_base);
     same!("http.shutdown_grace", http.shutdown_grace);
