@@ -8,6 +8,11 @@
 //!   store, kernel off, 2 runtime worker threads, limits high enough that nothing is rejected;
 //!   once with its defaults (SCHED_BATCH proxy threads), once with `batch_scheduling = false`.
 //! - A second nginx whose workers are put on SCHED_BATCH, so both policies compare like for like.
+//! - Clients: every request names one of 65,536 client addresses in `X-Forwarded-For` (a wrk
+//!   script; each address in its own /24), as many clients behind one trusted proxy would. The
+//!   daemon trusts 127.0.0.1 and meters each address and its /24 (network budgets on, at their
+//!   defaults); the nginx proxies key `limit_req` on the same address (`real_ip_header`).
+//!   (From wrk's one address the daemon metered every request as one /24 and refused most.)
 //! - Load: `wrk --latency -t2 -c64 -d<secs>s` (BENCH_SECS, default 10) after a 2 s warm-up,
 //!   in BENCH_ROUNDS (default 3) rounds interleaving the three paths; medians are reported.
 //! - CPU per request: user + system time of that path's own processes (nginx master and
@@ -24,7 +29,9 @@ use limiter_tests::nginx::{available, free_port, Nginx};
 
 #[path = "common/wrk.rs"]
 mod wrk;
-use wrk::{daemon_binary, median, wait_listening, wrk, wrk_available, Daemon, Run};
+use wrk::{
+    daemon_binary, median, spread_script, wait_listening, wrk_available, wrk_with, Daemon, Run,
+};
 
 fn children(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
@@ -124,6 +131,7 @@ fn main() {
             "limit_req_zone $binary_remote_addr zone=bench:10m rate=1000000r/s;\n\
              upstream app {{ server {up_addr}; keepalive 128; }}\n\
              server {{ listen {addr} backlog=4096; keepalive_requests 1000000;\n\
+               set_real_ip_from 127.0.0.1; real_ip_header X-Forwarded-For;\n\
                location / {{ limit_req zone=bench burst=1000000 nodelay;\n\
                  proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection \"\";\n\
                  proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for; }} }}"
@@ -142,6 +150,7 @@ fn main() {
     // capped at 65535 per minute, far below this load, so the bench route counts hourly and
     // daily units only (both checked and counted per request in the store, like any other
     // request). The metrics listener is off so a bench never collides on its fixed default port.
+    // wrk's address is the trusted proxy: the client is the address its script names.
     let start_daemon = |name: &str, extra: &str| {
         let px_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let api_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
@@ -150,6 +159,7 @@ fn main() {
         let config = format!(
             "[tiers.anon]\nhourly = {big}\n\n[quota]\nanon = {big}\n\n\
              [default_route]\nlimits = [\"hourly\", \"daily\"]\n\n\
+             [identity]\ntrusted_proxies = [\"127.0.0.1/32\"]\n\n\
              [store]\nstate_dir = \"{}\"\n\n[kernel]\nmode = \"off\"\n\n\
              [metrics]\nlisten = \"\"\n\n[admin]\nlisten = \"\"\n\n\
              [http]\nproxy_listen = [\"{px_addr}\"]\napi_listen = [\"{api_addr}\"]\n\
@@ -210,6 +220,8 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(3)
         .max(1);
+    let script = spread_script(scratch.path());
+    let wrk = |url: &str, secs: u64| wrk_with(url, secs, Some(&script));
     for (_, url, _) in &targets {
         let _warm = wrk(url, 2);
     }

@@ -234,13 +234,7 @@ fn proxy_rps(store: &str, dir: &std::path::Path, secs: u64) -> wrk::Run {
         .expect("start the bench-fast daemon (cargo xtask bench store builds it)");
     wrk::wait_listening(proxy, &mut child);
     let _d = wrk::Daemon(child);
-    let script = dir.join("spread.lua");
-    std::fs::write(
-        &script,
-        "local n = 0\nrequest = function()\n  n = n + 1\n  return wrk.format(nil, \"/\", \
-         {[\"X-Forwarded-For\"] = \"10.\" .. (n % 256) .. \".\" .. (math.floor(n / 256) % 256) .. \".7\"})\nend\n",
-    )
-    .unwrap();
+    let script = wrk::spread_script(dir);
     let _warm = run_wrk(&script, proxy, 2);
     let r = run_wrk(&script, proxy, secs);
     assert_eq!((r.non_2xx, r.errors), (0, 0), "every answer a 200: {r:?}");
@@ -248,13 +242,7 @@ fn proxy_rps(store: &str, dir: &std::path::Path, secs: u64) -> wrk::Run {
 }
 
 fn run_wrk(script: &std::path::Path, proxy: SocketAddr, secs: u64) -> wrk::Run {
-    let out = Command::new("wrk")
-        .args(["--latency", "-t2", "-c64", &format!("-d{secs}s"), "-s"])
-        .arg(script)
-        .arg(format!("http://{proxy}/"))
-        .output()
-        .expect("run wrk");
-    wrk::parse_wrk(&String::from_utf8_lossy(&out.stdout))
+    wrk::wrk_with(&format!("http://{proxy}/"), secs, Some(script))
 }
 
 fn main() {

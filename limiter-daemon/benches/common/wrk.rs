@@ -4,7 +4,7 @@
 #![allow(dead_code, reason = "each bench uses a different part")]
 
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -85,10 +85,32 @@ pub fn parse_wrk(out: &str) -> Run {
 }
 
 pub fn wrk(url: &str, secs: u64) -> Run {
-    let out = Command::new("wrk")
-        .args(["--latency", "-t2", "-c64", &format!("-d{secs}s"), url])
-        .output()
-        .expect("run wrk");
+    wrk_with(url, secs, None)
+}
+
+/// Writes into `dir` a wrk script that sends each request with `X-Forwarded-For` naming the
+/// next of 65,536 client addresses (`10.a.b.7`, each in its own /24), as many clients behind
+/// one trusted proxy send, and returns its path. From wrk's one address, a daemon with network
+/// budgets on (the default) would meter every request as one /24 and refuse most of them.
+pub fn spread_script(dir: &Path) -> PathBuf {
+    let script = dir.join("spread.lua");
+    std::fs::write(
+        &script,
+        "local n = 0\nrequest = function()\n  n = n + 1\n  return wrk.format(nil, nil, \
+         {[\"X-Forwarded-For\"] = \"10.\" .. (n % 256) .. \".\" .. (math.floor(n / 256) % 256) .. \".7\"})\nend\n",
+    )
+    .expect("write the wrk script");
+    script
+}
+
+/// `wrk --latency -t2 -c64 -d<secs>s` at `url`, with `script` (`-s`) when given.
+pub fn wrk_with(url: &str, secs: u64, script: Option<&Path>) -> Run {
+    let mut cmd = Command::new("wrk");
+    cmd.args(["--latency", "-t2", "-c64", &format!("-d{secs}s")]);
+    if let Some(s) = script {
+        cmd.arg("-s").arg(s);
+    }
+    let out = cmd.arg(url).output().expect("run wrk");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
