@@ -958,3 +958,40 @@ fn a_client_report_lists_the_anonymous_windows_with_use_and_limits() {
         assert_eq!(w["remaining"].as_u64().unwrap(), limit - 2, "{w}");
     }
 }
+
+/// An operator lockout that would cover a trusted proxy is refused naming `ip` (it would lock
+/// out every client behind the proxy), alone or inside a range; the proxy's neighbours can
+/// still be locked.
+#[test]
+fn locking_a_trusted_proxy_is_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        "",
+        "[identity]\ntrusted_proxies = [\"10.9.0.1\", \"2001:db8:9::1\"]\n",
+    );
+    for ip in [
+        "10.9.0.1",
+        "10.9.0.0/24",
+        "::ffff:10.9.0.1",
+        "2001:db8:9::/48",
+        "2001:db8:9::5",
+    ] {
+        let r = d.admin(
+            "POST",
+            "/admin/v1/lockouts",
+            Some(&serde_json::json!({"ip": ip, "for": "10m"})),
+        );
+        assert_eq!(r.status, 422, "{ip}: {}", r.body);
+        assert_eq!(r.json()["field"], "ip", "{ip}: {}", r.body);
+        assert!(r.body.contains("trusted proxy"), "{ip}: {}", r.body);
+    }
+    let r = d.admin(
+        "POST",
+        "/admin/v1/lockouts",
+        Some(&serde_json::json!({"ip": "10.9.0.2", "for": "10m"})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let items = d.admin("GET", "/admin/v1/lockouts", None).json()["items"].clone();
+    assert_eq!(items.as_array().unwrap().len(), 1, "{items}");
+}

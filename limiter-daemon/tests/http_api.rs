@@ -304,7 +304,7 @@ async fn auth_missing_original_uri_is_400() {
         .contains("X-Original-URI"));
 }
 
-async fn auth_peer_seen(peer: SocketAddr, real_ip: &str) -> IpAddr {
+async fn auth_peer_seen(peer: SocketAddr, real_ip: &str) -> (IpAddr, bool) {
     let decider = scripted(|_r: &RequestView<'_>| allow(Tier::Anon, "x"));
     let state = ApiState {
         decider: decider.clone(),
@@ -338,7 +338,7 @@ async fn auth_peer_seen(peer: SocketAddr, real_ip: &str) -> IpAddr {
     assert!(
         seen.headers.get("x-forwarded-for").is_none() && seen.headers.get("x-real-ip").is_none()
     );
-    seen.peer
+    (seen.peer, seen.unattributed)
 }
 
 #[tokio::test]
@@ -347,19 +347,26 @@ async fn auth_believes_x_real_ip_from_trusted_peers_only() {
     let untrusted = SocketAddr::from(([192, 0, 2, 10], 5555));
     assert_eq!(
         auth_peer_seen(trusted, "198.51.100.20").await,
-        "198.51.100.20".parse::<IpAddr>().unwrap()
+        ("198.51.100.20".parse::<IpAddr>().unwrap(), false)
     );
     assert_eq!(
         auth_peer_seen(untrusted, "198.51.100.20").await,
-        untrusted.ip()
+        (untrusted.ip(), false)
     );
-    // Garbage from a trusted peer: the peer is metered (and a warning logged), never a panic.
-    assert_eq!(auth_peer_seen(trusted, "not-an-ip").await, trusted.ip());
+    // Garbage from a trusted peer names no client: an unattributed caller of that peer (the
+    // engine never strikes it), never the peer itself and never a panic.
+    for junk in ["not-an-ip", "unknown", ""] {
+        assert_eq!(
+            auth_peer_seen(trusted, junk).await,
+            (trusted.ip(), true),
+            "{junk:?}"
+        );
+    }
     // IPv4-mapped IPv6 peers match IPv4 ranges.
     let mapped = SocketAddr::new("::ffff:10.9.9.9".parse().unwrap(), 1);
     assert_eq!(
         auth_peer_seen(mapped, "2001:db8::5").await,
-        "2001:db8::5".parse::<IpAddr>().unwrap()
+        ("2001:db8::5".parse::<IpAddr>().unwrap(), false)
     );
 }
 

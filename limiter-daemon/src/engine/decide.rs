@@ -211,9 +211,14 @@ impl Engine {
         let cfg = &*rt.cfg;
         let route = cfg.routes.matching(req.method, req.path);
         let shadow = cfg.engine.shadow || route.shadow;
-        let caller = rt
-            .resolver
-            .resolve(cfg, &self.key_cache, req.peer, req.headers, now);
+        let caller = rt.resolver.resolve(
+            cfg,
+            &self.key_cache,
+            req.peer,
+            req.unattributed,
+            req.headers,
+            now,
+        );
         let id = caller.id_key(&self.hasher);
         let mut d = base_decision(cfg, caller.tier, id.text());
         d.key_status = caller.key_status;
@@ -393,7 +398,8 @@ impl Engine {
                 .max()
                 .unwrap_or(1000);
             d.reject(reason, ceil_secs(worst).max(1));
-            if reason == Reason::Burst && mode == Mode::Enforce {
+            // Unattributed callers are refused like anyone, but their address is the proxy's.
+            if reason == Reason::Burst && mode == Mode::Enforce && caller.may_be_struck() {
                 let frees_ms = o.uses[WindowKind::Burst].map_or(0, |w| w.reset_ms);
                 self.burst_strike(cfg, d, caller.group, now, frees_ms);
             } else if reason == Reason::Burst && mode == Mode::Shadow {

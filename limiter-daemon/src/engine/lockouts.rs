@@ -27,6 +27,14 @@ impl LockoutManager<'_> {
         client_ip::group(ip, self.engine.config().identity.ipv6_prefix)
     }
 
+    /// An operator's lockout of `net` is refused when it holds a trusted proxy.
+    fn refuse_trusted_proxy(&self, net: IpNet) -> Result<(), EngineError> {
+        match super::exempt::trusted_proxy_in(&self.engine.config(), &net) {
+            Some(proxy) => Err(EngineError::TrustedProxy { net, proxy }),
+            None => Ok(()),
+        }
+    }
+
     /// Active lockouts.
     pub fn list(&self) -> Result<Vec<Lockout>, EngineError> {
         Ok(self.engine.store.lockouts(self.engine.clock.now_ms())?)
@@ -80,8 +88,9 @@ impl LockoutManager<'_> {
         if duration.is_zero() {
             return Err(EngineError::ZeroDuration);
         }
-        let now = self.engine.clock.now_ms();
         let g = self.group(ip);
+        self.refuse_trusted_proxy(super::exempt::group_net(&self.engine.config(), g))?;
+        let now = self.engine.clock.now_ms();
         let l = Lockout {
             ip: g,
             since_ms: now,
@@ -215,6 +224,7 @@ impl LockoutManager<'_> {
                 if duration.is_zero() {
                     return Err(EngineError::ZeroDuration);
                 }
+                self.refuse_trusted_proxy(net)?;
                 let now = self.engine.clock.now_ms();
                 let until =
                     now.saturating_add(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX));

@@ -238,6 +238,16 @@ pub fn run_kernel(args: KernelArgs) -> anyhow::Result<()> {
                 );
                 return Ok(());
             }
+            if let Some(cfg) = cfg.as_ref() {
+                let group = crate::identity::client_ip::group(ip, cfg.identity.ipv6_prefix);
+                let net = crate::engine::exempt::group_net(cfg, group);
+                if let Some(proxy) = crate::engine::exempt::trusted_proxy_in(cfg, &net) {
+                    anyhow::bail!(
+                        "ip: {ip} is the trusted proxy {proxy}: locking it would lock out every \
+                         client behind it; lock the client's own address instead"
+                    );
+                }
+            }
             open(&args.pin_path)?.lock(ip, duration, level)?;
             out!(
                 "locked {ip} for {} (level {level}) in the pins (daemon not running)",

@@ -123,6 +123,7 @@ impl Side {
             method: &line.method,
             path: &line.target,
             headers: &self.headers,
+            unattributed: false,
         });
         let nets = &self.cfg.networks;
         let net = network_of(ip, nets.ipv4_prefix, nets.ipv6_prefix);

@@ -79,6 +79,7 @@ pub async fn decide(
         method: &described.method,
         path: &described.path,
         headers: &described.headers,
+        unattributed: false,
     }) {
         Decided::Ready(d) => d,
         Decided::Pending(f) => f.await,
