@@ -332,6 +332,12 @@ pub fn detail(d: &Decision) -> String {
     let w = binding_window(d);
     let limit = w.map(|w| w.limit);
     match (d.reason(), limit) {
+        // An unattributed caller (`via:`) is never struck: its burst is shared by every request
+        // whose forwarding field named no client.
+        (Some(Reason::Burst), Some(n)) if d.identity.starts_with("via:") => format!(
+            "More than {n} units in 60 seconds from callers this proxy could not name (tier \
+             {tier}); they share one budget and are never locked out. Retry in {wait} s."
+        ),
         (Some(Reason::Burst), Some(n)) => format!(
             "More than {n} units in 60 seconds from this caller (tier {tier}); repeated bursts \
              lead to a lockout. Retry in {wait} s."
