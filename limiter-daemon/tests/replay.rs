@@ -328,7 +328,7 @@ fn malformed_lines_are_counted_and_named_never_fatal() {
 /// One line dated 9999-12-31 amid 3,000 clean lines used to move the clock there: the 1,500
 /// lines after it were decided in its first second (2,900 refusals, 5 lockouts, exit 0).
 #[test]
-fn one_line_dated_far_ahead_is_malformed_and_does_not_move_the_clock() {
+fn lines_stamped_far_from_the_others_are_malformed_and_do_not_move_the_clock() {
     let dir = Dir::new();
     let cfg = dir.config("limiter.toml", HOURLY_ONLY);
     // Ten addresses taking turns, one line every 200 ms: each address sends 30 a minute and
@@ -336,32 +336,43 @@ fn one_line_dated_far_ahead_is_malformed_and_does_not_move_the_clock() {
     let mut lines: Vec<String> = (0..3000u64)
         .map(|i| combined(&format!("192.0.2.{}", i % 10), i * 200, "/", ""))
         .collect();
-    let rogue = combined("192.0.2.1", 0, "/rogue", "").replace(
-        "[05/Jan/2026:00:00:00 +0000]",
-        "[31/Dec/9999:23:59:59 +0000]",
-    );
-    lines.insert(1500, rogue);
-    // And one line stamped an hour before the lines around it.
-    let stale = combined("192.0.2.1", 0, "/stale", "").replace(
-        "[05/Jan/2026:00:00:00 +0000]",
-        "[04/Jan/2026:23:05:00 +0000]",
-    );
-    lines.insert(2500, stale);
+    let stamped = |path: &str, time: &str| {
+        combined("192.0.2.1", 0, path, "").replace("[05/Jan/2026:00:00:00 +0000]", time)
+    };
+    // In the future: malformed wherever it stands.
+    lines.insert(1500, stamped("/rogue", "[31/Dec/9999:23:59:59 +0000]"));
+    // A day and a half after the others, and the next line goes back: not a real jump.
+    lines.insert(2000, stamped("/ahead", "[06/Jan/2026:12:00:00 +0000]"));
+    // An hour before the lines around it.
+    lines.insert(2500, stamped("/stale", "[04/Jan/2026:23:05:00 +0000]"));
     let log = dir.write("access.log", &lines);
     let report = ok_json(&replay(&[&"--json", &"--config", &cfg, &log]));
     let input = &report["input"];
     assert_eq!(input["requests"], 3000, "{input:#}");
-    assert_eq!(input["malformed"], 2, "{input:#}");
+    assert_eq!(input["malformed"], 3, "{input:#}");
     let why: Vec<(u64, &str)> = input["malformedFirst"]
         .as_array()
         .unwrap()
         .iter()
         .map(|s| (s["line"].as_u64().unwrap(), s["why"].as_str().unwrap()))
         .collect();
-    assert_eq!(why[0].0, 1501, "{input:#}");
-    assert!(why[0].1.contains("more than 10 minutes after"), "{why:?}");
-    assert_eq!(why[1].0, 2501, "{input:#}");
-    assert!(why[1].1.contains("more than 10 minutes before"), "{why:?}");
+    assert_eq!(
+        why,
+        [
+            (
+                1501,
+                "stamped more than a day after the time the replay runs"
+            ),
+            (
+                2001,
+                "stamped more than 10 minutes after the lines around it (the clock was not moved)"
+            ),
+            (
+                2501,
+                "stamped more than 10 minutes before the line before it"
+            ),
+        ]
+    );
     assert_eq!(row(&report, "anon", None), [3000, 0, 0, 0], "{report:#}");
     assert_eq!(report["totals"]["refused"], 0);
     assert_eq!(lockouts(&report), []);

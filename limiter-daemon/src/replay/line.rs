@@ -46,6 +46,8 @@ pub enum Malformed {
     Ahead,
     /// Stamped more than `order::BOUND_MS` before the clock.
     Behind,
+    /// Stamped more than `order::FUTURE_SLACK_MS` after the replay's own time.
+    Future,
 }
 
 impl Malformed {
@@ -61,6 +63,7 @@ impl Malformed {
                 "stamped more than 10 minutes after the lines around it (the clock was not moved)"
             }
             Malformed::Behind => "stamped more than 10 minutes before the line before it",
+            Malformed::Future => "stamped more than a day after the time the replay runs",
         }
     }
 }

@@ -5,6 +5,8 @@
 //! lockouts, out of a log where every request was allowed).
 //!
 //! The rule, with a bound of [`BOUND_MS`] (10 minutes):
+//! - a line stamped after the replay's own time plus a day (a log cannot come from the future;
+//!   the day covers clocks and zones set wrong) is malformed ([`Malformed::Future`]);
 //! - a line at most the bound earlier than the clock is decided at the clock (the clock never
 //!   goes backwards) and counted as out of order, as before;
 //! - a line more than the bound earlier is malformed ([`Malformed::Behind`]);
@@ -12,11 +14,11 @@
 //!   next line says which: the jump is real when the next line is not itself more than the
 //!   bound earlier than the held one, and the held line is then decided at its time; otherwise
 //!   it is malformed ([`Malformed::Ahead`]) and the clock stays. A held line at the very end
-//!   is malformed too, unless it is the only line (nothing contradicts it).
+//!   is decided: nothing contradicts it, and it is the last decision anyway.
 //!
 //! A quiet night in a log is a gap like any other: the first line after it is confirmed by the
 //! second. What this cannot tell apart is two or more consecutive lines agreeing on a bad
-//! time; they are taken as a real jump.
+//! time in the past; they are taken as a real jump.
 //!
 //! Pure over the timestamps, generic over what is held (the run loop holds a copy of the
 //! line's text), so the rule is tested without an engine.
@@ -25,6 +27,8 @@ use super::line::Malformed;
 
 /// How far a line's time may be from the clock before it is treated as suspect.
 pub const BOUND_MS: u64 = 10 * 60 * 1000;
+/// How far past the replay's own time a line may be stamped.
+pub const FUTURE_SLACK_MS: u64 = 24 * 3600 * 1000;
 
 /// Where a line goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,18 +46,20 @@ pub enum Place {
 pub struct Order<T> {
     clock: Option<u64>,
     held: Option<(u64, T)>,
-}
-
-impl<T> Default for Order<T> {
-    fn default() -> Self {
-        Order {
-            clock: None,
-            held: None,
-        }
-    }
+    /// Lines stamped later than this are malformed.
+    latest: u64,
 }
 
 impl<T> Order<T> {
+    /// An empty clock for a replay run at `now_ms` (the machine's time).
+    pub fn new(now_ms: u64) -> Self {
+        Order {
+            clock: None,
+            held: None,
+            latest: now_ms.saturating_add(FUTURE_SLACK_MS),
+        }
+    }
+
     /// The latest time a line was decided at.
     pub fn clock(&self) -> Option<u64> {
         self.clock
@@ -62,6 +68,10 @@ impl<T> Order<T> {
     /// Called first for every line stamped `t`: settles the held line, if any. `Ok(at)`: decide
     /// it at `at` (the clock is there now); `Err`: it is malformed.
     pub fn settle(&mut self, t: u64) -> Option<(T, Result<u64, Malformed>)> {
+        // A line from the future is malformed itself; it says nothing about the held one.
+        if t > self.latest {
+            return None;
+        }
         let (held_t, line) = self.held.take()?;
         if t.saturating_add(BOUND_MS) >= held_t {
             self.clock = Some(self.clock.map_or(held_t, |c| c.max(held_t)));
@@ -74,6 +84,7 @@ impl<T> Order<T> {
     /// Where the line stamped `t` goes (after [`Order::settle`]).
     pub fn place(&mut self, t: u64) -> Place {
         match self.clock {
+            _ if t > self.latest => Place::Skip(Malformed::Future),
             // The first line: nothing to compare it with yet, so the next line confirms it.
             None => Place::Hold,
             Some(c) if t > c.saturating_add(BOUND_MS) => Place::Hold,
@@ -91,16 +102,11 @@ impl<T> Order<T> {
         self.held = Some((t, line));
     }
 
-    /// At the end of the logs: the held line, decided when it was the only one.
+    /// At the end of the logs: the held line, decided (no line after it says otherwise).
     pub fn finish(&mut self) -> Option<(T, Result<u64, Malformed>)> {
         let (held_t, line) = self.held.take()?;
-        match self.clock {
-            None => {
-                self.clock = Some(held_t);
-                Some((line, Ok(held_t)))
-            }
-            Some(_) => Some((line, Err(Malformed::Ahead))),
-        }
+        self.clock = Some(self.clock.map_or(held_t, |c| c.max(held_t)));
+        Some((line, Ok(held_t)))
     }
 }
 
@@ -111,8 +117,11 @@ mod tests {
     const MIN: u64 = 60_000;
 
     /// Runs `times` through the rule; what each line became, in the order decided or skipped.
+    /// 2026-12-02, when these tests were written.
+    const NOW: u64 = 1_796_169_600_000;
+
     fn run(times: &[u64]) -> Vec<(usize, Result<u64, Malformed>)> {
-        let mut o = Order::default();
+        let mut o = Order::new(NOW);
         let mut out = Vec::new();
         for (i, &t) in times.iter().enumerate() {
             if let Some(settled) = o.settle(t) {
@@ -130,7 +139,7 @@ mod tests {
 
     #[test]
     fn one_line_far_ahead_is_malformed_and_the_clock_stays() {
-        let far = 253_402_300_799_000; // 9999-12-31T23:59:59Z
+        let far = NOW - 86_400_000; // the past, but years after the log's other lines
         let got = run(&[1000, 2000, far, 3000, 4000]);
         assert_eq!(
             got,
@@ -142,8 +151,20 @@ mod tests {
                 (4, Ok(4000))
             ]
         );
-        // At the end there is no line to confirm it.
-        assert_eq!(run(&[1000, 2000, far])[2], (2, Err(Malformed::Ahead)));
+        // At the end nothing contradicts it: decided (it is the last decision anyway).
+        assert_eq!(run(&[1000, 2000, far])[2], (2, Ok(far)));
+        // In the future, it is malformed wherever it stands, even twice in a row.
+        let future = 253_402_300_799_000; // 9999-12-31T23:59:59Z
+        assert_eq!(
+            run(&[1000, future, future, 2000]),
+            [
+                (1, Err(Malformed::Future)),
+                (2, Err(Malformed::Future)),
+                (0, Ok(1000)),
+                (3, Ok(2000))
+            ]
+        );
+        assert_eq!(run(&[1000, future])[0], (1, Err(Malformed::Future)));
         // As the first line: the second contradicts it.
         assert_eq!(
             run(&[far, 1000, 2000]),
@@ -170,11 +191,17 @@ mod tests {
             [(0, Ok(0)), (1, Ok(gap)), (2, Ok(2 * gap)), (3, Ok(2 * gap))]
         );
         assert_eq!(run(&[5]), [(0, Ok(5))], "a log of one line");
+        // A sparse log, one line an hour: every line is a gap, the last one included.
+        let hour = 60 * MIN;
+        assert_eq!(
+            run(&[0, hour, 2 * hour]),
+            [(0, Ok(0)), (1, Ok(hour)), (2, Ok(2 * hour))]
+        );
     }
 
     #[test]
     fn earlier_lines_within_the_bound_are_late_past_it_malformed() {
-        let mut o: Order<()> = Order::default();
+        let mut o: Order<()> = Order::new(NOW);
         o.place(60 * MIN);
         o.hold(60 * MIN, ());
         assert!(o.settle(60 * MIN).unwrap().1.is_ok());
@@ -209,5 +236,7 @@ mod tests {
         assert_eq!(BOUND_MS, 10 * MIN);
         assert!(Malformed::Ahead.as_str().contains("10 minutes"));
         assert!(Malformed::Behind.as_str().contains("10 minutes"));
+        assert_eq!(FUTURE_SLACK_MS, 24 * 60 * MIN);
+        assert!(Malformed::Future.as_str().contains("a day"));
     }
 }

@@ -222,7 +222,10 @@ pub fn replay(
         first: None,
         opts,
     };
-    let mut order: Order<Held> = Order::default();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let mut order: Order<Held> = Order::new(now_ms);
     let mut buf = Vec::with_capacity(4096);
     'logs: for path in logs {
         let mut reader = LogReader::open(path)?;
