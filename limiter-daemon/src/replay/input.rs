@@ -76,54 +76,65 @@ impl LogReader {
     /// were returned whole.
     pub fn next_line(&mut self, buf: &mut Vec<u8>) -> Result<NextLine, ReplayError> {
         buf.clear();
-        let (mut any, mut too_long) = (false, false);
-        loop {
-            let chunk = match self.inner.fill_buf() {
-                Ok(c) => c,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(source) => {
-                    return Err(ReplayError::Read {
-                        path: self.path.clone(),
-                        line: self.line_no + 1,
-                        source,
-                    })
-                }
-            };
-            if chunk.is_empty() {
-                break;
-            }
-            any = true;
-            let (take, ends) = match chunk.iter().position(|&b| b == b'\n') {
-                Some(i) => (i + 1, true),
-                None => (chunk.len(), false),
-            };
-            // Room for the longest line and a `\r\n`; past it the rest is only skipped.
-            if !too_long && buf.len() + take <= MAX_LINE + 2 {
-                buf.extend_from_slice(&chunk[..take]);
-            } else if !too_long {
-                too_long = true;
-                buf.clear();
-            }
-            self.inner.consume(take);
-            if ends {
-                break;
-            }
-        }
-        if !any {
+        // Room for the longest line and a `\r\n`; std's `read_until` keeps its fast search.
+        let limit = MAX_LINE as u64 + 2;
+        let n = (&mut self.inner)
+            .take(limit)
+            .read_until(b'\n', buf)
+            .map_err(|source| self.read_error(source))?;
+        if n == 0 {
             return Ok(NextLine::End);
         }
         self.line_no += 1;
+        if buf.last() != Some(&b'\n') && n as u64 == limit {
+            buf.clear();
+            self.skip_rest_of_line()?;
+            return Ok(NextLine::TooLong);
+        }
         if buf.last() == Some(&b'\n') {
             buf.pop();
         }
         if buf.last() == Some(&b'\r') {
             buf.pop();
         }
-        if too_long || buf.len() > MAX_LINE {
+        if buf.len() > MAX_LINE {
             buf.clear();
             return Ok(NextLine::TooLong);
         }
         Ok(NextLine::Line)
+    }
+
+    /// Reads through the next newline (or the end), keeping nothing.
+    fn skip_rest_of_line(&mut self) -> Result<(), ReplayError> {
+        loop {
+            let chunk = match self.inner.fill_buf() {
+                Ok(c) => c,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(source) => return Err(self.read_error(source)),
+            };
+            if chunk.is_empty() {
+                return Ok(());
+            }
+            match chunk.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    self.inner.consume(i + 1);
+                    return Ok(());
+                }
+                None => {
+                    let n = chunk.len();
+                    self.inner.consume(n);
+                }
+            }
+        }
+    }
+
+    /// A read error at the line after the last one read whole.
+    fn read_error(&self, source: io::Error) -> ReplayError {
+        ReplayError::Read {
+            path: self.path.clone(),
+            line: self.line_no + 1,
+            source,
+        }
     }
 }
 
