@@ -146,14 +146,47 @@ fn bad_input_is_a_4xx_naming_the_field() {
             400,
             "for",
         ),
+        // Through humantime `10M` was ten months and `1y` a year.
+        (
+            "POST",
+            "/admin/v1/lockouts",
+            Some("application/json"),
+            r#"{"ip":"1.2.3.4","for":"10M"}"#,
+            400,
+            "for",
+        ),
+        (
+            "POST",
+            "/admin/v1/lists/deny",
+            Some("application/json"),
+            r#"{"cidr":"10.0.0.0/8","for":"1y"}"#,
+            400,
+            "for",
+        ),
+        // A missing field is named, not reported as `body`.
         (
             "POST",
             "/admin/v1/lockouts",
             Some("application/json"),
             r#"{"ip":"1.2.3.4"}"#,
             400,
-            "body",
+            "for",
         ),
+        (
+            "POST",
+            "/admin/v1/lists/deny",
+            Some("application/json"),
+            r#"{"for":"1h"}"#,
+            400,
+            "cidr",
+        ),
+        // Escapes that do not decode to UTF-8 were axum's text/plain 400.
+        ("DELETE", "/admin/v1/lockouts/%ff", None, "", 400, "ip"),
+        ("GET", "/admin/v1/clients/%c3%28", None, "", 400, "ip"),
+        ("DELETE", "/admin/v1/lists/deny/%ff", None, "", 400, "cidr"),
+        ("GET", "/admin/v1/keys/%fe", None, "", 400, "id"),
+        // A method a known path does not serve was an empty 405.
+        ("PUT", "/admin/v1/lockouts", None, "", 405, "method"),
         (
             "POST",
             "/admin/v1/lockouts",
@@ -393,6 +426,37 @@ fn reload_through_the_api_applies_a_good_file_and_refuses_a_broken_one() {
     // The operator's way: `limiterctl reload` reading the very file it broke. It still finds
     // the daemon through the file's [admin] section and reports the daemon's refusal (exit 1,
     // field and line), not "unreachable".
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_limiterctl"))
+        .arg("--config")
+        .arg(&d.config)
+        .arg("reload")
+        .env_remove("LIMITER_ADMIN_URL")
+        .env_remove("LIMITER_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("refused (422)"), "{err}");
+    assert!(err.contains(&format!("line {line}")), "{err}");
+
+    // A value of the wrong type was answered `"field": "config"` with no field in the detail.
+    let lots = format!("{original}[tiers.anon]\nburst = \"lots\"\n");
+    std::fs::write(&d.config, &lots).unwrap();
+    let r = d.admin("POST", "/admin/v1/reload", None);
+    assert_eq!(r.status, 422, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["field"], "tiers.anon.burst", "{v}");
+    assert_eq!(v["line"], lots.lines().count(), "{v}");
+    assert!(
+        v["detail"].as_str().unwrap().contains("tiers.anon.burst"),
+        "{v}"
+    );
+    // A TOML syntax error made limiterctl exit 3 ("cannot be used") without trying the
+    // daemon; it now reaches the daemon through the [admin] section that still reads, and the
+    // daemon's refusal names the line.
+    let syntax = format!("{original}[tiers.anon\nburst = 2\n");
+    let line = syntax.lines().count() - 1;
+    std::fs::write(&d.config, syntax).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_limiterctl"))
         .arg("--config")
         .arg(&d.config)
@@ -727,6 +791,9 @@ fn limiterctl_tables_json_and_exit_codes() {
     for args in [
         &["lockouts", "add", "192.0.2.300", "--for", "1m"][..],
         &["lockouts", "add", "192.0.2.3", "--for", "soon"],
+        // Months, years and capitals are not units (`10M` was ten months).
+        &["lockouts", "add", "192.0.2.3", "--for", "10M"],
+        &["deny", "add", "10.0.0.0/8", "--for", "1y"],
         &["deny", "add", "10.0.0.1/8"],
         &["keys", "issue", "--tier", "gold"],
         &["keys", "issue", "--hourly-limit", "0"],

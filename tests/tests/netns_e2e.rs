@@ -469,6 +469,15 @@ fn bad_duration_is_a_usage_error() {
         &["kernel", "deny", "192.0.2.0/24", "--for", "10"],
         "\"10\" is not a duration",
     );
+    // Through humantime `10M` was ten months: units are s, m, h, d, w, case-sensitive.
+    assert_usage_error(
+        &["kernel", "lock", "192.0.2.1", "--for", "10M"],
+        "\"M\" is not a unit",
+    );
+    assert_usage_error(
+        &["kernel", "deny", "192.0.2.0/24", "--for", "1y"],
+        "\"y\" is not a unit",
+    );
     assert_usage_error(
         &["kernel", "lock", "192.0.2.1", "--for", "1m", "--level", "0"],
         "--level",

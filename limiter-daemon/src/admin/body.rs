@@ -1,6 +1,7 @@
 //! JSON request bodies: the content type must be JSON (415), the body at most [`MAX_BODY`]
 //! bytes (413), the text JSON (400), and each field the right shape; a field error names the
-//! field by its path (`serde_path_to_error`), unknown fields are refused.
+//! field by its path (`serde_path_to_error`; a missing or unknown field by its own name), unknown
+//! fields are refused.
 
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, Request};
@@ -9,6 +10,7 @@ use http::StatusCode;
 use serde::de::DeserializeOwned;
 
 use super::problem::AdminError;
+use crate::config::field_path::field_of;
 
 /// Largest request body accepted (the biggest legitimate one, an explain with its headers,
 /// stays far below).
@@ -37,12 +39,8 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AdminError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
-        // An unknown field is reported at the object's level; name the field itself.
-        let field = match inner.strip_prefix("unknown field `") {
-            Some(rest) => rest.split('`').next().unwrap_or("body").to_string(),
-            None if path == "." => "body".to_string(),
-            None => path,
-        };
+        // An unknown or a missing field is reported at the object's level; name the field.
+        let field = field_of(&path, &inner).unwrap_or_else(|| "body".to_string());
         AdminError::bad(&field, inner)
     })
 }

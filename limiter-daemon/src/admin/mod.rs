@@ -7,6 +7,7 @@
 //! - [`auth`]: the bearer check, constant time, on every route and the fallback.
 //! - [`problem`]: the one error type, rendered as problem+json with a `field` member.
 //! - [`body`]: JSON request bodies (content type, size, syntax, fields) checked before a handler.
+//! - [`path`]: path parameters, a bad one a problem naming it (not axum's text/plain 400).
 //! - [`routes`]: the route table (exported, so tests can prove every route needs the token).
 //! - [`handlers`]: one file per resource.
 //! - [`page`]: the operator page at `/admin/`, one HTML file built into the binary.
@@ -16,6 +17,7 @@ pub mod auth;
 pub mod body;
 pub mod handlers;
 pub mod page;
+pub mod path;
 pub mod problem;
 pub mod routes;
 pub mod server;

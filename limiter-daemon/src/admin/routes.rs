@@ -123,6 +123,15 @@ async fn not_found() -> AdminError {
     AdminError::not_found("path", "no such admin endpoint (see docs/admin-api.md)")
 }
 
+/// A known path with a method it does not serve: a problem too, not axum's empty 405.
+async fn method_not_allowed() -> AdminError {
+    AdminError::new(
+        http::StatusCode::METHOD_NOT_ALLOWED,
+        Some("method"),
+        "this admin endpoint does not serve that method (see docs/admin-api.md)",
+    )
+}
+
 /// The routes served without the token: the operator page, which holds no data.
 pub const PUBLIC: [RouteSpec; 2] = [
     spec("GET", "/admin/", "/admin/"),
@@ -137,6 +146,7 @@ pub fn router(state: AdminState) -> Router {
         r = r.route(s.path, handler);
     }
     let protected = r
+        .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()

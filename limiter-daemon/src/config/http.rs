@@ -15,6 +15,7 @@ use serde::Deserialize;
 
 use super::api_token::ApiToken;
 use super::ConfigError;
+use crate::model::duration_text::{self, Units};
 
 /// `[http]` as written in the file; every field optional with a documented default.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -152,8 +153,8 @@ fn duration(
     match value {
         None => Ok(default),
         Some(s) => {
-            let d = humantime::parse_duration(&s)
-                .map_err(|e| ConfigError::invalid(field, format!("{s:?}: {e}")))?;
+            let d = duration_text::parse(&s, Units::Config)
+                .map_err(|e| ConfigError::invalid(field, e.to_string()))?;
             if d.is_zero() {
                 return Err(ConfigError::invalid(field, "must be longer than zero"));
             }
@@ -388,6 +389,7 @@ impl HttpSettings {
         let raw: RawHttp = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: "[http]".into(),
             line: None,
+            field: None,
             message: e.to_string(),
         })?;
         HttpSettings::validate(raw)

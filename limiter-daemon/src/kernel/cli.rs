@@ -23,6 +23,7 @@ use super::maps::KernelMaps;
 use super::pins::PinLayout;
 use super::status;
 use crate::config::kernel::DEFAULT_PIN_PATH;
+use crate::model::duration_text::{self, Units};
 
 /// `kernel` subcommands.
 #[derive(Debug, Args)]
@@ -124,10 +125,10 @@ pub fn parse_cidr(s: &str) -> Result<IpNet, String> {
     Ok(net)
 }
 
-/// Parses a positive duration such as `90s`, `10m`, `1h30m`.
+/// Parses a positive duration such as `90s`, `10m`, `1h30m`, `7d`, `2w`: the operator grammar
+/// of [`duration_text`] (units `s m h d w`, case-sensitive, so `10M` is an error, not months).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s.trim())
-        .map_err(|e| format!("{s:?} is not a duration ({e}); expected e.g. 90s, 10m, 2h"))?;
+    let d = duration_text::parse(s, Units::Operator).map_err(|e| e.to_string())?;
     if d.is_zero() {
         return Err(format!("{s:?}: the duration must be longer than zero"));
     }
@@ -394,6 +395,11 @@ mod tests {
             .unwrap_err()
             .contains("at most 3650 days"));
         assert_eq!(parse_duration("3650d").unwrap(), MAX_DURATION);
+        // Through humantime `10M` was ten months and `1y` a year.
+        for typo in ["10M", "1y", "5min", "1 hour", "2H"] {
+            let err = parse_duration(typo).unwrap_err();
+            assert!(err.contains(typo) && err.contains("s, m, h, d, w"), "{err}");
+        }
     }
 
     #[test]

@@ -2,12 +2,14 @@
 //! them owns. [`tier`] (the ladder's rungs), [`window`] (the counting windows, described once
 //! in a table, and the reasons a reject gives), [`decision`] (what a decision says, rendered by
 //! every HTTP surface), [`network`] (the networks a caller is also metered as), [`crawler`]
-//! (what became of a crawler's claim), [`prefix_set`] (address prefixes looked up by length)
+//! (what became of a crawler's claim), [`duration_text`] (the one duration grammar),
+//! [`prefix_set`] (address prefixes looked up by length)
 //! and [`records`] (what a store keeps: keys, strikes, lockouts, list
 //! entries). It imports nothing else of the crate.
 
 pub mod crawler;
 pub mod decision;
+pub mod duration_text;
 pub mod identity_text;
 pub mod network;
 pub mod prefix_set;

@@ -57,6 +57,13 @@ fn input(i: &Input, out: &mut String) {
         "{} lines{span}: {} replayed, {} malformed, {} out of order (replayed at the latest time seen)",
         i.lines, i.requests, i.malformed, i.out_of_order
     );
+    if let Some(c) = &i.cut_short {
+        let _ = writeln!(
+            out,
+            "INCOMPLETE: {} could not be read past line {} ({}); the report covers the lines before it",
+            c.file, c.after_line, c.error
+        );
+    }
     if !i.malformed_first.is_empty() {
         let _ = writeln!(
             out,

@@ -18,6 +18,17 @@ pub struct SkippedLine {
     pub why: &'static str,
 }
 
+/// Where reading stopped early: a log that could not be read past a line (a truncated gzip,
+/// an I/O error). The report covers the lines before it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CutShort {
+    pub file: String,
+    /// The last line read whole.
+    pub after_line: u64,
+    pub error: String,
+}
+
 /// What reading the logs found, whatever the config.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -36,6 +47,8 @@ pub struct Input {
     /// The first and last timestamps replayed (RFC 3339, UTC).
     pub from: Option<String>,
     pub to: Option<String>,
+    /// `Some` when a log could not be read to its end; the replay stopped there.
+    pub cut_short: Option<CutShort>,
 }
 
 /// One tier × reason (`reason` absent: admitted at once).

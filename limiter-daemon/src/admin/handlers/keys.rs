@@ -1,7 +1,7 @@
 //! `/admin/v1/keys`: issue (the whole key in the answer, this once; the store keeps its hash),
 //! list and show (never a secret or its hash), revoke (metered down on the next request).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use super::blocking::blocking;
 use super::time_text::rfc3339;
 use crate::admin::body::JsonBody;
+use crate::admin::path::AdminPath;
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;
 use crate::engine::keys::IssueKey;
@@ -104,7 +105,7 @@ pub async fn list(State(state): State<AdminState>) -> Result<Json<Value>, AdminE
 
 pub async fn show(
     State(state): State<AdminState>,
-    Path(id): Path<String>,
+    AdminPath(id): AdminPath<String>,
 ) -> Result<Json<Value>, AdminError> {
     let lookup = id.clone();
     let rec = blocking(&state, move |e| e.keys().get(&lookup))
@@ -121,7 +122,7 @@ pub async fn show(
 
 pub async fn revoke(
     State(state): State<AdminState>,
-    Path(id): Path<String>,
+    AdminPath(id): AdminPath<String>,
 ) -> Result<Json<Value>, AdminError> {
     let lookup = id.clone();
     let rec = blocking(&state, move |e| {

@@ -1,7 +1,7 @@
 //! `/admin/v1/lists/{allow,deny}`: list, add and remove CIDRs, in the store and the kernel's
 //! tries at once. Allow entries do not expire; deny entries may (`for`).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
@@ -11,6 +11,7 @@ use super::blocking::blocking;
 use super::lockouts::net_text;
 use super::time_text::{rfc3339, secs_left};
 use crate::admin::body::JsonBody;
+use crate::admin::path::AdminPath;
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;
 use crate::kernel::cli::{parse_cidr, parse_duration};
@@ -38,7 +39,7 @@ fn entry_json(e: &ListEntry, now: u64) -> Value {
 
 pub async fn list(
     State(state): State<AdminState>,
-    Path(k): Path<String>,
+    AdminPath(k): AdminPath<String>,
 ) -> Result<Json<Value>, AdminError> {
     let k = kind(&k)?;
     let (entries, now) = blocking(&state, move |e| (e.lists().list(k), e.clock().now_ms())).await?;
@@ -63,7 +64,7 @@ pub struct AddEntry {
 
 pub async fn add(
     State(state): State<AdminState>,
-    Path(k): Path<String>,
+    AdminPath(k): AdminPath<String>,
     JsonBody(req): JsonBody<AddEntry>,
 ) -> Result<(StatusCode, Json<Value>), AdminError> {
     let k = kind(&k)?;
@@ -102,7 +103,7 @@ pub async fn add(
 
 pub async fn remove(
     State(state): State<AdminState>,
-    Path((k, cidr)): Path<(String, String)>,
+    AdminPath((k, cidr)): AdminPath<(String, String)>,
 ) -> Result<Json<Value>, AdminError> {
     let k = kind(&k)?;
     let net = parse_cidr(&cidr).map_err(|m| AdminError::bad("cidr", m))?;
