@@ -280,6 +280,7 @@ impl HttpSettings {
             .map(|s| {
                 s.parse::<IpNet>()
                     .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
+                    .map(crate::model::address::canonical_net)
                     .map_err(|_| {
                         ConfigError::invalid(
                             "http.trusted_peers",
