@@ -400,15 +400,15 @@ mod tests {
 
     #[test]
     fn good_inputs_parse() {
-        assert_eq!(
-            parse_ip(" ::ffff:1.2.3.4 ").unwrap().to_string(),
-            "1.2.3.4"
-        );
+        assert_eq!(parse_ip(" ::ffff:1.2.3.4 ").unwrap().to_string(), "1.2.3.4");
         assert_eq!(
             parse_cidr("::ffff:203.0.113.0/120").unwrap().to_string(),
             "203.0.113.0/24"
         );
-        assert_eq!(parse_cidr("::ffff:0:0/96").unwrap().to_string(), "0.0.0.0/0");
+        assert_eq!(
+            parse_cidr("::ffff:0:0/96").unwrap().to_string(),
+            "0.0.0.0/0"
+        );
         assert_eq!(parse_cidr("192.0.2.7").unwrap().to_string(), "192.0.2.7/32");
         assert_eq!(
             parse_cidr("2001:db8::/48").unwrap().to_string(),

@@ -1,5 +1,6 @@
 //! The shared vocabulary at the bottom of the crate: what every layer above names and none of
-//! them owns. [`address`] (one spelling per address: IPv4-mapped IPv6 as IPv4), [`tier`] (the
+//! them owns. [`address`] (one spelling per address: IPv4-mapped IPv6 as IPv4),
+//! [`admin_marker`] (how the admin API's clients recognise it), [`tier`] (the
 //! ladder's rungs), [`window`] (the counting windows, described once in a table, and the
 //! reasons a reject gives), [`decision`] (what a decision says, rendered by every HTTP
 //! surface), [`network`] (the networks a caller is also metered as), [`crawler`] (what became
@@ -8,6 +9,7 @@
 //! else of the crate.
 
 pub mod address;
+pub mod admin_marker;
 pub mod crawler;
 pub mod decision;
 pub mod identity_text;
