@@ -428,6 +428,7 @@ async fn decision_api_and_auth_render_engine_decisions() {
     for _ in 0..3 {
         let (parts, body) = send(
             http::Request::post(&decide)
+                .header("content-type", "application/json")
                 .body(http_support::body(ask("192.0.2.50")))
                 .unwrap(),
         )
@@ -439,6 +440,7 @@ async fn decision_api_and_auth_render_engine_decisions() {
     }
     let (_, body) = send(
         http::Request::post(&decide)
+            .header("content-type", "application/json")
             .body(http_support::body(ask("192.0.2.50")))
             .unwrap(),
     )
@@ -453,6 +455,7 @@ async fn decision_api_and_auth_render_engine_decisions() {
     // The described IP is the identity: another IP with the same cookie is counted apart.
     let (_, body) = send(
         http::Request::post(&decide)
+            .header("content-type", "application/json")
             .body(http_support::body(ask("192.0.2.51")))
             .unwrap(),
     )
@@ -540,6 +543,7 @@ async fn delay_mode_soft_hard_and_reminder() {
     // The decision API reports the delay instead of holding it.
     let (_, body) = send(
         http::Request::post(w.d.api_url("/v1/decide"))
+            .header("content-type", "application/json")
             .body(http_support::body(r#"{"ip":"127.0.0.1","path":"/scan/x"}"#))
             .unwrap(),
     )

@@ -5,12 +5,12 @@
 
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, Request};
-use http::header::CONTENT_TYPE;
 use http::StatusCode;
 use serde::de::DeserializeOwned;
 
 use super::problem::AdminError;
 use crate::config::field_path::field_of;
+use crate::http::api::browser::json_content_type;
 
 /// Largest request body accepted (the biggest legitimate one, an explain with its headers,
 /// stays far below).
@@ -18,16 +18,6 @@ pub const MAX_BODY: usize = 64 * 1024;
 
 /// A deserialized JSON body.
 pub struct JsonBody<T>(pub T);
-
-fn is_json(ct: &str) -> bool {
-    let essence = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    essence == "application/json" || essence.ends_with("+json")
-}
 
 /// Parses `bytes` as `T`, naming the field at fault.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AdminError> {
@@ -61,12 +51,9 @@ impl<S: Send + Sync> FromRequest<S> for RawJson {
     type Rejection = AdminError;
 
     async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
-        let ct = req
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
-        if !is_json(ct) {
+        // The decision API's rule: a browser sends JSON across origins only after a preflight.
+        let (json, ct) = json_content_type(req.headers());
+        if !json {
             return Err(AdminError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 Some("Content-Type"),

@@ -281,6 +281,7 @@ impl HttpSettings {
             .map(|s| {
                 s.parse::<IpNet>()
                     .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
+                    .map(crate::model::address::canonical_net)
                     .map_err(|_| {
                         ConfigError::invalid(
                             "http.trusted_peers",
@@ -474,6 +475,23 @@ mod tests {
         assert_eq!(
             bare.trusted_peers,
             vec!["10.1.2.3/32".parse::<IpNet>().unwrap()]
+        );
+    }
+
+    /// Issue 21, P8: a mapped CIDR in an address list is the IPv4 CIDR (a peer is compared as
+    /// IPv4, so `::ffff:10.0.0.0/104` used to trust nobody).
+    #[test]
+    fn mapped_trusted_peers_are_ipv4() {
+        let s = HttpSettings::from_toml(
+            "trusted_peers = [\"::ffff:10.0.0.0/104\", \"::ffff:192.0.2.9\"]",
+        )
+        .unwrap();
+        assert_eq!(
+            s.trusted_peers,
+            vec![
+                "10.0.0.0/8".parse::<IpNet>().unwrap(),
+                "192.0.2.9/32".parse().unwrap()
+            ]
         );
     }
 }

@@ -135,8 +135,9 @@ pub enum LockTarget {
 
 impl LockTarget {
     /// Checks the prefix range (IPv4 /8–/32, IPv6 /16–/128); a full-length prefix is one address.
+    /// An IPv4-mapped CIDR is bounded as the IPv4 CIDR it is (`::ffff:0:0/96` is all of IPv4).
     pub fn of(net: IpNet) -> Result<LockTarget, EngineError> {
-        let net = net.trunc();
+        let net = crate::model::address::canonical_net(net);
         let min = match net {
             IpNet::V4(_) => MIN_V4_PREFIX,
             IpNet::V6(_) => MIN_V6_PREFIX,

@@ -18,10 +18,7 @@ use crate::config::{ForwardedHeader, IdentitySettings};
 
 /// IPv4-mapped IPv6 (`::ffff:a.b.c.d`) becomes plain IPv4 so both spellings count as one client.
 pub fn normalize(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
+    crate::model::address::canonical_ip(ip)
 }
 
 /// The address counters are kept under: IPv4 as is, IPv6 masked to `v6_prefix` bits.

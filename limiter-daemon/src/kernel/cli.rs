@@ -23,6 +23,7 @@ use super::maps::KernelMaps;
 use super::pins::PinLayout;
 use super::status;
 use crate::config::kernel::DEFAULT_PIN_PATH;
+use crate::model::address::{canonical_ip, canonical_net, mapped_overlap};
 use crate::model::duration_text::{self, Units};
 
 /// `kernel` subcommands.
@@ -98,15 +99,19 @@ pub struct DetachArgs {
     pub pin_path: PathBuf,
 }
 
-/// Parses an IP address (IPv4, IPv6, or IPv4-mapped IPv6).
+/// Parses an IP address (IPv4, IPv6, or IPv4-mapped IPv6, which is the IPv4 address it
+/// carries: see [`crate::model::address`]).
 pub fn parse_ip(s: &str) -> Result<IpAddr, String> {
     s.trim()
         .parse::<IpAddr>()
+        .map(canonical_ip)
         .map_err(|_| format!("{s:?} is not an IP address (expected e.g. 192.0.2.7 or 2001:db8::1)"))
 }
 
 /// Parses a CIDR; a bare address means a single host. Host bits set is refused, since
-/// `10.0.0.1/8` is almost always a typo for something else.
+/// `10.0.0.1/8` is almost always a typo for something else. A CIDR inside the IPv4-mapped
+/// block is the IPv4 CIDR it stands for; an IPv6 range wider than that block is refused, since
+/// the kernel would match every IPv4 address with it.
 pub fn parse_cidr(s: &str) -> Result<IpNet, String> {
     let s = s.trim();
     let net = if s.contains('/') {
@@ -122,7 +127,13 @@ pub fn parse_cidr(s: &str) -> Result<IpNet, String> {
             net.trunc()
         ));
     }
-    Ok(net)
+    if mapped_overlap(net) {
+        return Err(format!(
+            "{s:?} takes in ::ffff:0:0/96, where IPv4 addresses live (it would cover all of \
+             IPv4 too); name IPv4 ranges as IPv4 and IPv6 ranges outside that block"
+        ));
+    }
+    Ok(canonical_net(net))
 }
 
 /// Parses a positive duration such as `90s`, `10m`, `1h30m`, `7d`, `2w`: the operator grammar
@@ -387,6 +398,7 @@ mod tests {
             .unwrap_err()
             .contains("not a CIDR"));
         assert!(parse_cidr("10.0.0.1/8").unwrap_err().contains("10.0.0.0/8"));
+        assert!(parse_cidr("::/16").unwrap_err().contains("::ffff:0:0/96"));
         assert!(parse_duration("soon").unwrap_err().contains("soon"));
         assert!(parse_duration("0s")
             .unwrap_err()
@@ -404,9 +416,14 @@ mod tests {
 
     #[test]
     fn good_inputs_parse() {
+        assert_eq!(parse_ip(" ::ffff:1.2.3.4 ").unwrap().to_string(), "1.2.3.4");
         assert_eq!(
-            parse_ip(" ::ffff:1.2.3.4 ").unwrap().to_string(),
-            "::ffff:1.2.3.4"
+            parse_cidr("::ffff:203.0.113.0/120").unwrap().to_string(),
+            "203.0.113.0/24"
+        );
+        assert_eq!(
+            parse_cidr("::ffff:0:0/96").unwrap().to_string(),
+            "0.0.0.0/0"
         );
         assert_eq!(parse_cidr("192.0.2.7").unwrap().to_string(), "192.0.2.7/32");
         assert_eq!(
