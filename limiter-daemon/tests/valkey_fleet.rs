@@ -284,6 +284,7 @@ fn a_wrong_password_is_a_clear_error_naming_the_setting() {
         o.password = pw.map(|p| ValkeyPassword {
             value: p.into(),
             setting: "store.valkey_password_file",
+            file: None,
         });
         ValkeyStore::open_with(o)
     };
@@ -327,6 +328,7 @@ fn a_wrong_password_is_a_clear_error_naming_the_setting() {
         o.password = Some(ValkeyPassword {
             value: pw.into(),
             setting: "LIMITER_VALKEY_PASSWORD",
+            file: None,
         });
         ValkeyStore::open_with(o)
     };

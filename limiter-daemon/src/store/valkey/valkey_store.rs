@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use ipnet::IpNet;
 
@@ -65,8 +65,15 @@ impl ValkeyStore {
             (HashMode::Sha256, _) => (IdentityHasher::sha256(), None),
             (HashMode::Hmac, Some(s)) => (IdentityHasher::hmac(s), None),
             (HashMode::Hmac, None) => {
-                let s = Self::choose_secret(&rt, &target, &layout, opts.secret_file.as_deref())?;
-                (IdentityHasher::hmac(&s), Some(s))
+                match Self::choose_secret(&rt, &target, &layout, opts.secret_file.as_deref()) {
+                    Ok(s) => (IdentityHasher::hmac(&s), Some(s)),
+                    Err(e) => {
+                        // Dropped in place, a runtime panics when this thread is inside
+                        // another (the daemon's start): the error must reach the operator.
+                        rt.shutdown_background();
+                        return Err(e);
+                    }
+                }
             }
         };
         Ok(ValkeyStore {
@@ -77,7 +84,7 @@ impl ValkeyStore {
                 lockout_script: records::lockout_script(),
                 hasher,
                 fleet_secret,
-                conn: OnceLock::new(),
+                conn: parking_lot::RwLock::new(None),
                 connecting: tokio::sync::Mutex::new(()),
                 secret_mismatches: AtomicU64::new(0),
                 errors: AtomicU64::new(0),
@@ -112,7 +119,9 @@ impl ValkeyStore {
         });
         let s = match theirs {
             Some(Ok(Ok(Some(s)))) => s,
-            Some(Ok(Err(e))) if e.to_string().contains("store.valkey_") => return Err(e),
+            // Refused credentials or an untrusted certificate: the operator must fix them
+            // (a fresh secret here would split the fleet's counts).
+            Some(Ok(Err(e))) if super::conn::is_access_error(&e) => return Err(e),
             // Not reachable (or a cluster, empty): this host starts the fleet's secret.
             _ => secret::fresh(),
         };
@@ -155,12 +164,12 @@ impl ValkeyStore {
 
     /// Connected yet?
     pub fn is_connected(&self) -> bool {
-        self.inner.conn.get().is_some()
+        self.inner.conn.read().is_some()
     }
 
     /// Standalone server or cluster; `None` before the first connect.
     pub fn topology(&self) -> Option<Topology> {
-        self.inner.conn.get().map(|(_, t)| *t)
+        self.inner.conn.read().as_ref().map(|(_, t)| *t)
     }
 
     /// This host's name on the lockout stream.
