@@ -32,12 +32,16 @@ pub(super) struct Inner {
 impl Inner {
     /// The shared connection, or an error at once before the first connect.
     pub(super) fn conn(&self, op: &'static str) -> Result<Conn, StoreError> {
-        self.conn.read().as_ref().map(|(c, _)| c.clone()).ok_or_else(|| {
-            err(
-                op,
-                format!("not connected to {} yet", self.target.address()),
-            )
-        })
+        self.conn
+            .read()
+            .as_ref()
+            .map(|(c, _)| c.clone())
+            .ok_or_else(|| {
+                err(
+                    op,
+                    format!("not connected to {} yet", self.target.address()),
+                )
+            })
     }
 
     pub(super) fn topology(&self) -> Topology {
