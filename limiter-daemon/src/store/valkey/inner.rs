@@ -10,6 +10,7 @@ use super::layout::Layout;
 use super::{script, secret};
 use crate::identity::hash::{IdentityHasher, Namespace};
 use crate::store::error::StoreError;
+use crate::store::unreadable::Unreadable;
 
 /// What the store's tasks share.
 pub(super) struct Inner {
@@ -27,6 +28,11 @@ pub(super) struct Inner {
     pub(super) secret_mismatches: AtomicU64,
     pub(super) errors: AtomicU64,
     pub(super) host: String,
+    /// Records found unreadable (skipped), logged once each and counted.
+    pub(super) unreadable: Unreadable,
+    /// Why the lockout stream follower is not following now (`None`: it is, or has not
+    /// started).
+    pub(super) follower_error: parking_lot::Mutex<Option<String>>,
 }
 
 impl Inner {

@@ -20,6 +20,7 @@ use crate::model::{
 use crate::store::count::Usage;
 use crate::store::error::StoreError;
 use crate::store::fleet::LockoutEvent;
+use crate::store::unreadable::{check_list_entry, check_lockout, RecordKind, UnreadableRecord};
 use crate::store::windows;
 
 const STRIKE_TTL_MS: u64 = 7 * 86_400_000;
@@ -85,16 +86,70 @@ fn json<T: serde::de::DeserializeOwned>(
     serde_json::from_slice(b).map_err(|e| err(op, format!("{key}: {e}")))
 }
 
+/// How a record read back must be: JSON of `T` within `T`'s bounds.
+pub(super) trait Record: serde::de::DeserializeOwned {
+    const KIND: RecordKind;
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl Record for Lockout {
+    const KIND: RecordKind = RecordKind::Lockout;
+    fn check(&self) -> Result<(), String> {
+        check_lockout(self)
+    }
+}
+
+impl Record for StrikeRecord {
+    const KIND: RecordKind = RecordKind::Strikes;
+}
+
+impl Record for KeyRecord {
+    const KIND: RecordKind = RecordKind::Key;
+}
+
+/// `b` as a record of `kind`, or the record as skipped (never its value: the error says why).
+pub(super) fn parse<T: serde::de::DeserializeOwned>(
+    kind: RecordKind,
+    key: &str,
+    field: Option<&str>,
+    b: &[u8],
+    bounds: impl Fn(&T) -> Result<(), String>,
+) -> Result<T, UnreadableRecord> {
+    let skipped = |error: String| UnreadableRecord {
+        kind,
+        key: key.to_string(),
+        field: field.map(str::to_string),
+        id: None,
+        error,
+    };
+    let v: T = serde_json::from_slice(b).map_err(|e| skipped(e.to_string()))?;
+    bounds(&v).map_err(skipped)?;
+    Ok(v)
+}
+
 impl Inner {
-    async fn get_json<T: serde::de::DeserializeOwned>(
+    /// The record at `key`, `Ok(None)` when absent or unreadable (noted, and skipped).
+    async fn get_json<T: Record>(&self, op: &'static str, key: &str) -> Result<Option<T>, StoreError> {
+        Ok(self.get_raw::<T>(op, key).await?.unwrap_or_else(|r| {
+            self.unreadable.found(&r);
+            None
+        }))
+    }
+
+    /// The record at `key`: absent, read, or unreadable.
+    async fn get_raw<T: Record>(
         &self,
         op: &'static str,
         key: &str,
-    ) -> Result<Option<T>, StoreError> {
+    ) -> Result<Result<Option<T>, UnreadableRecord>, StoreError> {
         let mut c = self.conn(op)?;
         let body: Option<Vec<u8>> =
             check(op, redis::cmd("GET").arg(key).query_async(&mut c).await)?;
-        body.map(|b| json(op, key, &b)).transpose()
+        Ok(body
+            .map(|b| parse(T::KIND, key, None, &b, T::check))
+            .transpose())
     }
 
     /// Every key matching `pattern`: SCAN on a standalone server (never blocks it); KEYS on a
@@ -213,31 +268,65 @@ impl Inner {
         )
     }
 
-    async fn key_at(&self, key: &str) -> Result<Option<KeyRecord>, StoreError> {
+    /// The key record at `key`: absent, read, or unreadable.
+    async fn key_at(
+        &self,
+        key: &str,
+    ) -> Result<Result<Option<KeyRecord>, UnreadableRecord>, StoreError> {
         let mut c = self.conn("key")?;
         let got: redis::RedisResult<HashMap<String, String>> =
             redis::cmd("HGETALL").arg(key).query_async(&mut c).await;
-        match got {
+        let read = match got {
             Ok(f) if f.is_empty() => Ok(None),
-            Ok(f) => key_from_fields(key, &f).map(Some),
+            Ok(f) => key_from_fields(key, &f).map(Some).map_err(|e| UnreadableRecord {
+                kind: RecordKind::Key,
+                key: key.to_string(),
+                field: None,
+                id: None,
+                error: e.to_string(),
+            }),
             // Written as a JSON string before keys were hashes.
-            Err(e) if e.code() == Some("WRONGTYPE") => self.get_json("key", key).await,
-            Err(e) => Err(err("key", e.to_string())),
-        }
+            Err(e) if e.code() == Some("WRONGTYPE") => self.get_raw("key", key).await?,
+            Err(e) => return Err(err("key", e.to_string())),
+        };
+        let id = key.strip_prefix(&self.layout.name("key:"));
+        Ok(read.map_err(|r| UnreadableRecord {
+            id: id.map(str::to_string),
+            ..r
+        }))
     }
 
+    /// An unreadable key record reads as none: its key does not authenticate.
     pub(super) async fn key(&self, id: &str) -> Result<Option<KeyRecord>, StoreError> {
-        self.key_at(&self.layout.key_record(id)).await
+        Ok(self
+            .key_at(&self.layout.key_record(id))
+            .await?
+            .unwrap_or_else(|r| {
+                self.unreadable.found(&r);
+                None
+            }))
     }
 
-    pub(super) async fn keys(&self) -> Result<Vec<KeyRecord>, StoreError> {
-        let mut v = Vec::new();
+    /// Every key record, read one by one: those that read, and those that do not.
+    pub(super) async fn keys_read(
+        &self,
+    ) -> Result<(Vec<KeyRecord>, Vec<UnreadableRecord>), StoreError> {
+        let (mut v, mut bad) = (Vec::new(), Vec::new());
         for k in self.matching(&self.layout.name("key:*")).await? {
-            if let Some(r) = self.key_at(&k).await? {
-                v.push(r);
+            match self.key_at(&k).await? {
+                Ok(Some(r)) => v.push(r),
+                Ok(None) => {}
+                Err(r) => bad.push(r),
             }
         }
         v.sort_by(|a, b| a.id.cmp(&b.id));
+        bad.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok((v, bad))
+    }
+
+    pub(super) async fn keys(&self) -> Result<Vec<KeyRecord>, StoreError> {
+        let (v, bad) = self.keys_read().await?;
+        bad.iter().for_each(|r| self.unreadable.found(r));
         Ok(v)
     }
 
@@ -307,7 +396,11 @@ impl Inner {
             "remove_lockout",
             redis::cmd("GETDEL").arg(&key).query_async(&mut c).await,
         )?;
-        let was = body.map(|b| json("remove_lockout", &key, &b)).transpose()?;
+        let was = body.and_then(|b| {
+            parse(RecordKind::Lockout, &key, None, &b, check_lockout)
+                .map_err(|r| self.unreadable.forget(&r))
+                .ok()
+        });
         self.publish(&LockoutEvent::Lifted {
             ip,
             host: host.to_string(),
@@ -316,29 +409,115 @@ impl Inner {
         Ok(was)
     }
 
-    /// Every lockout Valkey holds (each key expires with its lockout), with its strikes.
-    pub(super) async fn active_lockouts(
+    /// Every lockout Valkey holds (each key expires with its lockout), with its strikes: those
+    /// that read, and those that do not.
+    pub(super) async fn lockouts_read(
         &self,
-    ) -> Result<Vec<(Lockout, Option<StrikeRecord>)>, StoreError> {
-        let mut v = Vec::new();
+    ) -> Result<(Vec<(Lockout, Option<StrikeRecord>)>, Vec<UnreadableRecord>), StoreError> {
+        let (mut v, mut bad) = (Vec::new(), Vec::new());
         for k in self.matching(&self.layout.name("lockout:*")).await? {
-            if let Some(l) = self.get_json::<Lockout>("lockouts", &k).await? {
-                let s = self.strikes(l.ip).await?;
-                v.push((l, s));
+            match self.get_raw::<Lockout>("lockouts", &k).await? {
+                Ok(Some(l)) => {
+                    let s = self.strikes(l.ip).await?;
+                    v.push((l, s));
+                }
+                Ok(None) => {}
+                Err(r) => bad.push(r),
             }
         }
         v.sort_by_key(|(l, _)| (l.since_ms, l.ip));
+        bad.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok((v, bad))
+    }
+
+    /// Every lockout that reads (one that does not is noted and skipped).
+    pub(super) async fn active_lockouts(
+        &self,
+    ) -> Result<Vec<(Lockout, Option<StrikeRecord>)>, StoreError> {
+        let (v, bad) = self.lockouts_read().await?;
+        bad.iter().for_each(|r| self.unreadable.found(r));
         Ok(v)
     }
 
-    pub(super) async fn list(&self, kind: ListKind) -> Result<Vec<ListEntry>, StoreError> {
+    /// A list's entries read one by one: those that read, and those that do not.
+    pub(super) async fn list_read(
+        &self,
+        kind: ListKind,
+    ) -> Result<(Vec<ListEntry>, Vec<UnreadableRecord>), StoreError> {
         let key = self.layout.list(kind);
         let mut c = self.conn("list")?;
         let flat: Vec<(String, Vec<u8>)> = check(
             "list",
             redis::cmd("HGETALL").arg(&key).query_async(&mut c).await,
         )?;
-        flat.iter().map(|(_, b)| json("list", &key, b)).collect()
+        let (mut v, mut bad) = (Vec::new(), Vec::new());
+        for (field, b) in &flat {
+            match parse(RecordKind::List(kind), &key, Some(field), b, check_list_entry) {
+                Ok(e) => v.push(e),
+                Err(r) => bad.push(r),
+            }
+        }
+        bad.sort_by(|a, b| a.field.cmp(&b.field));
+        Ok((v, bad))
+    }
+
+    /// A list's entries that read (one that does not is noted and skipped).
+    pub(super) async fn list(&self, kind: ListKind) -> Result<Vec<ListEntry>, StoreError> {
+        let (v, bad) = self.list_read(kind).await?;
+        bad.iter().for_each(|r| self.unreadable.found(r));
+        Ok(v)
+    }
+
+    /// The unreadable records of `kind`, read now.
+    pub(super) async fn unreadable_now(
+        &self,
+        kind: RecordKind,
+    ) -> Result<Vec<UnreadableRecord>, StoreError> {
+        Ok(match kind {
+            RecordKind::List(k) => self.list_read(k).await?.1,
+            RecordKind::Key => self.keys_read().await?.1,
+            RecordKind::Lockout => self.lockouts_read().await?.1,
+            RecordKind::Strikes | RecordKind::Stream => Vec::new(),
+        })
+    }
+
+    /// Deletes the record of `kind` named `name` if, and only if, it is unreadable: a list's
+    /// raw field, a key's id, a lockout's whole key.
+    pub(super) async fn remove_unreadable(
+        &self,
+        kind: RecordKind,
+        name: &str,
+    ) -> Result<bool, StoreError> {
+        let op = "remove_unreadable";
+        let mut c = self.conn(op)?;
+        let found = match kind {
+            RecordKind::List(k) => {
+                let key = self.layout.list(k);
+                let body: Option<Vec<u8>> = check(
+                    op,
+                    redis::cmd("HGET").arg(&key).arg(name).query_async(&mut c).await,
+                )?;
+                match body.map(|b| parse(kind, &key, Some(name), &b, check_list_entry)) {
+                    Some(Err(r)) => {
+                        check(op, redis::cmd("HDEL").arg(&key).arg(name).exec_async(&mut c).await)?;
+                        Some(r)
+                    }
+                    _ => None,
+                }
+            }
+            RecordKind::Key => self.key_at(&self.layout.key_record(name)).await?.err(),
+            RecordKind::Lockout if name.starts_with(&self.layout.name("lockout:")) => {
+                self.get_raw::<Lockout>(op, name).await?.err()
+            }
+            _ => None,
+        };
+        let Some(r) = found else { return Ok(false) };
+        if r.field.is_none() {
+            check(op, redis::cmd("DEL").arg(&r.key).exec_async(&mut c).await)?;
+        }
+        self.unreadable.forget(&r);
+        tracing::info!(kind = kind.as_str(), key = %r.name(), "unreadable record deleted");
+        Ok(true)
     }
 
     pub(super) async fn put_list_entry(

@@ -22,6 +22,7 @@ use crate::store::count::{CountOutcome, CountRequest, Usage};
 use crate::store::error::StoreError;
 use crate::store::gate::Gate;
 use crate::store::traits::{lockout_then_count, CountStore, Counting, RecordStore};
+use crate::store::unreadable::{RecordKind, Unreadable, UnreadableRecord};
 
 /// The name of the store's I/O thread (sync calls made on it would wait on themselves).
 const IO_THREAD: &str = "valkey-io";
@@ -89,6 +90,8 @@ impl ValkeyStore {
                 secret_mismatches: AtomicU64::new(0),
                 errors: AtomicU64::new(0),
                 host: opts.host,
+                unreadable: Unreadable::default(),
+                follower_error: parking_lot::Mutex::new(None),
             }),
             rt: Some(rt),
         })
@@ -170,6 +173,12 @@ impl ValkeyStore {
     /// Standalone server or cluster; `None` before the first connect.
     pub fn topology(&self) -> Option<Topology> {
         self.inner.conn.read().as_ref().map(|(_, t)| *t)
+    }
+
+    /// Why the lockout stream follower is not following now: `None` while it follows (or
+    /// before it started).
+    pub fn follower_error(&self) -> Option<String> {
+        self.inner.follower_error.lock().clone()
     }
 
     /// This host's name on the lockout stream.
@@ -356,5 +365,20 @@ impl RecordStore for ValkeyStore {
         self.run("remove_list_entry", move |i| async move {
             i.remove_list_entry(kind, net).await
         })
+    }
+
+    fn unreadable(&self, kind: RecordKind) -> Result<Vec<UnreadableRecord>, StoreError> {
+        self.run("unreadable", move |i| async move { i.unreadable_now(kind).await })
+    }
+
+    fn remove_unreadable(&self, kind: RecordKind, name: &str) -> Result<bool, StoreError> {
+        let name = name.to_string();
+        self.run("remove_unreadable", move |i| async move {
+            i.remove_unreadable(kind, &name).await
+        })
+    }
+
+    fn unreadable_counts(&self) -> Vec<(&'static str, u64)> {
+        self.inner.unreadable.counts()
     }
 }
