@@ -436,3 +436,172 @@ fn after_a_password_rotation_the_daemon_is_back_on_valkey_within_seconds() {
     let r = d.admin("GET", "/admin/v1/keys", None);
     assert_eq!(r.status, 200, "{}", r.body);
 }
+
+/// `valkey-cli`-like commands on the daemon's Valkey (no password).
+fn valkey_cmd(port: u16, args: &[&str]) {
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.exec(&mut c).unwrap();
+}
+
+fn metric(d: &Daemon, line_start: &str) -> Option<String> {
+    let r = try_http(d.metrics.unwrap(), "GET", "/metrics", &[], None)?;
+    r.body
+        .lines()
+        .find(|l| l.starts_with(line_start))
+        .map(str::to_string)
+}
+
+#[test]
+fn an_unreadable_deny_entry_or_key_record_takes_nothing_with_it_and_the_admin_api_deletes_it() {
+    let port = free_port();
+    let Some(_valkey) = start_on(port) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = daemon(dir.path(), port);
+    eventually("the store to be used", || {
+        (degraded(&d) == Some(false)).then_some(())
+    });
+    let deny = |cidr: &str| {
+        let r = d.admin("POST", "/admin/v1/lists/deny", Some(&json!({"cidr": cidr})));
+        assert_eq!(r.status, 201, "{}", r.body);
+    };
+    deny("198.51.100.0/24");
+    let issued = d.admin("POST", "/admin/v1/keys", Some(&json!({"owner": "acme"})));
+    assert_eq!(issued.status, 201, "{}", issued.body);
+    valkey_cmd(port, &["HSET", "out:list:deny", "garbage", "not json"]);
+    valkey_cmd(port, &["HSET", "out:key:deadbeef", "id", "deadbeef"]);
+    // Any list change reads the whole list again.
+    deny("203.0.113.0/24");
+    let refused = |d: &Daemon, ip: &str| {
+        d.decide(ip)["action"]
+            .as_str()
+            .is_some_and(|a| a != "allow")
+    };
+    assert!(!refused(&d, "192.0.2.200"), "not on the list");
+    assert!(refused(&d, "203.0.113.5"), "{}", d.decide("203.0.113.5"));
+    assert!(refused(&d, "198.51.100.5"));
+
+    let r = d.admin("GET", "/admin/v1/lists/deny", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["items"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["unreadable"][0]["field"], "garbage", "{v}");
+    assert_eq!(v["unreadable"][0]["key"], "out:list:deny", "{v}");
+    let r = d.admin("GET", "/admin/v1/lockouts", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = d.admin("GET", "/admin/v1/keys", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["items"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["unreadable"][0]["id"], "deadbeef", "{v}");
+    assert!(metric(
+        &d,
+        "limiter_store_records_unreadable_total{kind=\"list_deny\"} 1"
+    )
+    .is_some());
+
+    // After a restart, the list still applies.
+    d.restart();
+    eventually("the store to be used", || {
+        (degraded(&d) == Some(false)).then_some(())
+    });
+    assert!(refused(&d, "203.0.113.5"));
+    assert!(refused(&d, "198.51.100.5"));
+
+    // Deleted by the raw field and id; the readable records stay.
+    let r = d.admin("DELETE", "/admin/v1/lists/deny/garbage", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["removed"], true);
+    let r = d.admin("DELETE", "/admin/v1/lists/deny/garbage", None);
+    assert_eq!(r.status, 400, "gone, and not a CIDR: {}", r.body);
+    let r = d.admin("DELETE", "/admin/v1/keys/deadbeef", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["removed"], true);
+    let v = d.admin("GET", "/admin/v1/lists/deny", None).json();
+    assert_eq!(v["unreadable"], json!([]), "{v}");
+    assert_eq!(v["items"].as_array().unwrap().len(), 2, "{v}");
+    let v = d.admin("GET", "/admin/v1/keys", None).json();
+    assert_eq!(v["unreadable"], json!([]), "{v}");
+    assert_eq!(v["items"].as_array().unwrap().len(), 1, "{v}");
+}
+
+#[test]
+fn an_unreadable_lockout_record_leaves_fleet_lockouts_enforced_and_readyz_says_when_not_following()
+{
+    let port = free_port();
+    let Some(_valkey) = start_on(port) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = daemon(dir.path(), port);
+    eventually("the store to be used", || {
+        (degraded(&d) == Some(false)).then_some(())
+    });
+    let r = d.admin(
+        "POST",
+        "/admin/v1/lockouts",
+        Some(&json!({"ip": "192.0.2.77", "for": "10m"})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    eventually("the lockout in Valkey", || {
+        (lockout_keys(port) > 0).then_some(())
+    });
+    let junk = format!("out:lockout:{{ip:{}}}", "f".repeat(64));
+    valkey_cmd(port, &["SET", &junk, "not json"]);
+    valkey_cmd(port, &["DEL", "out:lockouts"]);
+    d.restart();
+    eventually("the store to be used", || {
+        (degraded(&d) == Some(false)).then_some(())
+    });
+    eventually("the lockout reloaded from Valkey", || {
+        (d.decide("192.0.2.77")["reason"] == "locked").then_some(())
+    });
+    let v = d.admin("GET", "/admin/v1/lockouts", None).json();
+    assert_eq!(v["items"][0]["ip"], "192.0.2.77", "{v}");
+    let ready = try_http(d.metrics.unwrap(), "GET", "/readyz", &[], None).unwrap();
+    assert_eq!(ready.status, 200, "{}", ready.body);
+    assert!(metric(
+        &d,
+        "limiter_store_records_unreadable_total{kind=\"lockout\"} 1"
+    )
+    .is_some());
+    assert_eq!(
+        d.logs().matches("store_record_unreadable").count(),
+        1,
+        "logged once"
+    );
+
+    // A stream the follower cannot read: not ready, and the page's stats say why.
+    valkey_cmd(port, &["DEL", "out:lockouts"]);
+    valkey_cmd(port, &["SET", "out:lockouts", "not a stream"]);
+    let ready = eventually("/readyz to say not following", || {
+        let r = try_http(d.metrics.unwrap(), "GET", "/readyz", &[], None)?;
+        (r.status == 503).then_some(r)
+    });
+    assert!(
+        ready.body.contains("lockout stream not followed"),
+        "{}",
+        ready.body
+    );
+    let stats = d.admin("GET", "/admin/v1/stats", None).json();
+    assert!(
+        stats["store"]["followerError"]
+            .as_str()
+            .is_some_and(|e| e.contains("WRONGTYPE")),
+        "{stats}"
+    );
+    assert!(metric(&d, "limiter_store_stream_following 0").is_some());
+    valkey_cmd(port, &["DEL", "out:lockouts"]);
+    eventually("ready again", || {
+        let r = try_http(d.metrics.unwrap(), "GET", "/readyz", &[], None)?;
+        (r.status == 200).then_some(())
+    });
+}

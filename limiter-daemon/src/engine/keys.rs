@@ -10,8 +10,8 @@ use super::base::Engine;
 use super::error::EngineError;
 use crate::identity::key_cache::KeyCache;
 use crate::model::KeyRecord;
-use crate::store::unreadable::{RecordKind, UnreadableRecord};
 use crate::model::Tier;
+use crate::store::unreadable::{RecordKind, UnreadableRecord};
 
 /// What to issue.
 #[derive(Clone, Debug, Default)]

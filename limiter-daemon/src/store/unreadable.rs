@@ -131,7 +131,10 @@ impl Unreadable {
 /// A lockout as a daemon writes it: a bounded reason and a deadline a date can write, at
 /// most ten years after it began.
 pub fn check_lockout(l: &Lockout) -> Result<(), String> {
-    if l.reason.as_ref().is_some_and(|r| r.len() > MAX_REASON_BYTES) {
+    if l.reason
+        .as_ref()
+        .is_some_and(|r| r.len() > MAX_REASON_BYTES)
+    {
         return Err(format!("reason longer than {MAX_REASON_BYTES} bytes"));
     }
     check_deadline(l.until_ms)?;

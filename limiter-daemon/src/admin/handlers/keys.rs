@@ -148,7 +148,9 @@ pub async fn revoke(
         Ok(rec) => rec,
         Err(()) => {
             tracing::info!(%id, "unreadable API key record removed");
-            return Ok(Json(json!({ "id": id, "removed": true, "unreadable": true })));
+            return Ok(Json(
+                json!({ "id": id, "removed": true, "unreadable": true }),
+            ));
         }
     };
     match rec {

@@ -131,7 +131,11 @@ pub(super) fn parse<T: serde::de::DeserializeOwned>(
 
 impl Inner {
     /// The record at `key`, `Ok(None)` when absent or unreadable (noted, and skipped).
-    async fn get_json<T: Record>(&self, op: &'static str, key: &str) -> Result<Option<T>, StoreError> {
+    async fn get_json<T: Record>(
+        &self,
+        op: &'static str,
+        key: &str,
+    ) -> Result<Option<T>, StoreError> {
         Ok(self.get_raw::<T>(op, key).await?.unwrap_or_else(|r| {
             self.unreadable.found(&r);
             None
@@ -278,13 +282,15 @@ impl Inner {
             redis::cmd("HGETALL").arg(key).query_async(&mut c).await;
         let read = match got {
             Ok(f) if f.is_empty() => Ok(None),
-            Ok(f) => key_from_fields(key, &f).map(Some).map_err(|e| UnreadableRecord {
-                kind: RecordKind::Key,
-                key: key.to_string(),
-                field: None,
-                id: None,
-                error: e.to_string(),
-            }),
+            Ok(f) => key_from_fields(key, &f)
+                .map(Some)
+                .map_err(|e| UnreadableRecord {
+                    kind: RecordKind::Key,
+                    key: key.to_string(),
+                    field: None,
+                    id: None,
+                    error: e.to_string(),
+                }),
             // Written as a JSON string before keys were hashes.
             Err(e) if e.code() == Some("WRONGTYPE") => self.get_raw("key", key).await?,
             Err(e) => return Err(err("key", e.to_string())),
@@ -452,7 +458,13 @@ impl Inner {
         )?;
         let (mut v, mut bad) = (Vec::new(), Vec::new());
         for (field, b) in &flat {
-            match parse(RecordKind::List(kind), &key, Some(field), b, check_list_entry) {
+            match parse(
+                RecordKind::List(kind),
+                &key,
+                Some(field),
+                b,
+                check_list_entry,
+            ) {
                 Ok(e) => v.push(e),
                 Err(r) => bad.push(r),
             }
@@ -495,11 +507,22 @@ impl Inner {
                 let key = self.layout.list(k);
                 let body: Option<Vec<u8>> = check(
                     op,
-                    redis::cmd("HGET").arg(&key).arg(name).query_async(&mut c).await,
+                    redis::cmd("HGET")
+                        .arg(&key)
+                        .arg(name)
+                        .query_async(&mut c)
+                        .await,
                 )?;
                 match body.map(|b| parse(kind, &key, Some(name), &b, check_list_entry)) {
                     Some(Err(r)) => {
-                        check(op, redis::cmd("HDEL").arg(&key).arg(name).exec_async(&mut c).await)?;
+                        check(
+                            op,
+                            redis::cmd("HDEL")
+                                .arg(&key)
+                                .arg(name)
+                                .exec_async(&mut c)
+                                .await,
+                        )?;
                         Some(r)
                     }
                     _ => None,

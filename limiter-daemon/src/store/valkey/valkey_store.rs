@@ -368,7 +368,9 @@ impl RecordStore for ValkeyStore {
     }
 
     fn unreadable(&self, kind: RecordKind) -> Result<Vec<UnreadableRecord>, StoreError> {
-        self.run("unreadable", move |i| async move { i.unreadable_now(kind).await })
+        self.run("unreadable", move |i| async move {
+            i.unreadable_now(kind).await
+        })
     }
 
     fn remove_unreadable(&self, kind: RecordKind, name: &str) -> Result<bool, StoreError> {
