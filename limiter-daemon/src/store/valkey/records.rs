@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use redis::Value;
 
+use super::checked::parse;
 use super::conn::{check, err, Topology};
 use super::inner::Inner;
 use super::script::iso8601;
@@ -86,76 +87,7 @@ fn json<T: serde::de::DeserializeOwned>(
     serde_json::from_slice(b).map_err(|e| err(op, format!("{key}: {e}")))
 }
 
-/// How a record read back must be: JSON of `T` within `T`'s bounds.
-pub(super) trait Record: serde::de::DeserializeOwned {
-    const KIND: RecordKind;
-    fn check(&self) -> Result<(), String> {
-        Ok(())
-    }
-}
-
-impl Record for Lockout {
-    const KIND: RecordKind = RecordKind::Lockout;
-    fn check(&self) -> Result<(), String> {
-        check_lockout(self)
-    }
-}
-
-impl Record for StrikeRecord {
-    const KIND: RecordKind = RecordKind::Strikes;
-}
-
-impl Record for KeyRecord {
-    const KIND: RecordKind = RecordKind::Key;
-}
-
-/// `b` as a record of `kind`, or the record as skipped (never its value: the error says why).
-pub(super) fn parse<T: serde::de::DeserializeOwned>(
-    kind: RecordKind,
-    key: &str,
-    field: Option<&str>,
-    b: &[u8],
-    bounds: impl Fn(&T) -> Result<(), String>,
-) -> Result<T, UnreadableRecord> {
-    let skipped = |error: String| UnreadableRecord {
-        kind,
-        key: key.to_string(),
-        field: field.map(str::to_string),
-        id: None,
-        error,
-    };
-    let v: T = serde_json::from_slice(b).map_err(|e| skipped(e.to_string()))?;
-    bounds(&v).map_err(skipped)?;
-    Ok(v)
-}
-
 impl Inner {
-    /// The record at `key`, `Ok(None)` when absent or unreadable (noted, and skipped).
-    async fn get_json<T: Record>(
-        &self,
-        op: &'static str,
-        key: &str,
-    ) -> Result<Option<T>, StoreError> {
-        Ok(self.get_raw::<T>(op, key).await?.unwrap_or_else(|r| {
-            self.unreadable.found(&r);
-            None
-        }))
-    }
-
-    /// The record at `key`: absent, read, or unreadable.
-    async fn get_raw<T: Record>(
-        &self,
-        op: &'static str,
-        key: &str,
-    ) -> Result<Result<Option<T>, UnreadableRecord>, StoreError> {
-        let mut c = self.conn(op)?;
-        let body: Option<Vec<u8>> =
-            check(op, redis::cmd("GET").arg(key).query_async(&mut c).await)?;
-        Ok(body
-            .map(|b| parse(T::KIND, key, None, &b, T::check))
-            .transpose())
-    }
-
     /// Every key matching `pattern`: SCAN on a standalone server (never blocks it); KEYS on a
     /// cluster, which the client sends to every primary and combines (admin listings only).
     pub(super) async fn matching(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
@@ -273,7 +205,7 @@ impl Inner {
     }
 
     /// The key record at `key`: absent, read, or unreadable.
-    async fn key_at(
+    pub(super) async fn key_at(
         &self,
         key: &str,
     ) -> Result<Result<Option<KeyRecord>, UnreadableRecord>, StoreError> {
@@ -478,69 +410,6 @@ impl Inner {
         let (v, bad) = self.list_read(kind).await?;
         bad.iter().for_each(|r| self.unreadable.found(r));
         Ok(v)
-    }
-
-    /// The unreadable records of `kind`, read now.
-    pub(super) async fn unreadable_now(
-        &self,
-        kind: RecordKind,
-    ) -> Result<Vec<UnreadableRecord>, StoreError> {
-        Ok(match kind {
-            RecordKind::List(k) => self.list_read(k).await?.1,
-            RecordKind::Key => self.keys_read().await?.1,
-            RecordKind::Lockout => self.lockouts_read().await?.1,
-            RecordKind::Strikes | RecordKind::Stream => Vec::new(),
-        })
-    }
-
-    /// Deletes the record of `kind` named `name` if, and only if, it is unreadable: a list's
-    /// raw field, a key's id, a lockout's whole key.
-    pub(super) async fn remove_unreadable(
-        &self,
-        kind: RecordKind,
-        name: &str,
-    ) -> Result<bool, StoreError> {
-        let op = "remove_unreadable";
-        let mut c = self.conn(op)?;
-        let found = match kind {
-            RecordKind::List(k) => {
-                let key = self.layout.list(k);
-                let body: Option<Vec<u8>> = check(
-                    op,
-                    redis::cmd("HGET")
-                        .arg(&key)
-                        .arg(name)
-                        .query_async(&mut c)
-                        .await,
-                )?;
-                match body.map(|b| parse(kind, &key, Some(name), &b, check_list_entry)) {
-                    Some(Err(r)) => {
-                        check(
-                            op,
-                            redis::cmd("HDEL")
-                                .arg(&key)
-                                .arg(name)
-                                .exec_async(&mut c)
-                                .await,
-                        )?;
-                        Some(r)
-                    }
-                    _ => None,
-                }
-            }
-            RecordKind::Key => self.key_at(&self.layout.key_record(name)).await?.err(),
-            RecordKind::Lockout if name.starts_with(&self.layout.name("lockout:")) => {
-                self.get_raw::<Lockout>(op, name).await?.err()
-            }
-            _ => None,
-        };
-        let Some(r) = found else { return Ok(false) };
-        if r.field.is_none() {
-            check(op, redis::cmd("DEL").arg(&r.key).exec_async(&mut c).await)?;
-        }
-        self.unreadable.forget(&r);
-        tracing::info!(kind = kind.as_str(), key = %r.name(), "unreadable record deleted");
-        Ok(true)
     }
 
     pub(super) async fn put_list_entry(
