@@ -24,6 +24,9 @@ pub const MAX_LOCKOUT_MS: u64 = 3650 * 86_400_000;
 /// A host name on the lockout stream past this is not one a daemon wrote.
 pub const MAX_HOST_BYTES: usize = 255;
 
+/// Unreadable records remembered (so each is logged and counted once) at most.
+const MAX_REMEMBERED: usize = 10_000;
+
 /// What kind of record (the metric's `kind` label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RecordKind {
@@ -100,8 +103,17 @@ impl Unreadable {
     /// (or stream ID) and a count. Read again later (every list read), it is neither.
     pub fn found(&self, r: &UnreadableRecord) {
         let name = r.name();
-        if !self.logged.lock().insert((r.kind, name.clone())) {
-            return;
+        {
+            let mut logged = self.logged.lock();
+            // Past the cap (whoever writes to the store could add bad entries without end)
+            // a record is counted each time it is met, and no longer remembered.
+            if logged.len() >= MAX_REMEMBERED {
+                self.counts[r.kind.index()].fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            if !logged.insert((r.kind, name.clone())) {
+                return;
+            }
         }
         self.counts[r.kind.index()].fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
