@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::list_snapshot::ListSnapshot;
+use super::net_senders::NetSenders;
 use super::net_strikes::NetStrikes;
 use super::range_reloads::RangeReloads;
 use super::sink::EnforcementSink;
@@ -85,6 +86,8 @@ pub struct Engine {
     pub(crate) key_cache: Arc<KeyCache>,
     pub(crate) strike_lock: Mutex<()>,
     pub(crate) net_strikes: Mutex<NetStrikes>,
+    /// Who sent recently in each network: what a network's strike locks.
+    pub(crate) net_senders: NetSenders,
     pub(crate) rng: Mutex<StdRng>,
     pub(crate) tiers: TierPusher,
     /// Reverse-DNS answers for claiming crawlers; outlives reloads (which reconfigure it).
@@ -160,6 +163,7 @@ impl Engine {
             key_cache,
             strike_lock: Mutex::new(()),
             net_strikes: Mutex::default(),
+            net_senders: NetSenders::default(),
             rng: Mutex::new(rng),
             tiers: TierPusher::default(),
             crawler_dns,

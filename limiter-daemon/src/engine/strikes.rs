@@ -49,7 +49,7 @@ impl Engine {
         now_ms: u64,
         frees_ms: u64,
     ) {
-        let lock = self.strike(cfg, ip, now_ms, frees_ms);
+        let lock = self.strike(cfg, ip, now_ms, frees_ms, LockCause::Burst, None);
         d.lockout_level = Some(lock.level);
         if let (Some(reason), Some(before)) = (d.reason(), d.retry_after_secs()) {
             let locked = ceil_secs(lock.remaining_ms(now_ms)).max(1);
@@ -59,8 +59,18 @@ impl Engine {
 
     /// Records a strike against `ip` (grouped) and locks it for the escalation's duration, but
     /// at least `frees_ms` (until the refusing burst window has room). Returns the lockout in
-    /// force.
-    pub(crate) fn strike(&self, cfg: &Config, ip: IpAddr, now_ms: u64, frees_ms: u64) -> Lockout {
+    /// force. `cause` and `reason` say why: the address's own burst, or its network's
+    /// (`reason` naming the network); both kinds share this one path, and the address's one
+    /// escalation.
+    pub(crate) fn strike(
+        &self,
+        cfg: &Config,
+        ip: IpAddr,
+        now_ms: u64,
+        frees_ms: u64,
+        cause: LockCause,
+        reason: Option<&str>,
+    ) -> Lockout {
         let _serial = self.strike_lock.lock();
         // Two requests may strike at once; the second finds the first's lockout.
         if let Ok(Some(l)) = self.store.lockout(ip) {
@@ -83,8 +93,8 @@ impl Engine {
             since_ms: now_ms,
             until_ms,
             level,
-            cause: LockCause::Burst,
-            reason: None,
+            cause,
+            reason: reason.map(str::to_string),
         };
         let record = StrikeRecord {
             strikes: level,
@@ -101,7 +111,8 @@ impl Engine {
             %ip,
             level,
             secs = duration.as_secs(),
-            cause = "burst",
+            cause = cause.as_str(),
+            reason = reason.unwrap_or("burst"),
             "burst exceeded: client locked out"
         );
         lockout
