@@ -33,8 +33,7 @@ pub struct RawNetLevel {
 }
 
 /// What a network's burst strike locks out (`[networks] lockout`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum NetLockout {
     /// The (grouped) addresses that sent in the offending burst window, each through the same
     /// per-address lockout an address's own burst earns.
@@ -45,11 +44,29 @@ pub enum NetLockout {
 }
 
 impl NetLockout {
+    pub const ALL: [NetLockout; 2] = [NetLockout::Addresses, NetLockout::Prefix];
+
     pub fn as_str(self) -> &'static str {
         match self {
             NetLockout::Addresses => "addresses",
             NetLockout::Prefix => "prefix",
         }
+    }
+
+    /// `networks.lockout` from the file (absent: `addresses`); anything else names the field.
+    fn parse(raw: Option<&str>) -> Result<NetLockout, ConfigError> {
+        let Some(text) = raw else {
+            return Ok(NetLockout::default());
+        };
+        NetLockout::ALL
+            .into_iter()
+            .find(|l| l.as_str() == text)
+            .ok_or_else(|| {
+                ConfigError::invalid(
+                    "networks.lockout",
+                    format!("{text:?} is not \"addresses\" or \"prefix\""),
+                )
+            })
     }
 }
 
@@ -63,7 +80,7 @@ pub struct RawNetworks {
     /// An iptoasn TSV file (`ip2asn-combined.tsv`); absent: no ASN level.
     pub asn_table: Option<PathBuf>,
     /// What a network's strike locks: `"addresses"` (default) or `"prefix"`.
-    pub lockout: Option<NetLockout>,
+    pub lockout: Option<String>,
     #[serde(default)]
     pub prefix: RawNetLevel,
     #[serde(default)]
@@ -100,6 +117,7 @@ impl NetworkSettings {
     pub fn validate(raw: RawNetworks, tiers: &TierTable) -> Result<Self, ConfigError> {
         let ipv4_prefix = prefix_len("networks.ipv4_prefix", raw.ipv4_prefix, 24, 8, 32)?;
         let ipv6_prefix = prefix_len("networks.ipv6_prefix", raw.ipv6_prefix, 48, 16, 128)?;
+        let lockout = NetLockout::parse(raw.lockout.as_deref())?;
         let prefix = budget(NetLevel::Prefix, raw.prefix, tiers)?;
         let asn_level = budget(NetLevel::Asn, raw.asn, tiers)?;
         let asn_table = match (&raw.asn_table, asn_level) {
@@ -117,7 +135,7 @@ impl NetworkSettings {
             asn: asn_level.filter(|_| asn_table.is_some()),
             asn_table_path: raw.asn_table,
             asn_table,
-            lockout: raw.lockout.unwrap_or_default(),
+            lockout,
         })
     }
 

@@ -61,7 +61,7 @@ impl Senders {
             return;
         }
         let mut all: Vec<(IpAddr, Sender)> = self.by_addr.drain().collect();
-        all.sort_unstable_by(|a, b| (b.1.sent, b.1.last_ms).cmp(&(a.1.sent, a.1.last_ms)));
+        all.sort_unstable_by_key(|(_, s)| std::cmp::Reverse((s.sent, s.last_ms)));
         all.truncate(MAX_PER_NETWORK / 2);
         self.by_addr.extend(all);
     }
