@@ -122,7 +122,11 @@ impl Engine {
         let lookup: Arc<dyn crate::identity::key_cache::KeyLookup> =
             Arc::new(StoreLookup(Arc::clone(&store)));
         let key_cache = Arc::new(KeyCache::new(lookup, hasher.clone(), &cfg.keys));
-        let crawler_dns = Arc::new(CrawlerDns::new(&cfg.crawlers, Arc::clone(&clock)));
+        let crawler_dns = Arc::new(CrawlerDns::new(
+            &cfg.crawlers,
+            &cfg.networks,
+            Arc::clone(&clock),
+        ));
         // The crawler checks land the way key lookups do: on a thread of their own that ends
         // with the engine or the daemon's shutdown, or (manual) when a test runs them.
         let (refresher, dns_thread) = match opts.key_refresh {
@@ -226,7 +230,7 @@ impl Engine {
 
     /// Swaps in a new configuration (already validated). Counters, keys and lockouts stay.
     pub fn reload(&self, cfg: Arc<Config>) {
-        self.crawler_dns.configure(&cfg.crawlers);
+        self.crawler_dns.configure(&cfg.crawlers, &cfg.networks);
         let resolver = Arc::new(IdentityResolver::with_crawler_dns(
             &cfg,
             Some(Arc::clone(&self.crawler_dns)),

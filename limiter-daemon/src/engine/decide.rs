@@ -328,7 +328,9 @@ impl Engine {
             // Never a 5xx because the store failed: let the request through, say so.
             Err(err) => tracing::warn!(error = %err, "store check failed; allowing"),
         }
-        with_shadow(d, shadow)
+        let d = with_shadow(d, shadow);
+        self.crawler_lookup(&caller, &d, now);
+        d
     }
 
     #[allow(clippy::too_many_arguments)]
