@@ -315,6 +315,7 @@ fn fake_crawlers_buy_one_lookup_per_caller_none_when_refused_or_locked_and_a_net
         "the control was"
     );
     let total = ptr_queries(&log, ".arpa");
+    eprintln!("PTR queries: the /64 {one_lookup}, the /48 {in_48}, in all {total}");
     assert!(
         total <= 7 * one_lookup,
         "{total} PTR queries for 7 lookups of {one_lookup} each"
