@@ -733,10 +733,12 @@ fn limiterctl_tables_json_and_exit_codes() {
     let head: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
     assert_eq!(
         head,
-        ["IP", "UNTIL", "LEFT(s)", "LEVEL", "REASON", "SOURCE"],
+        ["IP", "UNTIL", "LEFT(s)", "LEVEL", "CAUSE", "REASON", "SOURCE"],
         "{out}"
     );
-    assert!(lines.next().unwrap().starts_with("192.0.2.30 "), "{out}");
+    let row = lines.next().unwrap();
+    assert!(row.starts_with("192.0.2.30 "), "{out}");
+    assert!(row.contains(" manual ") && row.contains(" probe "), "{out}");
     // --json before the verb, after it, at the end: the same JSON.
     for args in [
         vec!["--json", "lockouts", "list"],

@@ -601,3 +601,47 @@ fn two_hundred_addresses_of_one_slash_24_are_refused_network() {
     assert_eq!(report["topNetworks"][0]["name"], "203.0.113.0/24");
     assert_eq!(report["topNetworks"][0]["refused"], refused);
 }
+
+/// Issue 21 P6: replay shows what a network's strike locked and why. Eleven addresses of one
+/// /24 send 231 requests in 23 s against a network burst of 200: the strike locks those eleven
+/// (cause `network`, the reason naming the /24), and 203.0.113.7, arriving afterwards having
+/// sent nothing, is refused `network`, not `locked`.
+#[test]
+fn a_network_strike_reports_the_addresses_it_locked_and_why() {
+    let dir = Dir::new();
+    let cfg = dir.config(
+        "limiter.toml",
+        "[tiers.anon]\nburst = 100\n[networks.prefix]\nburst = 200\nhourly = 100000\n",
+    );
+    let mut lines: Vec<String> = (0..231u64)
+        .map(|i| combined(&format!("203.0.113.{}", 101 + i % 11), i * 100, "/", ""))
+        .collect();
+    lines.push(combined("203.0.113.7", 30_000, "/", ""));
+    let log = dir.write("access.log", &lines);
+    let report = ok_json(&replay(&[&"--json", &"--config", &cfg, &log]));
+    assert_eq!(lockouts(&report), vec![(1, 11)], "{report:#}");
+    let locked = report["locked"].as_array().unwrap();
+    assert_eq!(locked.len(), 1, "{report:#}");
+    assert_eq!(locked[0]["cause"], "network");
+    assert_eq!(locked[0]["reason"], "network 203.0.113.0/24 burst");
+    assert_eq!(locked[0]["lockouts"], 11);
+    let shown: Vec<&str> = locked[0]["locked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(shown.len(), 5, "the first five named: {shown:?}");
+    assert!(!shown.contains(&"203.0.113.7"), "{shown:?}");
+    // The 201st request struck (`network`); the eleven's remaining 30 were `locked`; the
+    // newcomer was refused by the spent budget.
+    assert_eq!(row(&report, "anon", Some("network"))[3], 2, "{report:#}");
+    assert_eq!(row(&report, "anon", Some("locked"))[3], 30, "{report:#}");
+
+    let text = replay(&[&"--config", &cfg, &log]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("network  network 203.0.113.0/24 burst") && text.contains("11"),
+        "{text}"
+    );
+}

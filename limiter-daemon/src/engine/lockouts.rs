@@ -124,6 +124,9 @@ pub struct LockoutItem {
     pub reason: String,
     /// `strikes` (made by the engine) or `operator` (the admin API or the kernel CLI).
     pub source: &'static str,
+    /// Why: `burst` (the address's own), `network` (its network's burst; `reason` names the
+    /// network) or `manual`.
+    pub cause: LockCause,
 }
 
 /// Where a lockout of `net` goes: a single address (grouped) or a range.
@@ -169,6 +172,7 @@ fn item_of(l: &Lockout) -> LockoutItem {
             LockCause::Burst | LockCause::Network => "strikes",
             LockCause::Manual => "operator",
         },
+        cause: l.cause,
     }
 }
 
@@ -198,6 +202,11 @@ impl LockoutManager<'_> {
                     level,
                     reason: reason.to_string(),
                     source: if by_strikes { "strikes" } else { "operator" },
+                    cause: if by_strikes {
+                        LockCause::Network
+                    } else {
+                        LockCause::Manual
+                    },
                 });
             }
         }
@@ -243,6 +252,7 @@ impl LockoutManager<'_> {
                     level: 1,
                     reason: reason.to_string(),
                     source: "operator",
+                    cause: LockCause::Manual,
                 })
             }
         }

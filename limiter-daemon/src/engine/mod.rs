@@ -51,6 +51,7 @@ pub mod keys;
 pub mod list_snapshot;
 pub mod lists;
 pub mod lockouts;
+pub mod net_senders;
 pub mod net_strikes;
 pub mod networks;
 pub mod range_reloads;

@@ -52,7 +52,7 @@ impl Engine {
         now_ms: u64,
         frees_ms: u64,
     ) {
-        let Some(lock) = self.strike(cfg, ip, now_ms, frees_ms) else {
+        let Some(lock) = self.strike(cfg, ip, now_ms, frees_ms, LockCause::Burst, None) else {
             return;
         };
         d.lockout_level = Some(lock.level);
@@ -65,12 +65,16 @@ impl Engine {
     /// Records a strike against `ip` (grouped) and locks it for the escalation's duration, but
     /// at least `frees_ms` (until the refusing burst window has room). Returns the lockout in
     /// force, or `None` when `ip` may not be locked by strikes (a trusted proxy, allow-listed).
+    /// `cause` and `reason` say why: the address's own burst, or its network's (`reason`
+    /// naming the network); both kinds share this one path, and the address's one escalation.
     pub(crate) fn strike(
         &self,
         cfg: &Config,
         ip: IpAddr,
         now_ms: u64,
         frees_ms: u64,
+        cause: LockCause,
+        reason: Option<&str>,
     ) -> Option<Lockout> {
         if let Some(why) = self.strike_exemption(cfg, ip) {
             tracing::debug!(%ip, exempt = %why, "burst refused; the address is never locked by strikes");
@@ -98,8 +102,8 @@ impl Engine {
             since_ms: now_ms,
             until_ms,
             level,
-            cause: LockCause::Burst,
-            reason: None,
+            cause,
+            reason: reason.map(str::to_string),
         };
         let record = StrikeRecord {
             strikes: level,
@@ -116,7 +120,8 @@ impl Engine {
             %ip,
             level,
             secs = duration.as_secs(),
-            cause = "burst",
+            cause = cause.as_str(),
+            reason = reason.unwrap_or("burst"),
             "burst exceeded: client locked out"
         );
         Some(lockout)

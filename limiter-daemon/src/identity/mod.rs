@@ -205,7 +205,7 @@ impl IdentityResolver {
         }
         // A verified credential says who the caller is; only the rest may prove a crawler.
         if caller.subject == Subject::Ip {
-            caller.crawler = self.crawlers.check(ip, headers, now_ms);
+            caller.crawler = self.crawlers.check(ip, group, headers, now_ms);
             if caller.crawler.is_some_and(CrawlerStatus::is_verified) {
                 caller.tier = caller.tier.max(Tier::Crawler);
             }

@@ -23,7 +23,7 @@ pub mod window;
 pub use crawler::CrawlerStatus;
 pub use decision::{Action, Decision, DecisionBuilder, DelayKind, KeyStatus, Shadow, Verdict};
 pub use identity_text::IdentityText;
-pub use network::{NetLevel, NetworkName, NetworkState};
+pub use network::{Locked, NetLevel, NetworkName, NetworkState};
 pub use records::{KeyRecord, ListEntry, ListKind, LockCause, Lockout, StrikeRecord};
 pub use tier::Tier;
 pub use window::{Counts, PerWindow, Reason, Shape, WindowKind, WindowSpec, WindowState, WINDOWS};

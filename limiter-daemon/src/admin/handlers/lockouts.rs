@@ -40,6 +40,7 @@ pub fn item_json(i: &LockoutItem, now_ms: u64) -> Value {
         "level": i.level,
         "reason": i.reason,
         "source": i.source,
+        "cause": i.cause.as_str(),
     })
 }
 

@@ -355,8 +355,8 @@ pub fn detail(d: &Decision) -> String {
              top of the UTC hour, in {wait} s."
         ),
         (Some(Reason::Locked), _) if d.lock_cause == Some(LockCause::Network) => format!(
-            "This caller's network is locked out after a burst from many of its addresses; \
-             the lockout ends in {wait} s. Retrying earlier extends nothing but is refused."
+            "This caller is locked out after a burst from its network; the lockout ends in \
+             {wait} s. Retrying earlier extends nothing but is refused."
         ),
         (Some(Reason::Locked), _) if d.lock_cause == Some(LockCause::Manual) => format!(
             "This caller is locked out by the operator; the lockout ends in {wait} s. \
