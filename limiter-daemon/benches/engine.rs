@@ -144,7 +144,7 @@ fn main() {
     let hasher = engine.store().hasher();
     let clock = SystemClock;
     let baseline = |c: &Caller| {
-        let caller = resolver.resolve(&cfg, &cache, c.peer, &c.headers, clock.now_ms());
+        let caller = resolver.resolve(&cfg, &cache, c.peer, false, &c.headers, clock.now_ms());
         std::hint::black_box(caller.id_key(&hasher));
     };
     let full = |c: &Caller| {
@@ -220,6 +220,7 @@ fn main() {
             method: "GET",
             path: "/",
             headers: &empty,
+            unattributed: false,
         });
         std::hint::black_box(d);
     }
@@ -247,5 +248,6 @@ fn decide(engine: &Engine, c: &Caller, path: &str) -> limiter_daemon::engine::De
         method: "GET",
         path,
         headers: &c.headers,
+        unattributed: false,
     })
 }

@@ -61,6 +61,7 @@ fn run(decider: &Arc<dyn Decider>, threads: usize, secs: f64) -> f64 {
             method: &method,
             path: "/",
             headers: &headers,
+            unattributed: false,
         };
         std::hint::black_box(decider.decide(&view));
     })

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use limiter_daemon::config::{Config, EnvMap};
 use limiter_daemon::replay::client::parse_addr;
-use limiter_daemon::replay::input::LogReader;
+use limiter_daemon::replay::input::{LogReader, NextLine};
 use limiter_daemon::replay::{combined, json, replay, ExtraField, Format, Options};
 
 /// Lines per second the whole replay must reach.
@@ -117,7 +117,7 @@ fn parse_only(path: &Path, json_lines: bool) -> (u64, f64) {
     let mut reader = LogReader::open(path).unwrap();
     let mut buf = Vec::new();
     let mut ok = 0u64;
-    while reader.next_line(&mut buf).unwrap() {
+    while reader.next_line(&mut buf).unwrap() != NextLine::End {
         let Ok(text) = std::str::from_utf8(&buf) else {
             continue;
         };

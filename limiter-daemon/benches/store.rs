@@ -100,6 +100,7 @@ fn decisions_per_sec(e: &Arc<Engine>, secs: f64) -> f64 {
                             method: "GET",
                             path: "/",
                             headers: &headers,
+                            unattributed: false,
                         };
                         let d = match e.decide_async(&req) {
                             Decided::Ready(d) => {
@@ -186,6 +187,7 @@ fn per_decision(
                 method: "GET",
                 path: "/",
                 headers: &h,
+                unattributed: false,
             });
         }
     });
@@ -306,6 +308,7 @@ fn main() {
                 method: "GET",
                 path: "/",
                 headers: &h,
+                unattributed: false,
             })
             .tier
             != Tier::Sponsor

@@ -101,6 +101,7 @@ fn main() {
             method: "GET",
             path: "/",
             headers: &headers,
+            unattributed: false,
         });
         assert_eq!(d.action(), Action::Allow);
     };

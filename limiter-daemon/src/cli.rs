@@ -74,8 +74,21 @@ pub enum Command {
 /// clap's own usage errors exit with the same code.
 pub const EXIT_USAGE: u8 = 2;
 
+/// Exit code of a replay whose input could not be read to its end: the report was printed
+/// but covers only the lines before the cut.
+pub const EXIT_INCOMPLETE: u8 = 3;
+
 /// The exit code for an error returned by [`run`].
 pub fn exit_code(err: &anyhow::Error) -> u8 {
+    let cut_short = |e: &(dyn std::error::Error + 'static)| {
+        matches!(
+            e.downcast_ref::<crate::replay::ReplayError>(),
+            Some(crate::replay::ReplayError::CutShort { .. })
+        )
+    };
+    if err.chain().any(cut_short) {
+        return EXIT_INCOMPLETE;
+    }
     let bad_input = |e: &(dyn std::error::Error + 'static)| {
         e.is::<crate::config::ConfigError>()
             || matches!(

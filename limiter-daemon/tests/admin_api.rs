@@ -146,14 +146,47 @@ fn bad_input_is_a_4xx_naming_the_field() {
             400,
             "for",
         ),
+        // Through humantime `10M` was ten months and `1y` a year.
+        (
+            "POST",
+            "/admin/v1/lockouts",
+            Some("application/json"),
+            r#"{"ip":"1.2.3.4","for":"10M"}"#,
+            400,
+            "for",
+        ),
+        (
+            "POST",
+            "/admin/v1/lists/deny",
+            Some("application/json"),
+            r#"{"cidr":"10.0.0.0/8","for":"1y"}"#,
+            400,
+            "for",
+        ),
+        // A missing field is named, not reported as `body`.
         (
             "POST",
             "/admin/v1/lockouts",
             Some("application/json"),
             r#"{"ip":"1.2.3.4"}"#,
             400,
-            "body",
+            "for",
         ),
+        (
+            "POST",
+            "/admin/v1/lists/deny",
+            Some("application/json"),
+            r#"{"for":"1h"}"#,
+            400,
+            "cidr",
+        ),
+        // Escapes that do not decode to UTF-8 were axum's text/plain 400.
+        ("DELETE", "/admin/v1/lockouts/%ff", None, "", 400, "ip"),
+        ("GET", "/admin/v1/clients/%c3%28", None, "", 400, "ip"),
+        ("DELETE", "/admin/v1/lists/deny/%ff", None, "", 400, "cidr"),
+        ("GET", "/admin/v1/keys/%fe", None, "", 400, "id"),
+        // A method a known path does not serve was an empty 405.
+        ("PUT", "/admin/v1/lockouts", None, "", 405, "method"),
         (
             "POST",
             "/admin/v1/lockouts",
@@ -393,6 +426,37 @@ fn reload_through_the_api_applies_a_good_file_and_refuses_a_broken_one() {
     // The operator's way: `limiterctl reload` reading the very file it broke. It still finds
     // the daemon through the file's [admin] section and reports the daemon's refusal (exit 1,
     // field and line), not "unreachable".
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_limiterctl"))
+        .arg("--config")
+        .arg(&d.config)
+        .arg("reload")
+        .env_remove("LIMITER_ADMIN_URL")
+        .env_remove("LIMITER_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("refused (422)"), "{err}");
+    assert!(err.contains(&format!("line {line}")), "{err}");
+
+    // A value of the wrong type was answered `"field": "config"` with no field in the detail.
+    let lots = format!("{original}[tiers.anon]\nburst = \"lots\"\n");
+    std::fs::write(&d.config, &lots).unwrap();
+    let r = d.admin("POST", "/admin/v1/reload", None);
+    assert_eq!(r.status, 422, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["field"], "tiers.anon.burst", "{v}");
+    assert_eq!(v["line"], lots.lines().count(), "{v}");
+    assert!(
+        v["detail"].as_str().unwrap().contains("tiers.anon.burst"),
+        "{v}"
+    );
+    // A TOML syntax error made limiterctl exit 3 ("cannot be used") without trying the
+    // daemon; it now reaches the daemon through the [admin] section that still reads, and the
+    // daemon's refusal names the line.
+    let syntax = format!("{original}[tiers.anon\nburst = 2\n");
+    let line = syntax.lines().count() - 1;
+    std::fs::write(&d.config, syntax).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_limiterctl"))
         .arg("--config")
         .arg(&d.config)
@@ -669,10 +733,12 @@ fn limiterctl_tables_json_and_exit_codes() {
     let head: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
     assert_eq!(
         head,
-        ["IP", "UNTIL", "LEFT(s)", "LEVEL", "REASON", "SOURCE"],
+        ["IP", "UNTIL", "LEFT(s)", "LEVEL", "CAUSE", "REASON", "SOURCE"],
         "{out}"
     );
-    assert!(lines.next().unwrap().starts_with("192.0.2.30 "), "{out}");
+    let row = lines.next().unwrap();
+    assert!(row.starts_with("192.0.2.30 "), "{out}");
+    assert!(row.contains(" manual ") && row.contains(" probe "), "{out}");
     // --json before the verb, after it, at the end: the same JSON.
     for args in [
         vec!["--json", "lockouts", "list"],
@@ -727,6 +793,9 @@ fn limiterctl_tables_json_and_exit_codes() {
     for args in [
         &["lockouts", "add", "192.0.2.300", "--for", "1m"][..],
         &["lockouts", "add", "192.0.2.3", "--for", "soon"],
+        // Months, years and capitals are not units (`10M` was ten months).
+        &["lockouts", "add", "192.0.2.3", "--for", "10M"],
+        &["deny", "add", "10.0.0.0/8", "--for", "1y"],
         &["deny", "add", "10.0.0.1/8"],
         &["keys", "issue", "--tier", "gold"],
         &["keys", "issue", "--hourly-limit", "0"],
@@ -956,5 +1025,276 @@ fn a_client_report_lists_the_anonymous_windows_with_use_and_limits() {
         let limit = w["limit"].as_u64().unwrap();
         assert_eq!(w["used"], 2, "{w}");
         assert_eq!(w["remaining"].as_u64().unwrap(), limit - 2, "{w}");
+    }
+}
+
+/// An operator lockout that would cover a trusted proxy is refused naming `ip` (it would lock
+/// out every client behind the proxy), alone or inside a range; the proxy's neighbours can
+/// still be locked.
+#[test]
+fn locking_a_trusted_proxy_is_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        "",
+        "[identity]\ntrusted_proxies = [\"10.9.0.1\", \"2001:db8:9::1\"]\n",
+    );
+    for ip in [
+        "10.9.0.1",
+        "10.9.0.0/24",
+        "::ffff:10.9.0.1",
+        "2001:db8:9::/48",
+        "2001:db8:9::5",
+    ] {
+        let r = d.admin(
+            "POST",
+            "/admin/v1/lockouts",
+            Some(&serde_json::json!({"ip": ip, "for": "10m"})),
+        );
+        assert_eq!(r.status, 422, "{ip}: {}", r.body);
+        assert_eq!(r.json()["field"], "ip", "{ip}: {}", r.body);
+        assert!(r.body.contains("trusted proxy"), "{ip}: {}", r.body);
+    }
+    let r = d.admin(
+        "POST",
+        "/admin/v1/lockouts",
+        Some(&serde_json::json!({"ip": "10.9.0.2", "for": "10m"})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let items = d.admin("GET", "/admin/v1/lockouts", None).json()["items"].clone();
+    assert_eq!(items.as_array().unwrap().len(), 1, "{items}");
+}
+
+/// Issue 21, P8: a lockout of `::ffff:203.0.113.0/120` answered 201 and did nothing, and
+/// `::ffff:0:0/96` (all of IPv4) got past the /8 bound. A mapped address or CIDR is the IPv4
+/// one it carries, on every route and in limiterctl.
+#[test]
+fn mapped_addresses_are_the_ipv4_addresses_they_carry() {
+    let (_dir, d) = daemon();
+    let r = d.admin(
+        "POST",
+        "/admin/v1/lockouts",
+        Some(&json!({"ip": "::ffff:203.0.113.0/120", "for": "10m"})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.json()["ip"], "203.0.113.0/24", "{}", r.body);
+    let v = d.decide("203.0.113.7");
+    assert_eq!(
+        (&v["action"], &v["reason"]),
+        (&json!("reject"), &json!("locked")),
+        "{v}"
+    );
+    for (ip, status) in [
+        ("::ffff:0:0/96", 422),
+        ("::ffff:0.0.0.0/100", 422),
+        ("::/16", 400),
+    ] {
+        let r = d.admin(
+            "POST",
+            "/admin/v1/lockouts",
+            Some(&json!({"ip": ip, "for": "10m"})),
+        );
+        assert_eq!(r.status, status, "{ip}: {}", r.body);
+        assert_eq!(r.json()["field"], "ip", "{ip}");
+    }
+    let r = d.admin(
+        "POST",
+        "/admin/v1/lockouts",
+        Some(&json!({"ip": "::ffff:192.0.2.61", "for": "10m"})),
+    );
+    assert_eq!(r.json()["ip"], "192.0.2.61", "{}", r.body);
+    assert_eq!(d.decide("192.0.2.61")["action"], "reject");
+    let r = d.admin("GET", "/admin/v1/clients/::ffff:192.0.2.61", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["ip"], "192.0.2.61");
+    assert!(r.json()["lockout"].is_object(), "{}", r.body);
+    let r = d.admin(
+        "POST",
+        "/admin/v1/explain",
+        Some(&json!({"ip": "::ffff:192.0.2.61", "path": "/"})),
+    );
+    assert_eq!(r.json()["reason"], "locked", "{}", r.body);
+    let r = d.admin("DELETE", "/admin/v1/lockouts/::ffff:192.0.2.61", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(d.decide("192.0.2.61")["action"], "allow");
+    let r = d.admin(
+        "POST",
+        "/admin/v1/lists/deny",
+        Some(&json!({"cidr": "::ffff:198.51.100.0/120", "for": "1h"})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.json()["cidr"], "198.51.100.0/24", "{}", r.body);
+    let r = d.admin("DELETE", "/admin/v1/lists/deny/198.51.100.0%2F24", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (code, out, err) = d.ctl(&["lockouts", "add", "::ffff:192.0.2.62", "--for", "1m"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("locked 192.0.2.62 until "), "{out}");
+    let (code, _, err) = d.ctl(&["lockouts", "add", "::ffff:0:0/96", "--for", "1m"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+/// Issue 21, P8: the admin API refuses a browser's request from another origin (403, before
+/// the token is looked at), serves its own page's same-origin calls, and marks every answer
+/// so that its clients can tell it from any other server.
+#[test]
+fn the_admin_api_refuses_other_origins_and_marks_every_answer() {
+    let (_dir, d) = daemon();
+    let token = format!("Bearer {}", d.token());
+    let marked = |r: &admin_support::Resp, what: &str| {
+        assert_eq!(
+            r.header("x-limiter-admin"),
+            Some("v1"),
+            "{what}: {:?}",
+            r.headers
+        );
+    };
+    marked(&http(d.admin, "GET", "/admin/", &[], None), "the page");
+    marked(&http(d.admin, "GET", "/admin/v1/stats", &[], None), "a 401");
+    let auth = ("authorization", token.as_str());
+    marked(
+        &http(d.admin, "GET", "/admin/v1/nope", &[auth], None),
+        "a 404",
+    );
+    marked(
+        &http(d.admin, "GET", "/admin/v1/lockouts", &[auth], None),
+        "a 200",
+    );
+    for (extra, field) in [
+        (("origin", "http://evil.example"), "Origin"),
+        (("sec-fetch-site", "cross-site"), "Sec-Fetch-Site"),
+        (("sec-fetch-site", "same-site"), "Sec-Fetch-Site"),
+    ] {
+        for headers in [vec![auth, extra], vec![extra]] {
+            let r = http(
+                d.admin,
+                "DELETE",
+                "/admin/v1/lockouts/192.0.2.1",
+                &headers,
+                None,
+            );
+            assert_eq!(r.status, 403, "{headers:?}: {}", r.body);
+            assert_eq!(r.header("content-type"), Some("application/problem+json"));
+            assert_eq!(r.json()["field"], field);
+            marked(&r, "a 403");
+        }
+    }
+    // What the operator page sends from its own origin.
+    let own = format!("http://{}", d.admin);
+    let same = [
+        auth,
+        ("origin", own.as_str()),
+        ("sec-fetch-site", "same-origin"),
+    ];
+    let r = http(
+        d.admin,
+        "DELETE",
+        "/admin/v1/lockouts/192.0.2.1",
+        &same,
+        None,
+    );
+    assert_eq!(r.status, 404, "{}", r.body);
+    let r = http(d.admin, "GET", "/admin/v1/stats", &same[..1], None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = http(
+        d.admin,
+        "GET",
+        "/admin/v1/stats",
+        &[auth, ("origin", own.as_str())],
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+/// A server that answers every request `200 {"applied":true,"changes":[]}` as JSON, and keeps
+/// what it was sent.
+fn impostor() -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = std::sync::Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let mut buf = vec![0u8; 16 * 1024];
+            let n = s.read(&mut buf).unwrap_or(0);
+            kept.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            let body = r#"{"applied":true,"changes":[]}"#;
+            let _sent = write!(
+                s,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (addr, seen)
+}
+
+/// Issue 21, P8: `limiterctl --url http://127.0.0.1:27000 reload` against any HTTP server
+/// printed "applied (0 changes)", exited 0, and sent that server the admin token. It now asks
+/// without the token first and stops (exit 3) when the answer is not the admin API's; so does
+/// `limiter-daemon kernel lock`, which reaches the daemon the config names.
+#[test]
+fn limiterctl_and_kernel_lock_send_no_token_to_a_server_that_is_not_the_admin_api() {
+    const SECRET: &str = "the-admin-token-0123456789abcdef";
+    let (addr, seen) = impostor();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_limiterctl"))
+        .args([
+            "--url",
+            &format!("http://{addr}"),
+            "--token",
+            SECRET,
+            "reload",
+        ])
+        .env_remove("LIMITER_ADMIN_URL")
+        .env_remove("LIMITER_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{err}{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(err.contains("not a limiter admin API"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("limiter.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[kernel]\nmode = \"off\"\n[store]\nstate_dir = \"{}\"\n[admin]\nlisten = \"{addr}\"\n",
+            dir.path().join("state").display()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_limiter-daemon"))
+        .args(["kernel", "--config"])
+        .arg(&config)
+        .arg("--pin-path")
+        .arg(dir.path().join("pins"))
+        .args(["lock", "192.0.2.9", "--for", "1m"])
+        .env("LIMITER_ADMIN_TOKEN", SECRET)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "{err}{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(err.contains("not a limiter admin API"), "{err}");
+    let seen = seen.lock().unwrap();
+    assert!(!seen.is_empty());
+    for request in seen.iter() {
+        assert!(!request.contains(SECRET), "the token was sent: {request}");
+        assert!(
+            !request.to_ascii_lowercase().contains("authorization"),
+            "{request}"
+        );
     }
 }

@@ -141,3 +141,81 @@ fn a_corrupt_snapshot_is_set_aside_and_the_daemon_starts() {
         .collect();
     assert_eq!(aside.len(), 1, "the bad file kept as evidence: {aside:?}");
 }
+
+/// Issue 21, P8 (state files): under a umask of 000, with the state directory left open
+/// (0777) and temporary files from a killed process in it, the daemon makes the directory
+/// 0700, every file it writes 0600 (the snapshot, the strike records, the hashing secret,
+/// the admin token), and removes the stale `*.tmp-<pid>` files at start.
+#[test]
+fn state_files_are_private_whatever_the_umask_and_stale_temps_go_at_start() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
+    for stale in ["counters.snapshot.tmp-4194301", "enforcement.json.tmp-77"] {
+        std::fs::write(state.join(stale), vec![0u8; 4096]).unwrap();
+    }
+    // Not a temporary file of ours: kept.
+    std::fs::write(state.join("notes.tmp-draft"), b"mine").unwrap();
+    let api = free_addr();
+    let admin = free_addr();
+    let config = dir.path().join("limiter.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[kernel]\nmode = \"off\"\n[store]\nstate_dir = \"{}\"\nsnapshot_interval = \"1h\"\n\
+             [admin]\nlisten = \"{admin}\"\n[http]\napi_listen = [\"{api}\"]\n[metrics]\nlisten = \"\"\n\
+             [tiers.anon]\nburst = 2\n",
+            state.display()
+        ),
+    )
+    .unwrap();
+    let d = Daemon(
+        Command::new("sh")
+            .args(["-c", "umask 000 && exec \"$0\" \"$@\""])
+            .arg(env!("CARGO_BIN_EXE_limiter-daemon"))
+            .args(["run", "--config"])
+            .arg(&config)
+            .env_remove("LIMITER_ADMIN_TOKEN")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start limiter-daemon"),
+    );
+    // Over the burst: strikes are recorded (enforcement.json).
+    for _ in 0..6 {
+        decide(api, "203.0.113.50");
+    }
+    limiter_tests::poll(Duration::from_secs(20), "the strike records", || {
+        state.join("enforcement.json").is_file().then_some(())
+    });
+    stop(d, libc::SIGTERM);
+    let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&state), 0o700, "the state directory");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&state).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name != "notes.tmp-draft" {
+            assert_eq!(mode(&path), 0o600, "{name}");
+        }
+        names.push(name);
+    }
+    names.sort();
+    for written in [
+        "admin-token",
+        "counters.snapshot",
+        "enforcement.json",
+        "hash-secret",
+    ] {
+        assert!(names.iter().any(|n| n == written), "{written} in {names:?}");
+    }
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.contains(".tmp-") && n != "notes.tmp-draft"),
+        "stale temporary files left: {names:?}"
+    );
+    assert!(names.iter().any(|n| n == "notes.tmp-draft"), "{names:?}");
+}

@@ -23,6 +23,7 @@ fn explain_counts_nothing() {
         method: "GET",
         path: "/",
         headers: &h,
+        unattributed: false,
     };
     for _ in 0..5 {
         let d = r.engine.explain(&req);
@@ -192,6 +193,7 @@ fn background_refresher_lands_lookups_behind_the_request() {
         method: "GET",
         path: "/",
         headers: &h,
+        unattributed: false,
     };
     assert_eq!(engine.decide(&req).tier, Tier::Session, "pending at first");
     // Poll with a deadline (the lookup runs on the refresher thread).

@@ -36,6 +36,7 @@ fn sixty_four_tasks_on_one_identity_never_admit_more_than_the_limit() {
                         method: "GET",
                         path: "/",
                         headers: &headers,
+                        unattributed: false,
                     };
                     let d = match r.engine.decide_async(&req) {
                         Decided::Ready(d) => d,

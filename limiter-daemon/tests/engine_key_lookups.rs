@@ -110,6 +110,7 @@ fn present(engine: &Engine, peer: &str, key: &str) -> limiter_daemon::engine::De
         method: "GET",
         path: "/",
         headers: &h,
+        unattributed: false,
     })
 }
 

@@ -1,5 +1,6 @@
 //! Network budgets (`[networks]`): many addresses of one network are metered as one caller
-//! there, a network's burst locks its prefix out (the deny list, the kernel's deny trie), and
+//! there, a network's burst locks out the addresses that sent in its burst window (by default)
+//! or its whole prefix (`lockout = "prefix"`: the deny list, the kernel's deny trie), and
 //! verified credentials are not counted against networks. Part of the store conformance suite:
 //! `cargo xtask test` runs it on the embedded store, on Valkey and on a Valkey Cluster.
 
@@ -11,6 +12,8 @@ use engine_support::*;
 use limiter_daemon::engine::keys::IssueKey;
 use limiter_daemon::engine::{Action, Reason, Tier, WindowKind};
 use limiter_daemon::model::{ListKind, LockCause, NetworkName};
+use std::collections::BTreeSet;
+use std::net::IpAddr;
 
 /// Each address's own budgets are far above what the test sends; the network's are small.
 const SMALL_NETWORK: &str = "[tiers.anon]\nburst = 100\nhourly = 600\n\
@@ -112,8 +115,8 @@ fn a_verified_api_key_inside_the_network_is_unaffected() {
 #[test]
 fn a_network_burst_strikes_and_locks_the_prefix_and_escalates() {
     let r = rig(
-        "[tiers.anon]\nburst = 100\n[networks.prefix]\nburst = 50\nhourly = 100000\n\
-         [lockout]\nbase = \"60s\"\n",
+        "[tiers.anon]\nburst = 100\n[networks]\nlockout = \"prefix\"\n\
+         [networks.prefix]\nburst = 50\nhourly = 100000\n[lockout]\nbase = \"60s\"\n",
     );
     for i in 0..50 {
         assert_eq!(r.get(&addr(i), "/").action(), Action::Allow, "request {i}");
@@ -265,4 +268,161 @@ fn a_verified_crawler_is_never_counted_against_its_network() {
         );
     }
     assert_eq!(r.get("66.249.64.200", "/").reason(), Some(Reason::Network));
+}
+
+/// The addresses the kernel was told to lock, and the deny-list entries it was given.
+fn kernel_locks(r: &Rig) -> (BTreeSet<IpAddr>, Vec<ipnet::IpNet>) {
+    let mut ips = BTreeSet::new();
+    let mut nets = Vec::new();
+    for e in r.sink.events() {
+        match e {
+            SinkEvent::Lock { ip, .. } => {
+                ips.insert(ip);
+            }
+            SinkEvent::ListAdd {
+                kind: ListKind::Deny,
+                net,
+                ..
+            } => nets.push(net),
+            _ => {}
+        }
+    }
+    (ips, nets)
+}
+
+/// Issue 21 P6: eleven addresses × 21 requests struck their /24, and then 203.0.113.7, which
+/// had sent nothing, was refused `locked` for 65 s. By default a network's strike locks out the
+/// addresses that sent in the offending burst window, in the store and the kernel, each at its
+/// own escalation; a newcomer is refused `network` (no lock) while the budget is spent.
+#[test]
+fn a_network_strike_locks_the_addresses_that_sent_and_never_one_that_sent_nothing() {
+    let r = rig(
+        "[tiers.anon]\nburst = 100\n[networks.prefix]\nburst = 200\nhourly = 100000\n\
+         [lockout]\nbase = \"60s\"\n",
+    );
+    let senders: Vec<String> = (101..112).map(|i| format!("203.0.113.{i}")).collect();
+    let mut struck = None;
+    'rounds: for round in 0..21 {
+        for (i, a) in senders.iter().enumerate() {
+            let d = r.get(a, "/");
+            if d.action() == Action::Reject {
+                struck = Some((round * 11 + i, d));
+                break 'rounds;
+            }
+        }
+    }
+    let (n, d) = struck.expect("the /24's burst of 200 refuses");
+    assert_eq!(n, 200, "the 201st request of the /24 is refused");
+    assert_eq!(d.reason(), Some(Reason::Network), "{d:?}");
+    assert_eq!(
+        d.lockout_level,
+        Some(1),
+        "the striking caller is locked too"
+    );
+    let net = d.network.clone().unwrap();
+    assert_eq!(net.window.kind, WindowKind::Burst);
+    assert_eq!(net.locked.len(), 11, "{:?}", net.locked);
+    assert!(
+        d.retry_after_secs().unwrap() >= 60,
+        "Retry-After is the caller's lockout"
+    );
+
+    // The eleven are locked in the kernel and the store, and nothing else is.
+    let (ips, nets) = kernel_locks(&r);
+    let want: BTreeSet<IpAddr> = senders.iter().map(|a| a.parse().unwrap()).collect();
+    assert_eq!(
+        ips, want,
+        "exactly the senders reach the kernel's lockout map"
+    );
+    assert!(nets.is_empty(), "no prefix in the deny trie: {nets:?}");
+    let listed = r.engine.lockouts().all().unwrap();
+    assert_eq!(listed.len(), 11, "{listed:?}");
+    for l in &listed {
+        assert_eq!(l.cause, LockCause::Network, "{l:?}");
+        assert_eq!(l.source, "strikes");
+        assert_eq!(l.reason, "network 203.0.113.0/24 burst");
+        assert_eq!(l.level, 1);
+    }
+    for a in &senders {
+        let d = r.get(a, "/");
+        assert_eq!(
+            (d.reason(), d.lock_cause),
+            (Some(Reason::Locked), Some(LockCause::Network)),
+            "{a}: {d:?}"
+        );
+    }
+
+    // 203.0.113.7 sent nothing: refused by the spent budget, never locked.
+    for _ in 0..3 {
+        let d = r.get("203.0.113.7", "/");
+        assert_eq!(d.reason(), Some(Reason::Network), "{d:?}");
+        assert_eq!(d.lockout_level, None, "a newcomer earns no lockout");
+        assert_eq!(d.lock_cause, None);
+    }
+    assert_eq!(
+        kernel_locks(&r).0,
+        want,
+        "the newcomer never reached the kernel"
+    );
+    assert!(r
+        .engine
+        .lockouts()
+        .get(ip("203.0.113.7"))
+        .unwrap()
+        .is_none());
+
+    // Once the burst window has room, the newcomer is admitted; the senders' second offence
+    // escalates each of them.
+    r.advance_secs(70);
+    assert_eq!(r.get("203.0.113.7", "/").action(), Action::Allow);
+    let mut second = None;
+    'again: for _ in 0..21 {
+        for a in &senders {
+            let d = r.get(a, "/");
+            if d.action() == Action::Reject {
+                second = Some(d);
+                break 'again;
+            }
+        }
+    }
+    let d = second.expect("a second burst");
+    assert_eq!(d.lockout_level, Some(2), "{d:?}");
+    let locked = d.network.clone().unwrap().locked;
+    for a in &senders {
+        let l = locked.iter().find(|l| l.net.addr() == ip(a));
+        assert_eq!(l.map(|l| l.level), Some(2), "{a}: {locked:?}");
+    }
+}
+
+/// Issue 21 P6, IPv6: twelve /64s inside one /56 struck their /48, and an address in another
+/// /56 of the same /48, which had sent nothing, was locked.
+#[test]
+fn an_ipv6_network_strike_locks_the_64s_that_sent_not_a_neighbouring_56() {
+    let r = rig("[tiers.anon]\nburst = 100\n[networks.prefix]\nburst = 60\nhourly = 100000\n");
+    let senders: Vec<String> = (0..12).map(|i| format!("2001:db8:7:1{i:02x}::5")).collect();
+    let mut struck = None;
+    'rounds: for _ in 0..10 {
+        for a in &senders {
+            let d = r.get(a, "/");
+            if d.action() == Action::Reject {
+                struck = Some(d);
+                break 'rounds;
+            }
+        }
+    }
+    let d = struck.expect("the /48's burst refuses");
+    assert_eq!(d.reason(), Some(Reason::Network), "{d:?}");
+    let (ips, nets) = kernel_locks(&r);
+    let want: BTreeSet<IpAddr> = (0..12)
+        .map(|i| format!("2001:db8:7:1{i:02x}::").parse().unwrap())
+        .collect();
+    assert_eq!(ips, want, "each sender's /64, grouped");
+    assert!(nets.is_empty(), "{nets:?}");
+    let d = r.get("2001:db8:7:200::9", "/");
+    assert_eq!(
+        (d.reason(), d.lockout_level),
+        (Some(Reason::Network), None),
+        "{d:?}"
+    );
+    assert_eq!(kernel_locks(&r).0, want);
 }

@@ -492,10 +492,22 @@ fn xff_from_a_trusted_chain_is_walked_from_the_right() {
     let all_trusted = headers(&[("x-forwarded-for", "10.3.3.3, 10.0.0.5")]);
     let d = r.request("10.0.0.1", "GET", "/", &all_trusted);
     assert_eq!(d.identity, r.get("10.3.3.3", "/").identity);
-    // Garbage in the header: the walk stops at the proxy that passed it on.
+    // Garbage in the header names no client: an unattributed caller of the proxy that passed
+    // it on (10.0.0.5), one identity for all such requests of that proxy, not the proxy itself.
     let garbage = headers(&[("x-forwarded-for", "not-an-ip, 10.0.0.5")]);
     let d = r.request("10.0.0.1", "GET", "/", &garbage);
-    assert_eq!(d.identity, r.get("10.0.0.5", "/").identity);
+    assert!(d.identity.starts_with("via:"), "{}", d.identity);
+    assert_ne!(d.identity, r.get("10.0.0.5", "/").identity);
+    let unknown = headers(&[("x-forwarded-for", "unknown, 10.0.0.5")]);
+    assert_eq!(
+        r.request("10.0.0.1", "GET", "/", &unknown).identity,
+        d.identity
+    );
+    let other_proxy = headers(&[("x-forwarded-for", "unknown, 10.0.0.6")]);
+    assert_ne!(
+        r.request("10.0.0.1", "GET", "/", &other_proxy).identity,
+        d.identity
+    );
 }
 
 #[test]

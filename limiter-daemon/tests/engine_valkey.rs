@@ -109,6 +109,7 @@ fn engine_rules_hold_over_valkey_and_hosts_share_state() {
         method: "GET",
         path: "/",
         headers: &h,
+        unattributed: false,
     };
     // Burst: 120 admitted, the 121st is a strike and a lockout of 60 s, lengthened to 65 s:
     // until the burst's slot (taken at the slot-aligned T0) leaves the window.
@@ -153,6 +154,7 @@ fn engine_rules_hold_over_valkey_and_hosts_share_state() {
         method: "GET",
         path: "/",
         headers: &kh,
+        unattributed: false,
     };
     assert_eq!(b.decide(&kreq).tier, Tier::Session, "pending on host b");
     b.keys().process_pending();
@@ -197,6 +199,7 @@ fn engine_open_uses_the_configured_backend() {
         method: "GET",
         path: "/",
         headers: &http::HeaderMap::new(),
+        unattributed: false,
     });
     assert_eq!(d.action(), Action::Allow);
     // The counters are in the server, under the configured prefix and the identity's hash tag.
@@ -230,6 +233,7 @@ fn store_down_falls_back_to_local_counting_and_resumes() {
         method: "GET",
         path: "/",
         headers: &h,
+        unattributed: false,
     };
     for _ in 0..10 {
         assert_eq!(engine.decide(&req).action(), Action::Allow);
@@ -383,6 +387,7 @@ fn engine_over_a_cluster_locks_out_and_a_second_host_restores_it() {
         method: "GET",
         path: "/",
         headers: &h,
+        unattributed: false,
     };
     for n in 0..120 {
         assert_eq!(a.decide(&req("192.0.2.90")).action(), Action::Allow, "{n}");
@@ -455,6 +460,7 @@ fn a_frozen_server_costs_one_timeout_then_counting_goes_local() {
         method: "GET",
         path: "/",
         headers: &h,
+        unattributed: false,
     };
     assert_eq!(engine.decide(&req).action(), Action::Allow);
     assert!(!engine.store().degraded());

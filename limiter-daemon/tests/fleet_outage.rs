@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use admin_support::{eventually, try_http, Daemon};
-use limiter_tests::valkey::{free_port, start_on, Server};
+use limiter_tests::valkey::{free_port, start_on, start_with, Server};
 use serde_json::json;
 
 fn daemon(dir: &std::path::Path, valkey_port: u16) -> Daemon {
@@ -275,4 +275,333 @@ fn on_failure_open_admits_and_closed_answers_503_while_valkey_is_down() {
         r.header("x-ratelimit-limit").is_none(),
         "nothing was counted"
     );
+}
+
+/// A connection to the server at `port` with `password`.
+fn valkey_as(port: u16, password: &str) -> redis::Connection {
+    redis::Client::open(format!("redis://:{password}@127.0.0.1:{port}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap()
+}
+
+/// Changes the password the server requires, and drops every client's connection (as an
+/// operator rotating it would), so each must authenticate again.
+fn rotate(port: u16, from: &str, to: &str) {
+    let mut c = valkey_as(port, from);
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg(to)
+        .exec(&mut c)
+        .unwrap();
+    // Our own connection goes too: the reply may not arrive.
+    let _killed = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .exec(&mut c);
+}
+
+#[test]
+fn a_refused_or_missing_password_at_start_is_the_documented_error_not_a_panic() {
+    let port = free_port();
+    let Some(_valkey) = start_with(port, &["--requirepass", "right-horse"]) else {
+        return;
+    };
+    for (password, says) in [
+        (Some("wrong-horse"), "refused the password (WRONGPASS)"),
+        (None, "requires a password (NOAUTH)"),
+    ] {
+        // A fresh state_dir: no fleet-secret, so the daemon asks Valkey for the fleet's at start.
+        let dir = tempfile::tempdir().unwrap();
+        let pw_line = match password {
+            Some(p) => {
+                let f = dir.path().join("valkey-password");
+                std::fs::write(&f, format!("{p}\n")).unwrap();
+                format!("valkey_password_file = \"{}\"\n", f.display())
+            }
+            None => String::new(),
+        };
+        let config = dir.path().join("limiter.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[kernel]\nmode = \"off\"\n[store]\nstate_dir = \"{}\"\nbackend = \"valkey\"\n\
+                 valkey_address = \"127.0.0.1:{port}\"\n{pw_line}[http]\nproxy_listen = [\"{}\"]\n\
+                 upstream = \"http://{}\"\n[admin]\nlisten = \"{}\"\n",
+                dir.path().join("state").display(),
+                admin_support::free_addr(),
+                admin_support::upstream(),
+                admin_support::free_addr(),
+            ),
+        )
+        .unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_limiter-daemon"))
+            .args(["run", "--config"])
+            .arg(&config)
+            .env_remove("LIMITER_VALKEY_PASSWORD")
+            .env_remove("LIMITER_ADMIN_TOKEN")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(
+            stderr.contains("store.valkey_password_file: the server at 127.0.0.1:")
+                && stderr.contains(says),
+            "{stderr}"
+        );
+        assert!(
+            !stderr.contains("wrong-horse"),
+            "the password is never shown: {stderr}"
+        );
+        assert!(
+            !dir.path().join("state/fleet-secret").exists(),
+            "no fresh fleet secret was made behind the refusal"
+        );
+    }
+}
+
+#[test]
+fn after_a_password_rotation_the_daemon_is_back_on_valkey_within_seconds() {
+    let port = free_port();
+    let Some(_valkey) = start_with(port, &["--requirepass", "old-pw"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pw_file = dir.path().join("valkey-password");
+    std::fs::write(&pw_file, "old-pw\n").unwrap();
+    let d = daemon_with(
+        dir.path(),
+        port,
+        &format!("valkey_password_file = \"{}\"\n", pw_file.display()),
+    );
+    let sent = std::cell::Cell::new(0u32);
+    // One more request from a new address: 200 whatever the store does (on_failure = local).
+    let request = || {
+        sent.set(sent.get() + 1);
+        let n = sent.get();
+        let xff = format!("10.9.{}.{}", n / 256 % 256, n % 256);
+        let status = try_http(d.proxy, "GET", "/", &[("x-forwarded-for", &xff)], None)
+            .map_or(0, |r| r.status);
+        assert_eq!(status, 200);
+    };
+    let until = |what: &str, degraded_now: bool| {
+        let t = Instant::now();
+        eventually(what, || {
+            request();
+            (degraded(&d) == Some(degraded_now)).then_some(())
+        });
+        t.elapsed()
+    };
+    until("the store to be used", false);
+
+    // The server's password changes under the daemon; the file still holds the old one.
+    rotate(port, "old-pw", "new-pw");
+    until("degraded while the password is refused", true);
+    // Two seconds of decisions on the refused password, then the old one back.
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(2) {
+        request();
+    }
+    let mut c = valkey_as(port, "new-pw");
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("old-pw")
+        .exec(&mut c)
+        .unwrap();
+    let took = until("back on Valkey with the old password", false);
+    println!("back on Valkey {took:?} after the old password was");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+
+    // A real rotation: the file first, then the server. The next connections read the file.
+    std::fs::write(&pw_file, "rotated-pw\n").unwrap();
+    rotate(port, "old-pw", "rotated-pw");
+    let mut c = valkey_as(port, "rotated-pw");
+    let before: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    let t = Instant::now();
+    eventually(
+        "decisions counted in Valkey with the rotated password",
+        || {
+            request();
+            let now: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();
+            (now > before && degraded(&d) == Some(false)).then_some(())
+        },
+    );
+    println!("on Valkey {:?} after the rotation", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    // The key admin API answers again too (it was 500 for good).
+    let r = d.admin("GET", "/admin/v1/keys", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+/// `valkey-cli`-like commands on the daemon's Valkey (no password).
+fn valkey_cmd(port: u16, args: &[&str]) {
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.exec(&mut c).unwrap();
+}
+
+fn metric(d: &Daemon, line_start: &str) -> Option<String> {
+    let r = try_http(d.metrics.unwrap(), "GET", "/metrics", &[], None)?;
+    r.body
+        .lines()
+        .find(|l| l.starts_with(line_start))
+        .map(str::to_string)
+}
+
+#[test]
+fn an_unreadable_deny_entry_or_key_record_takes_nothing_with_it_and_the_admin_api_deletes_it() {
+    let port = free_port();
+    let Some(_valkey) = start_on(port) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = daemon(dir.path(), port);
+    eventually("the store to be used", || {
+        (degraded(&d) == Some(false)).then_some(())
+    });
+    let deny = |cidr: &str| {
+        let r = d.admin("POST", "/admin/v1/lists/deny", Some(&json!({"cidr": cidr})));
+        assert_eq!(r.status, 201, "{}", r.body);
+    };
+    deny("198.51.100.0/24");
+    let issued = d.admin("POST", "/admin/v1/keys", Some(&json!({"owner": "acme"})));
+    assert_eq!(issued.status, 201, "{}", issued.body);
+    valkey_cmd(port, &["HSET", "out:list:deny", "garbage", "not json"]);
+    valkey_cmd(port, &["HSET", "out:key:deadbeef", "id", "deadbeef"]);
+    // Any list change reads the whole list again.
+    deny("203.0.113.0/24");
+    let refused = |d: &Daemon, ip: &str| {
+        d.decide(ip)["action"]
+            .as_str()
+            .is_some_and(|a| a != "allow")
+    };
+    assert!(!refused(&d, "192.0.2.200"), "not on the list");
+    assert!(refused(&d, "203.0.113.5"), "{}", d.decide("203.0.113.5"));
+    assert!(refused(&d, "198.51.100.5"));
+
+    let r = d.admin("GET", "/admin/v1/lists/deny", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["items"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["unreadable"][0]["field"], "garbage", "{v}");
+    assert_eq!(v["unreadable"][0]["key"], "out:list:deny", "{v}");
+    let r = d.admin("GET", "/admin/v1/lockouts", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = d.admin("GET", "/admin/v1/keys", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["items"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["unreadable"][0]["id"], "deadbeef", "{v}");
+    assert!(metric(
+        &d,
+        "limiter_store_records_unreadable_total{kind=\"list_deny\"} 1"
+    )
+    .is_some());
+
+    // After a restart, the list still applies.
+    d.restart();
+    eventually("the store to be used", || {
+        (degraded(&d) == Some(false)).then_some(())
+    });
+    assert!(refused(&d, "203.0.113.5"));
+    assert!(refused(&d, "198.51.100.5"));
+
+    // Deleted by the raw field and id; the readable records stay.
+    let r = d.admin("DELETE", "/admin/v1/lists/deny/garbage", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["removed"], true);
+    let r = d.admin("DELETE", "/admin/v1/lists/deny/garbage", None);
+    assert_eq!(r.status, 400, "gone, and not a CIDR: {}", r.body);
+    let r = d.admin("DELETE", "/admin/v1/keys/deadbeef", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["removed"], true);
+    let v = d.admin("GET", "/admin/v1/lists/deny", None).json();
+    assert_eq!(v["unreadable"], json!([]), "{v}");
+    assert_eq!(v["items"].as_array().unwrap().len(), 2, "{v}");
+    let v = d.admin("GET", "/admin/v1/keys", None).json();
+    assert_eq!(v["unreadable"], json!([]), "{v}");
+    assert_eq!(v["items"].as_array().unwrap().len(), 1, "{v}");
+}
+
+#[test]
+fn an_unreadable_lockout_record_leaves_fleet_lockouts_enforced_and_readyz_says_when_not_following()
+{
+    let port = free_port();
+    let Some(_valkey) = start_on(port) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = daemon(dir.path(), port);
+    eventually("the store to be used", || {
+        (degraded(&d) == Some(false)).then_some(())
+    });
+    let r = d.admin(
+        "POST",
+        "/admin/v1/lockouts",
+        Some(&json!({"ip": "192.0.2.77", "for": "10m"})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    eventually("the lockout in Valkey", || {
+        (lockout_keys(port) > 0).then_some(())
+    });
+    let junk = format!("out:lockout:{{ip:{}}}", "f".repeat(64));
+    valkey_cmd(port, &["SET", &junk, "not json"]);
+    valkey_cmd(port, &["DEL", "out:lockouts"]);
+    d.restart();
+    eventually("the store to be used", || {
+        (degraded(&d) == Some(false)).then_some(())
+    });
+    eventually("the lockout reloaded from Valkey", || {
+        (d.decide("192.0.2.77")["reason"] == "locked").then_some(())
+    });
+    let v = d.admin("GET", "/admin/v1/lockouts", None).json();
+    assert_eq!(v["items"][0]["ip"], "192.0.2.77", "{v}");
+    let ready = try_http(d.metrics.unwrap(), "GET", "/readyz", &[], None).unwrap();
+    assert_eq!(ready.status, 200, "{}", ready.body);
+    assert!(metric(
+        &d,
+        "limiter_store_records_unreadable_total{kind=\"lockout\"} 1"
+    )
+    .is_some());
+    assert_eq!(
+        d.logs().matches("store_record_unreadable").count(),
+        1,
+        "logged once"
+    );
+
+    // A stream the follower cannot read: not ready, and the page's stats say why.
+    valkey_cmd(port, &["DEL", "out:lockouts"]);
+    valkey_cmd(port, &["SET", "out:lockouts", "not a stream"]);
+    let ready = eventually("/readyz to say not following", || {
+        let r = try_http(d.metrics.unwrap(), "GET", "/readyz", &[], None)?;
+        (r.status == 503).then_some(r)
+    });
+    assert!(
+        ready.body.contains("lockout stream not followed"),
+        "{}",
+        ready.body
+    );
+    let stats = d.admin("GET", "/admin/v1/stats", None).json();
+    assert!(
+        stats["store"]["followerError"]
+            .as_str()
+            .is_some_and(|e| e.contains("WRONGTYPE")),
+        "{stats}"
+    );
+    assert!(metric(&d, "limiter_store_stream_following 0").is_some());
+    valkey_cmd(port, &["DEL", "out:lockouts"]);
+    eventually("ready again", || {
+        let r = try_http(d.metrics.unwrap(), "GET", "/readyz", &[], None)?;
+        (r.status == 200).then_some(())
+    });
 }

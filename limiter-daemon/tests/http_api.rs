@@ -105,6 +105,75 @@ async fn decide_passes_the_described_request_to_the_engine() {
     assert!(seen.headers.get("x-forwarded-for").is_none());
 }
 
+/// Issue 21, P8: a web page in a browser on the host could POST a `text/plain` or form body to
+/// the tokenless loopback API and strike any address. Only `application/json` is read (415
+/// otherwise, naming `content-type`), and a browser's request from another origin is refused
+/// (403, naming `origin` or `sec-fetch-site`); the decider never hears of either.
+#[tokio::test]
+async fn decide_refuses_what_a_page_on_another_origin_can_send() {
+    let decider = scripted(|_r: &RequestView<'_>| allow(Tier::Anon, "x"));
+    let d = start(settings(None, ""), decider.clone()).await;
+    let url = d.api_url("/v1/decide");
+    let host = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let json_body = r#"{"ip":"203.0.113.66","path":"/"}"#;
+    let ask = |headers: &[(&str, &str)]| {
+        let mut r = Request::post(&url);
+        for (k, v) in headers {
+            r = r.header(*k, *v);
+        }
+        send(r.body(body(json_body)).unwrap())
+    };
+    for ct in [
+        None,
+        Some("text/plain"),
+        Some("text/plain;charset=UTF-8"),
+        Some("application/x-www-form-urlencoded"),
+        Some("multipart/form-data; boundary=x"),
+    ] {
+        let headers: Vec<(&str, &str)> = ct.map(|c| ("content-type", c)).into_iter().collect();
+        let (parts, bytes) = ask(&headers).await;
+        assert_eq!(parts.status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{ct:?}");
+        assert_eq!(header(&parts, "content-type"), "application/problem+json");
+        let v = json(&bytes);
+        assert_eq!(v["field"], "content-type", "{ct:?}: {v}");
+        assert_eq!(v["status"], 415);
+    }
+    let json_ct = ("content-type", "application/json");
+    for (extra, field) in [
+        (("sec-fetch-site", "cross-site"), "sec-fetch-site"),
+        (("sec-fetch-site", "same-site"), "sec-fetch-site"),
+        (("origin", "http://evil.example"), "origin"),
+        (("origin", "null"), "origin"),
+    ] {
+        let (parts, bytes) = ask(&[json_ct, extra]).await;
+        assert_eq!(parts.status, StatusCode::FORBIDDEN, "{extra:?}");
+        let v = json(&bytes);
+        assert_eq!(v["field"], field, "{extra:?}: {v}");
+    }
+    assert!(
+        decider.seen.lock().is_empty(),
+        "a refused request was decided"
+    );
+    // Programs (no browser fields) and the API's own origin are answered.
+    let own = format!("http://{host}");
+    for extra in [
+        vec![],
+        vec![("origin", own.as_str())],
+        vec![("sec-fetch-site", "same-origin")],
+    ] {
+        let mut h = vec![("content-type", "application/json; charset=utf-8")];
+        h.extend(extra.iter().copied());
+        let (parts, _) = ask(&h).await;
+        assert_eq!(parts.status, StatusCode::OK, "{extra:?}");
+    }
+    assert_eq!(decider.seen.lock().len(), 3);
+}
+
 #[tokio::test]
 async fn decide_malformed_input_is_400_naming_the_field() {
     let d = start(settings(None, ""), by_header()).await;
@@ -304,7 +373,7 @@ async fn auth_missing_original_uri_is_400() {
         .contains("X-Original-URI"));
 }
 
-async fn auth_peer_seen(peer: SocketAddr, real_ip: &str) -> IpAddr {
+async fn auth_peer_seen(peer: SocketAddr, real_ip: &str) -> (IpAddr, bool) {
     let decider = scripted(|_r: &RequestView<'_>| allow(Tier::Anon, "x"));
     let state = ApiState {
         decider: decider.clone(),
@@ -338,7 +407,7 @@ async fn auth_peer_seen(peer: SocketAddr, real_ip: &str) -> IpAddr {
     assert!(
         seen.headers.get("x-forwarded-for").is_none() && seen.headers.get("x-real-ip").is_none()
     );
-    seen.peer
+    (seen.peer, seen.unattributed)
 }
 
 #[tokio::test]
@@ -347,19 +416,26 @@ async fn auth_believes_x_real_ip_from_trusted_peers_only() {
     let untrusted = SocketAddr::from(([192, 0, 2, 10], 5555));
     assert_eq!(
         auth_peer_seen(trusted, "198.51.100.20").await,
-        "198.51.100.20".parse::<IpAddr>().unwrap()
+        ("198.51.100.20".parse::<IpAddr>().unwrap(), false)
     );
     assert_eq!(
         auth_peer_seen(untrusted, "198.51.100.20").await,
-        untrusted.ip()
+        (untrusted.ip(), false)
     );
-    // Garbage from a trusted peer: the peer is metered (and a warning logged), never a panic.
-    assert_eq!(auth_peer_seen(trusted, "not-an-ip").await, trusted.ip());
+    // Garbage from a trusted peer names no client: an unattributed caller of that peer (the
+    // engine never strikes it), never the peer itself and never a panic.
+    for junk in ["not-an-ip", "unknown", ""] {
+        assert_eq!(
+            auth_peer_seen(trusted, junk).await,
+            (trusted.ip(), true),
+            "{junk:?}"
+        );
+    }
     // IPv4-mapped IPv6 peers match IPv4 ranges.
     let mapped = SocketAddr::new("::ffff:10.9.9.9".parse().unwrap(), 1);
     assert_eq!(
         auth_peer_seen(mapped, "2001:db8::5").await,
-        "2001:db8::5".parse::<IpAddr>().unwrap()
+        ("2001:db8::5".parse::<IpAddr>().unwrap(), false)
     );
 }
 

@@ -2,7 +2,8 @@
 //! the same requests under the same config they must reach the same decisions. This property
 //! test generates configs (trusted proxies or none, `X-Forwarded-For` or `Forwarded`, burst
 //! and quota sizes, a delay route, a JWT secret, an issued API key) and sequences of bodyless
-//! requests (forwarding headers single, chained, repeated and malformed; session cookies; JWTs
+//! requests (forwarding headers single, chained, repeated and malformed, including fields that
+//! name no usable client (`unknown`, `_hidden`, empty); session cookies; JWTs
 //! good and bad; keys verified, invented and malformed; field names in any case), sends each
 //! sequence over raw sockets to a proxy with the own loop and to one with `own_loop = false`
 //! (a `POST` with a body on the first is decided before the hand-over to hyper, a third way),
@@ -188,6 +189,11 @@ fn field() -> impl Strategy<Value = (String, String)> {
         Just("[2001:db8:1::9]:443"),
         Just("not-an-address"),
         Just(""),
+        // Fields naming no usable client: unattributed callers of the proxy, never struck.
+        Just("unknown"),
+        Just("_hidden"),
+        Just("not-an-address, 198.51.100.20"),
+        Just("198.51.100.20, "),
     ];
     let fwd = prop_oneof![
         Just("for=203.0.113.66"),
@@ -195,6 +201,10 @@ fn field() -> impl Strategy<Value = (String, String)> {
         Just("for=198.51.100.20;by=10.0.0.2"),
         Just("for=_hidden"),
         Just("for=unknown, for=10.0.0.3"),
+        Just("for=unknown"),
+        Just("for=\"_gazonk\""),
+        Just("for="),
+        Just("proto=https"),
     ];
     let cookie = prop_oneof![
         Just("session=abc"),
@@ -388,6 +398,22 @@ async fn run_case(setup: Setup, reqs: Vec<Req>, up: std::net::SocketAddr) {
             seen_fields(&hyper),
             "request {i} {req:?} under {setup:?}: status or rate-limit fields differ"
         );
+    }
+    // Whatever the fields said, neither side locked the client the tests connect from when it
+    // is a trusted proxy: junk fields make unattributed callers, which are never struck.
+    if !setup.trusted.is_empty() {
+        for s in &sides {
+            let locked = s
+                .recorder
+                .engine
+                .lockouts()
+                .get("127.0.0.1".parse().unwrap());
+            assert_eq!(
+                locked.unwrap(),
+                None,
+                "the trusted proxy was locked out under {setup:?} by {reqs:?}"
+            );
+        }
     }
     for s in sides {
         s.d.stop().await;

@@ -428,6 +428,7 @@ async fn decision_api_and_auth_render_engine_decisions() {
     for _ in 0..3 {
         let (parts, body) = send(
             http::Request::post(&decide)
+                .header("content-type", "application/json")
                 .body(http_support::body(ask("192.0.2.50")))
                 .unwrap(),
         )
@@ -439,6 +440,7 @@ async fn decision_api_and_auth_render_engine_decisions() {
     }
     let (_, body) = send(
         http::Request::post(&decide)
+            .header("content-type", "application/json")
             .body(http_support::body(ask("192.0.2.50")))
             .unwrap(),
     )
@@ -453,6 +455,7 @@ async fn decision_api_and_auth_render_engine_decisions() {
     // The described IP is the identity: another IP with the same cookie is counted apart.
     let (_, body) = send(
         http::Request::post(&decide)
+            .header("content-type", "application/json")
             .body(http_support::body(ask("192.0.2.51")))
             .unwrap(),
     )
@@ -540,6 +543,7 @@ async fn delay_mode_soft_hard_and_reminder() {
     // The decision API reports the delay instead of holding it.
     let (_, body) = send(
         http::Request::post(w.d.api_url("/v1/decide"))
+            .header("content-type", "application/json")
             .body(http_support::body(r#"{"ip":"127.0.0.1","path":"/scan/x"}"#))
             .unwrap(),
     )
@@ -581,5 +585,135 @@ async fn delay_mode_held_bound_gives_503_while_others_are_served() {
     assert_eq!(parts.status, StatusCode::OK);
     for h in held {
         h.abort();
+    }
+}
+
+const BEHIND_A_PROXY: &str = r#"
+[tiers.anon]
+burst = 2
+hourly = 1000
+[lockout]
+base = "60s"
+[identity]
+trusted_proxies = ["127.0.0.1"]
+"#;
+
+/// The probe's P1 on every surface: a trusted proxy's field that names no usable client makes
+/// an unattributed caller of that proxy, refused past its burst but never struck, so the proxy
+/// (127.0.0.1 here) is never locked; named clients are struck as before; a trusted proxy and
+/// an allow-listed address are never locked by strikes (the latter through its IPv6 group),
+/// and an operator may not lock a trusted proxy. The proxy's two paths (own loop, hyper),
+/// `/v1/auth` (junk `X-Real-IP` from the trusted peer) and `/v1/decide` (the proxy named).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_field_naming_no_client_never_locks_the_trusted_proxy() {
+    use limiter_daemon::engine::error::EngineError;
+    use limiter_daemon::engine::lockouts::LockTarget;
+    use limiter_daemon::model::{ListEntry, ListKind};
+    for http_extra in ["", "own_loop = false\n"] {
+        let w = world(BEHIND_A_PROXY, http_extra).await;
+        let locked = || -> Vec<String> {
+            w.engine
+                .lockouts()
+                .list()
+                .unwrap()
+                .iter()
+                .map(|l| l.ip.to_string())
+                .collect()
+        };
+        let proxy = w.d.proxy_url("/page");
+        let mut statuses = Vec::new();
+        for junk in ["not-an-ip", "unknown", "", "_hidden"] {
+            let (parts, body) = get(&proxy, &[("x-forwarded-for", junk)]).await;
+            if parts.status == StatusCode::TOO_MANY_REQUESTS {
+                let v = json(&body);
+                assert_eq!(v["reason"], "burst", "{http_extra:?}");
+                let detail = v["detail"].as_str().unwrap();
+                assert!(detail.contains("could not name"), "{detail}");
+            }
+            statuses.push(parts.status.as_u16());
+        }
+        assert_eq!(statuses, [200, 200, 429, 429], "{http_extra:?}");
+        assert_eq!(
+            locked(),
+            Vec::<String>::new(),
+            "{http_extra:?}: nothing locked"
+        );
+        for named in [&[("x-forwarded-for", "198.51.100.20")][..], &[]] {
+            let (parts, _) = get(&proxy, named).await;
+            assert_eq!(parts.status, StatusCode::OK, "{http_extra:?} {named:?}");
+        }
+
+        // /v1/auth: the trusted peer's junk X-Real-IP, the same kind of caller.
+        // The burst window frees its slots 60-65 s after use.
+        w.clock.advance_ms(66_000);
+        let auth = w.d.api_url("/v1/auth");
+        let mut statuses = Vec::new();
+        for junk in ["not-an-ip", "unknown", "", "not-an-ip"] {
+            let (parts, _) = get(&auth, &[("x-original-uri", "/x"), ("x-real-ip", junk)]).await;
+            statuses.push(parts.status.as_u16());
+        }
+        assert_eq!(statuses, [204, 204, 429, 429], "{http_extra:?}");
+        assert_eq!(locked(), Vec::<String>::new(), "{http_extra:?}");
+        let (parts, _) = get(
+            &auth,
+            &[("x-original-uri", "/x"), ("x-real-ip", "203.0.113.80")],
+        )
+        .await;
+        assert_eq!(parts.status, StatusCode::NO_CONTENT, "{http_extra:?}");
+
+        // /v1/decide naming the proxy: refused past the burst, never locked. A client in the
+        // IPv6 group of an allow-listed address likewise; a plain client is locked.
+        w.engine
+            .lists()
+            .add(
+                ListKind::Allow,
+                ListEntry {
+                    net: "2001:db8:7::1/128".parse().unwrap(),
+                    until_ms: None,
+                    comment: "monitoring".into(),
+                },
+            )
+            .unwrap();
+        let decide = w.d.api_url("/v1/decide");
+        let ask = |ip: &str| {
+            let body = format!(r#"{{"ip":"{ip}","method":"GET","path":"/","headers":{{}}}}"#);
+            http::Request::post(&decide)
+                .header("content-type", "application/json")
+                .body(http_support::body(body))
+                .unwrap()
+        };
+        for ip in ["127.0.0.1", "2001:db8:7::2", "192.0.2.50"] {
+            let mut actions = Vec::new();
+            for _ in 0..4 {
+                let (parts, body) = send(ask(ip)).await;
+                assert_eq!(parts.status, StatusCode::OK);
+                let v = json(&body);
+                actions.push(format!("{}/{}", v["action"], v["reason"]));
+            }
+            assert_eq!(
+                &actions[..3],
+                ["\"allow\"/null", "\"allow\"/null", "\"reject\"/\"burst\""],
+                "{http_extra:?} {ip}"
+            );
+        }
+        assert_eq!(locked(), ["192.0.2.50"], "{http_extra:?}");
+
+        // An operator may not lock a trusted proxy, alone or inside a range.
+        for target in [
+            LockTarget::Addr("127.0.0.1".parse().unwrap()),
+            LockTarget::Net("127.0.0.0/8".parse().unwrap()),
+        ] {
+            let err = w
+                .engine
+                .lockouts()
+                .lock_target(target, Duration::from_secs(600), "test")
+                .unwrap_err();
+            assert!(
+                matches!(err, EngineError::TrustedProxy { .. }),
+                "{target:?}: {err}"
+            );
+        }
+        assert_eq!(locked(), ["192.0.2.50"], "{http_extra:?}");
+        w.d.stop().await;
     }
 }

@@ -1,8 +1,9 @@
 //! Network budgets seen from outside: the daemon binary on a config file, driven over its
 //! decision API and its proxy (a trusted proxy in front, the client in `X-Forwarded-For`), and
 //! with the kernel attached in a network namespace this test creates: a network's burst locks
-//! its prefix out, so two addresses of the prefix are dropped by the kernel and one outside it
-//! still connects.
+//! out the addresses that sent (by default: one of the network that sent nothing still
+//! connects) or, with `lockout = "prefix"`, its prefix (two addresses of the prefix are dropped
+//! by the kernel and one outside it still connects).
 //! The kernel test needs root and the built object: skipped outside CI without them, a failure
 //! under `CI=true`.
 
@@ -101,7 +102,7 @@ fn a_network_burst_locks_its_prefix_out_in_the_kernel() {
         &pair,
         &pins.0,
         port,
-        "[tiers.anon]\nburst = 100\n[networks]\nipv4_prefix = 31\n\
+        "[tiers.anon]\nburst = 100\n[networks]\nipv4_prefix = 31\nlockout = \"prefix\"\n\
          [networks.prefix]\nburst = 6\n",
     );
     eventually("the dataplane to attach", || {
@@ -142,4 +143,87 @@ fn a_network_burst_locks_its_prefix_out_in_the_kernel() {
             .any(|l| l["ip"] == "10.77.0.2/31" && l["source"] == "strikes"),
         "{lockouts}"
     );
+}
+
+/// Issue 21 P6 in the kernel: by default a network's strike drops the addresses that sent in
+/// its burst window, and an address of the same network that sent nothing still connects.
+#[test]
+fn a_network_burst_locks_the_addresses_that_sent_in_the_kernel_not_their_neighbour() {
+    let Some(kernel_support::Dataplane {
+        pair,
+        listener: _listener,
+        port,
+        pins,
+    }) = kernel_support::dataplane("lna", 3, "limiter-netaddr-")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // The pair's clients are 10.77.0.2, .3 and .4: one /29 holds all three.
+    let d = Daemon::start_in_server_ns(
+        dir.path(),
+        &pair,
+        &pins.0,
+        port,
+        "[tiers.anon]\nburst = 100\n[networks]\nipv4_prefix = 29\n\
+         [networks.prefix]\nburst = 6\n",
+    );
+    eventually("the dataplane to attach", || {
+        d.kernel_attached_in(&pair.server).then_some(())
+    });
+    let [a, b, c] = [pair.client_ips[0], pair.client_ips[1], pair.client_ips[2]];
+    let short = Duration::from_millis(300);
+    for ip in [a, b, c] {
+        eventually(&format!("{ip} to connect before any lockout"), || {
+            pair.connect_from(ip, port, short).then_some(())
+        });
+    }
+    for i in 0..6 {
+        let ip = if i % 2 == 0 { a } else { b };
+        let v = pair.server.run(|| d.decide(&ip.to_string()));
+        assert_eq!(v["action"], "allow", "request {i}: {v}");
+    }
+    let v = pair.server.run(|| d.decide(&a.to_string()));
+    assert_eq!(
+        (
+            v["action"].clone(),
+            v["reason"].clone(),
+            v["network"].clone()
+        ),
+        (json!("reject"), json!("network"), json!("10.77.0.0/29")),
+        "{v}"
+    );
+    assert!(!pair.connect_from(a, port, short), "{a} sent: dropped");
+    assert!(!pair.connect_from(b, port, short), "{b} sent: dropped");
+    assert!(
+        pair.connect_from(c, port, short),
+        "{c} sent nothing: it still connects"
+    );
+    let lockouts = pair
+        .server
+        .run(|| d.admin("GET", "/admin/v1/lockouts", None))
+        .json();
+    let items = lockouts["items"].as_array().unwrap();
+    let ips: Vec<&str> = items.iter().map(|l| l["ip"].as_str().unwrap()).collect();
+    assert_eq!(ips, [a.to_string(), b.to_string()], "{lockouts}");
+    for l in items {
+        assert_eq!(l["cause"], "network", "{l}");
+        assert_eq!(l["reason"], "network 10.77.0.0/29 burst", "{l}");
+        assert_eq!(l["source"], "strikes", "{l}");
+    }
+    // limiterctl shows what was locked and why.
+    let (code, out, err) = pair.server.run(|| d.ctl(&["lockouts", "list"]));
+    assert_eq!(code, 0, "{out}{err}");
+    let rows: Vec<&str> = out.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    for row in rows {
+        assert!(
+            row.contains(" network ") && row.contains("network 10.77.0.0/29 burst"),
+            "{out}"
+        );
+    }
+    // The neighbour is refused by the spent budget, and not locked.
+    let v = pair.server.run(|| d.decide(&c.to_string()));
+    assert_eq!(v["reason"], "network", "{v}");
+    assert!(pair.connect_from(c, port, short), "{c} still connects");
 }

@@ -242,3 +242,80 @@ fn slow_idle_and_surplus_connections_are_cut_off_on_the_api_admin_and_metrics_li
         }
     });
 }
+
+/// `limiter-daemon run` with `text` as its config and `env_token` as `LIMITER_ADMIN_TOKEN`,
+/// expected to refuse to start: its stderr.
+fn refused_start(dir: &std::path::Path, text: &str, env_token: Option<&str>) -> String {
+    let config = dir.join("limiter.toml");
+    std::fs::write(&config, text).unwrap();
+    let stderr = dir.join("refused.log");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_limiter-daemon"));
+    cmd.args(["run", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap());
+    match env_token {
+        Some(t) => cmd.env("LIMITER_ADMIN_TOKEN", t),
+        None => cmd.env_remove("LIMITER_ADMIN_TOKEN"),
+    };
+    let mut child = cmd.spawn().unwrap();
+    // A daemon that accepts the token runs on: stop it and fail rather than wait for ever.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if std::time::Instant::now() > deadline {
+            limiter_tests::process::terminate(&mut child, std::time::Duration::from_secs(5));
+            break None;
+        }
+        std::thread::park_timeout(std::time::Duration::from_millis(25));
+    };
+    let err = std::fs::read_to_string(&stderr).unwrap_or_default();
+    assert!(
+        status.is_some_and(|s| !s.success()),
+        "the daemon started: {err}"
+    );
+    err
+}
+
+/// Issue 21, P8: an admin token under 16 characters (from the environment or a file), or a
+/// token file other users may read, stops the daemon at start with the source named; the
+/// daemon used to run with `LIMITER_ADMIN_TOKEN=abc` and a 0644 token file.
+#[test]
+fn a_weak_admin_token_stops_the_daemon_at_start_naming_its_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let admin = free_addr();
+    let base = config_text(
+        dir.path(),
+        &format!("[admin]\nlisten = \"{admin}\"\n[http]\n[metrics]\nlisten = \"\"\n"),
+    );
+    let err = refused_start(dir.path(), &base, Some("hunter2"));
+    assert!(
+        err.contains("LIMITER_ADMIN_TOKEN") && err.contains("at least 16"),
+        "{err}"
+    );
+    let file = dir.path().join("admin-token-file");
+    let with_file = config_text(
+        dir.path(),
+        &format!(
+            "[admin]\nlisten = \"{admin}\"\ntoken_file = {:?}\n[http]\n[metrics]\nlisten = \"\"\n",
+            file.display().to_string()
+        ),
+    );
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::write(&file, "short\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let err = refused_start(dir.path(), &with_file, None);
+    assert!(
+        err.contains(&file.display().to_string()) && err.contains("at least 16"),
+        "{err}"
+    );
+    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let err = refused_start(dir.path(), &with_file, None);
+    assert!(
+        err.contains(&file.display().to_string()) && err.contains("chmod 600"),
+        "{err}"
+    );
+}

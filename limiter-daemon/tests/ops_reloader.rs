@@ -55,6 +55,7 @@ fn the_hook_applies_lists_changes_and_refuses_with_field_and_line() {
             method: "GET",
             path: "/",
             headers: &headers,
+            unattributed: false,
         })
     };
     for _ in 0..3 {

@@ -325,6 +325,148 @@ fn malformed_lines_are_counted_and_named_never_fatal() {
     );
 }
 
+/// One line dated 9999-12-31 amid 3,000 clean lines used to move the clock there: the 1,500
+/// lines after it were decided in its first second (2,900 refusals, 5 lockouts, exit 0).
+#[test]
+fn lines_stamped_far_from_the_others_are_malformed_and_do_not_move_the_clock() {
+    let dir = Dir::new();
+    let cfg = dir.config("limiter.toml", HOURLY_ONLY);
+    // Ten addresses taking turns, one line every 200 ms: each address sends 30 a minute and
+    // 300 in the 10 minutes, far under 120 a minute and 600 an hour.
+    let mut lines: Vec<String> = (0..3000u64)
+        .map(|i| combined(&format!("192.0.2.{}", i % 10), i * 200, "/", ""))
+        .collect();
+    let stamped = |path: &str, time: &str| {
+        combined("192.0.2.1", 0, path, "").replace("[05/Jan/2026:00:00:00 +0000]", time)
+    };
+    // In the future: malformed wherever it stands.
+    lines.insert(1500, stamped("/rogue", "[31/Dec/9999:23:59:59 +0000]"));
+    // A day and a half after the others, and the next line goes back: not a real jump.
+    lines.insert(2000, stamped("/ahead", "[06/Jan/2026:12:00:00 +0000]"));
+    // An hour before the lines around it.
+    lines.insert(2500, stamped("/stale", "[04/Jan/2026:23:05:00 +0000]"));
+    let log = dir.write("access.log", &lines);
+    let report = ok_json(&replay(&[&"--json", &"--config", &cfg, &log]));
+    let input = &report["input"];
+    assert_eq!(input["requests"], 3000, "{input:#}");
+    assert_eq!(input["malformed"], 3, "{input:#}");
+    let why: Vec<(u64, &str)> = input["malformedFirst"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["line"].as_u64().unwrap(), s["why"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        why,
+        [
+            (
+                1501,
+                "stamped more than a day after the time the replay runs"
+            ),
+            (
+                2001,
+                "stamped more than 10 minutes after the lines around it (the clock was not moved)"
+            ),
+            (
+                2501,
+                "stamped more than 10 minutes before the line before it"
+            ),
+        ]
+    );
+    assert_eq!(row(&report, "anon", None), [3000, 0, 0, 0], "{report:#}");
+    assert_eq!(report["totals"]["refused"], 0);
+    assert_eq!(lockouts(&report), []);
+    assert_eq!(input["to"], "2026-01-05T00:09:59Z", "{input:#}");
+}
+
+/// A gap in the log (a quiet night) is not a bad stamp: the line after it confirms the jump.
+#[test]
+fn a_gap_confirmed_by_the_next_line_moves_the_clock() {
+    let dir = Dir::new();
+    let cfg = dir.config("limiter.toml", HOURLY_ONLY);
+    // 600 requests in the first hour spend the hourly budget; after a six-hour gap it is back.
+    let mut lines: Vec<String> = (0..700u64)
+        .map(|i| combined("203.0.113.9", i * 1000, "/", ""))
+        .collect();
+    let late = 6 * 3600 * 1000;
+    lines.extend((0..10u64).map(|i| combined("203.0.113.9", late + i * 1000, "/", "")));
+    let log = dir.write("access.log", &lines);
+    let report = ok_json(&replay(&[&"--json", &"--config", &cfg, &log]));
+    assert_eq!(report["input"]["malformed"], 0, "{report:#}");
+    assert_eq!(row(&report, "anon", None)[0], 610, "{report:#}");
+    assert_eq!(row(&report, "anon", Some("hourly"))[3], 100);
+}
+
+/// A truncated `.gz` used to print no report and exit 1.
+#[test]
+fn a_truncated_gzip_prints_the_report_of_what_was_read_and_exits_3() {
+    let dir = Dir::new();
+    let cfg = dir.config("limiter.toml", HOURLY_ONLY);
+    let lines = crawler_log();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all((lines.join("\n") + "\n").as_bytes()).unwrap();
+    let mut bytes = gz.finish().unwrap();
+    bytes.truncate(bytes.len() / 2);
+    let zipped = dir.path("access.log.2.gz");
+    std::fs::write(&zipped, bytes).unwrap();
+
+    let out = replay(&[&"--json", &"--config", &cfg, &zipped]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("access.log.2.gz") && err.contains("could not be read past line"),
+        "{err}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON report ({e}); stderr: {err}"));
+    let input = &report["input"];
+    let cut = &input["cutShort"];
+    assert!(
+        cut["file"].as_str().unwrap().ends_with("access.log.2.gz"),
+        "{cut}"
+    );
+    let read = cut["afterLine"].as_u64().unwrap();
+    assert!(read > 1000 && read < 12_000, "{input:#}");
+    assert_eq!(input["requests"], read, "{input:#}");
+    assert_eq!(
+        report["totals"]["allowed"].as_u64().unwrap()
+            + report["totals"]["refused"].as_u64().unwrap(),
+        read
+    );
+
+    // The text report says so at the top, and the exit code is the same.
+    let out = replay(&[&"--config", &cfg, &zipped]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        text.contains(&format!(
+            "INCOMPLETE: {} could not be read past line {read}",
+            zipped.display()
+        )),
+        "{text}"
+    );
+}
+
+/// One 2 GB line took 3 GB of memory; a line past 1 MiB is now malformed, read through unheld.
+#[test]
+fn a_line_longer_than_1_mib_is_malformed() {
+    let dir = Dir::new();
+    let cfg = dir.config("limiter.toml", HOURLY_ONLY);
+    let long_path = format!("/{}", "a".repeat(3 << 20));
+    let lines = vec![
+        combined("192.0.2.5", 0, "/", ""),
+        combined("192.0.2.5", 1000, &long_path, ""),
+        combined("192.0.2.5", 2000, "/", ""),
+    ];
+    let log = dir.write("access.log", &lines);
+    let report = ok_json(&replay(&[&"--json", &"--config", &cfg, &log]));
+    let input = &report["input"];
+    assert_eq!(input["requests"], 2, "{}", input["malformedFirst"]);
+    assert_eq!(input["malformed"], 1);
+    assert_eq!(input["malformedFirst"][0]["line"], 2);
+    assert_eq!(input["malformedFirst"][0]["why"], "longer than 1 MiB");
+}
+
 #[test]
 fn credentials_and_forwarded_clients_come_from_an_extended_combined_log() {
     let dir = Dir::new();
@@ -458,4 +600,48 @@ fn two_hundred_addresses_of_one_slash_24_are_refused_network() {
     assert_eq!(lockouts(&report), vec![], "{report:#}");
     assert_eq!(report["topNetworks"][0]["name"], "203.0.113.0/24");
     assert_eq!(report["topNetworks"][0]["refused"], refused);
+}
+
+/// Issue 21 P6: replay shows what a network's strike locked and why. Eleven addresses of one
+/// /24 send 231 requests in 23 s against a network burst of 200: the strike locks those eleven
+/// (cause `network`, the reason naming the /24), and 203.0.113.7, arriving afterwards having
+/// sent nothing, is refused `network`, not `locked`.
+#[test]
+fn a_network_strike_reports_the_addresses_it_locked_and_why() {
+    let dir = Dir::new();
+    let cfg = dir.config(
+        "limiter.toml",
+        "[tiers.anon]\nburst = 100\n[networks.prefix]\nburst = 200\nhourly = 100000\n",
+    );
+    let mut lines: Vec<String> = (0..231u64)
+        .map(|i| combined(&format!("203.0.113.{}", 101 + i % 11), i * 100, "/", ""))
+        .collect();
+    lines.push(combined("203.0.113.7", 30_000, "/", ""));
+    let log = dir.write("access.log", &lines);
+    let report = ok_json(&replay(&[&"--json", &"--config", &cfg, &log]));
+    assert_eq!(lockouts(&report), vec![(1, 11)], "{report:#}");
+    let locked = report["locked"].as_array().unwrap();
+    assert_eq!(locked.len(), 1, "{report:#}");
+    assert_eq!(locked[0]["cause"], "network");
+    assert_eq!(locked[0]["reason"], "network 203.0.113.0/24 burst");
+    assert_eq!(locked[0]["lockouts"], 11);
+    let shown: Vec<&str> = locked[0]["locked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(shown.len(), 5, "the first five named: {shown:?}");
+    assert!(!shown.contains(&"203.0.113.7"), "{shown:?}");
+    // The 201st request struck (`network`); the eleven's remaining 30 were `locked`; the
+    // newcomer was refused by the spent budget.
+    assert_eq!(row(&report, "anon", Some("network"))[3], 2, "{report:#}");
+    assert_eq!(row(&report, "anon", Some("locked"))[3], 30, "{report:#}");
+
+    let text = replay(&[&"--config", &cfg, &log]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("network  network 203.0.113.0/24 burst") && text.contains("11"),
+        "{text}"
+    );
 }

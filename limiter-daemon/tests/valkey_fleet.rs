@@ -284,6 +284,7 @@ fn a_wrong_password_is_a_clear_error_naming_the_setting() {
         o.password = pw.map(|p| ValkeyPassword {
             value: p.into(),
             setting: "store.valkey_password_file",
+            file: None,
         });
         ValkeyStore::open_with(o)
     };
@@ -327,6 +328,7 @@ fn a_wrong_password_is_a_clear_error_naming_the_setting() {
         o.password = Some(ValkeyPassword {
             value: pw.into(),
             setting: "LIMITER_VALKEY_PASSWORD",
+            file: None,
         });
         ValkeyStore::open_with(o)
     };
@@ -752,4 +754,224 @@ fn a_caller_and_its_networks_are_counted_in_one_round_trip() {
         !gave_up,
         "all three scripts were in flight before the first reply: one round trip"
     );
+}
+
+/// Connections the server has accepted since it started.
+fn connections_received(addr: &str) -> u64 {
+    cli_run(addr, &["INFO", "stats"])
+        .lines()
+        .find_map(|l| l.strip_prefix("total_connections_received:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn one_unreadable_record_is_skipped_counted_listed_and_deletable_and_takes_nothing_with_it() {
+    use limiter_daemon::model::{ListEntry, ListKind};
+    use limiter_daemon::store::unreadable::RecordKind;
+    let Some(server) = start() else { return };
+    let s = ValkeyStore::open(&server.addr, "bad:", HashMode::Hmac, None).unwrap();
+    let now = now_ms();
+    let deny = |net: &str| ListEntry {
+        net: net.parse().unwrap(),
+        until_ms: None,
+        comment: "abuse".into(),
+    };
+    s.put_list_entry(ListKind::Deny, deny("198.51.100.0/24"))
+        .unwrap();
+    s.put_key(key_record("aa11bb22")).unwrap();
+    s.put_lockout(lockout("192.0.2.40", now, 600), None)
+        .unwrap();
+    // What an operator's typo or another program leaves: not JSON, out of bounds, half a key.
+    let too_long = serde_json::json!({"net": "203.0.113.0/24", "comment": "x".repeat(300)});
+    cli_run(
+        &server.addr,
+        &["HSET", "bad:list:deny", "garbage", "not json"],
+    );
+    cli_run(
+        &server.addr,
+        &[
+            "HSET",
+            "bad:list:deny",
+            "203.0.113.0/24",
+            &too_long.to_string(),
+        ],
+    );
+    cli_run(
+        &server.addr,
+        &["HSET", "bad:key:deadbeef", "id", "deadbeef"],
+    );
+    let bad_lockout = format!("bad:lockout:{{ip:{}}}", "f".repeat(64));
+    cli_run(&server.addr, &["SET", &bad_lockout, "not json"]);
+    let mut forever = lockout("192.0.2.41", now, 600);
+    forever.until_ms = u64::MAX;
+    let forever_key = s.layout().lockout(&s.hasher().ip_id(forever.ip));
+    cli_run(
+        &server.addr,
+        &[
+            "SET",
+            &forever_key,
+            &serde_json::to_string(&forever).unwrap(),
+        ],
+    );
+
+    // Everything else reads as before.
+    assert_eq!(
+        s.list(ListKind::Deny).unwrap(),
+        vec![deny("198.51.100.0/24")]
+    );
+    assert_eq!(s.keys().unwrap(), vec![key_record("aa11bb22")]);
+    assert_eq!(
+        s.key("deadbeef").unwrap(),
+        None,
+        "an unreadable key never authenticates"
+    );
+    let held: Vec<IpAddr> = s.lockouts(now).unwrap().iter().map(|l| l.ip).collect();
+    assert_eq!(held, vec!["192.0.2.40".parse::<IpAddr>().unwrap()]);
+    assert_eq!(
+        s.lockout(forever.ip).unwrap(),
+        None,
+        "out of bounds reads as none"
+    );
+
+    // Listed by raw field or key, with why, never the value.
+    let bad = s.unreadable(RecordKind::List(ListKind::Deny)).unwrap();
+    let fields: Vec<_> = bad.iter().map(|r| r.field.clone().unwrap()).collect();
+    assert_eq!(fields, vec!["203.0.113.0/24", "garbage"], "{bad:?}");
+    assert!(bad
+        .iter()
+        .all(|r| r.key == "bad:list:deny" && !r.error.contains("not json")));
+    assert!(bad[0].error.contains("200 bytes"), "{bad:?}");
+    let keys = s.unreadable(RecordKind::Key).unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert_eq!(keys[0].id.as_deref(), Some("deadbeef"));
+    let locks = s.unreadable(RecordKind::Lockout).unwrap();
+    let mut names: Vec<_> = locks.iter().map(|r| r.key.clone()).collect();
+    names.sort();
+    let mut want = vec![bad_lockout.clone(), forever_key.clone()];
+    want.sort();
+    assert_eq!(names, want);
+
+    // Counted once each, however often they are read.
+    s.list(ListKind::Deny).unwrap();
+    let counts = s.unreadable_counts();
+    for (kind, n) in [("list_deny", 2), ("key", 1), ("lockout", 2)] {
+        assert!(counts.contains(&(kind, n)), "{kind}: {counts:?}");
+    }
+
+    // Deleted by raw name; a readable record is never deleted this way.
+    assert!(!s
+        .remove_unreadable(RecordKind::List(ListKind::Deny), "198.51.100.0/24")
+        .unwrap());
+    assert!(s
+        .remove_unreadable(RecordKind::List(ListKind::Deny), "garbage")
+        .unwrap());
+    assert!(!s
+        .remove_unreadable(RecordKind::List(ListKind::Deny), "garbage")
+        .unwrap());
+    assert!(!s.remove_unreadable(RecordKind::Key, "aa11bb22").unwrap());
+    assert!(s.remove_unreadable(RecordKind::Key, "deadbeef").unwrap());
+    assert!(s
+        .remove_unreadable(RecordKind::Lockout, &bad_lockout)
+        .unwrap());
+    assert_eq!(s.unreadable(RecordKind::Key).unwrap(), vec![]);
+    assert_eq!(
+        s.unreadable(RecordKind::List(ListKind::Deny))
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        s.list(ListKind::Deny).unwrap(),
+        vec![deny("198.51.100.0/24")]
+    );
+    assert_eq!(s.keys().unwrap(), vec![key_record("aa11bb22")]);
+}
+
+#[test]
+fn the_follower_skips_unreadable_lockouts_and_entries_and_backs_off_while_it_cannot_follow() {
+    let Some(server) = start() else { return };
+    let a = ValkeyStore::open(&server.addr, "sk:", HashMode::Hmac, None).unwrap();
+    let b = ValkeyStore::open(&server.addr, "sk:", HashMode::Hmac, None).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let now = now_ms();
+    rt.block_on(a.put_lockout_async(&lockout("192.0.2.1", now, 600), None, "host-a"))
+        .unwrap();
+    // One lockout record that does not parse, and the stream gone: B must reload.
+    let junk = format!("sk:lockout:{{ip:{}}}", "e".repeat(64));
+    cli_run(&server.addr, &["SET", &junk, "not json"]);
+    cli_run(&server.addr, &["DEL", "sk:lockouts"]);
+    let seen = Arc::new(Seen::default());
+    let cancel = CancellationToken::new();
+    let _follower = b.follow(seen.clone(), cancel.clone());
+    poll("the reload at start, without the unreadable record", || {
+        let r = seen.reloads.lock();
+        (r.len() == 1 && r[0].len() == 1 && r[0][0].0.ip == "192.0.2.1".parse::<IpAddr>().unwrap())
+            .then_some(())
+    });
+    assert!(b.unreadable_counts().contains(&("lockout", 1)));
+
+    // Entries that do not parse or are out of bounds are skipped; the next one applies.
+    let mut forever = lockout("192.0.2.2", now, 60);
+    forever.until_ms = u64::MAX;
+    let mut wordy = lockout("192.0.2.3", now, 60);
+    wordy.reason = Some("x".repeat(100_000));
+    let bodies = [
+        "not json".to_string(),
+        serde_json::to_string(&LockoutEvent::Locked {
+            lockout: forever,
+            strikes: None,
+            host: "host-x".into(),
+        })
+        .unwrap(),
+        serde_json::to_string(&LockoutEvent::Locked {
+            lockout: wordy,
+            strikes: None,
+            host: "host-x".into(),
+        })
+        .unwrap(),
+    ];
+    for body in &bodies {
+        cli_run(&server.addr, &["XADD", "sk:lockouts", "*", "event", body]);
+    }
+    let good = rt
+        .block_on(a.put_lockout_async(&lockout("192.0.2.4", now, 60), None, "host-a"))
+        .unwrap();
+    poll("the entry after the bad ones applies", || {
+        seen.applied
+            .lock()
+            .iter()
+            .any(|e| matches!(e, LockoutEvent::Locked { lockout, .. } if *lockout == good))
+            .then_some(())
+    });
+    assert_eq!(seen.applied.lock().len(), 1, "the bad entries were skipped");
+    assert!(
+        b.unreadable_counts().contains(&("stream", 3)),
+        "{:?}",
+        b.unreadable_counts()
+    );
+    assert_eq!(b.follower_error(), None);
+
+    // A stream it cannot read at all: the follower says so and backs off.
+    cli_run(&server.addr, &["DEL", "sk:lockouts"]);
+    cli_run(&server.addr, &["SET", "sk:lockouts", "not a stream"]);
+    let why = poll("the follower to say it is not following", || {
+        b.follower_error()
+    });
+    assert!(why.contains("WRONGTYPE"), "{why}");
+    let before = connections_received(&server.addr);
+    let window = Instant::now();
+    while window.elapsed() < Duration::from_secs(2) {
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+    let reconnects = connections_received(&server.addr) - before;
+    println!("follower reconnects in 2 s while failing: {reconnects}");
+    assert!(
+        reconnects <= 6,
+        "{reconnects} reconnects in 2 s: no backoff"
+    );
+    cli_run(&server.addr, &["DEL", "sk:lockouts"]);
+    poll("following again", || {
+        b.follower_error().is_none().then_some(())
+    });
 }

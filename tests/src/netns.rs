@@ -216,6 +216,69 @@ impl VethPair {
         })
     }
 
+    /// One HTTP/1.1 `GET path` from `from` to the server's `port` with `headers` (connection
+    /// closed after it): the answer's status, or `None` when no connection was made within
+    /// `timeout` (dropped by the kernel) or no status line came back.
+    pub fn http_get_from(
+        &self,
+        from: Ipv4Addr,
+        port: u16,
+        path: &str,
+        headers: &[(&str, &str)],
+        timeout: Duration,
+    ) -> Option<u16> {
+        use std::io::{Read, Write};
+        let to = SocketAddr::V4(SocketAddrV4::new(self.server_ip, port));
+        let mut req = format!("GET {path} HTTP/1.1\r\nhost: limiter-test\r\nconnection: close\r\n");
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        self.client.run(move || {
+            let sock = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).unwrap();
+            sock.bind(&SocketAddr::V4(SocketAddrV4::new(from, 0)).into())
+                .unwrap();
+            sock.connect_timeout(&to.into(), timeout).ok()?;
+            let mut stream = std::net::TcpStream::from(sock);
+            stream
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .ok()?;
+            stream.write_all(req.as_bytes()).ok()?;
+            let mut answer = Vec::new();
+            let _ = stream.read_to_end(&mut answer);
+            let text = String::from_utf8_lossy(&answer);
+            text.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()
+        })
+    }
+
+    /// A plain HTTP/1.1 server on the server side answering every request `200` with an empty
+    /// body (an upstream for a proxy under test); runs until the process ends.
+    pub fn serve_ok(&self) -> SocketAddr {
+        use std::io::{Read, Write};
+        let listener = self.listen();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut s) = stream else { continue };
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    let mut seen = Vec::new();
+                    while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => seen.extend_from_slice(&buf[..n]),
+                        }
+                        seen.drain(..seen.len().saturating_sub(4096));
+                    }
+                    let _ = s.write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                    );
+                });
+            }
+        });
+        addr
+    }
+
     /// Names of the BPF programs attached to the server interface: XDP (from netlink) and TCX
     /// ingress (queried with aya inside the namespace).
     pub fn attached_programs(&self) -> Vec<String> {

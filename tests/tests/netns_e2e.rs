@@ -469,6 +469,15 @@ fn bad_duration_is_a_usage_error() {
         &["kernel", "deny", "192.0.2.0/24", "--for", "10"],
         "\"10\" is not a duration",
     );
+    // Through humantime `10M` was ten months: units are s, m, h, d, w, case-sensitive.
+    assert_usage_error(
+        &["kernel", "lock", "192.0.2.1", "--for", "10M"],
+        "\"M\" is not a unit",
+    );
+    assert_usage_error(
+        &["kernel", "deny", "192.0.2.0/24", "--for", "1y"],
+        "\"y\" is not a unit",
+    );
     assert_usage_error(
         &["kernel", "lock", "192.0.2.1", "--for", "1m", "--level", "0"],
         "--level",
@@ -551,4 +560,104 @@ fn operating_on_missing_pins_fails_cleanly() {
         err.contains("no limiter maps pinned under /sys/fs/bpf/limiter-e2e-none"),
         "{err}"
     );
+}
+
+/// The probe's P1: behind a trusted proxy, a client whose `X-Forwarded-For` names no usable
+/// address (junk, `unknown`, empty) used to be metered as the proxy itself, so its burst locked
+/// the proxy out in the kernel and every client behind it was dropped. Now such requests are one
+/// unattributed caller of the proxy: refused past the burst (429), never struck, never locked;
+/// the proxy keeps connecting and a real client behind it is served. A named client that bursts
+/// is still locked (in the kernel's lockout map).
+#[test]
+fn a_junk_forwarding_field_never_locks_the_trusted_proxy_in_the_kernel() {
+    if !require_dataplane() {
+        return;
+    }
+    let _ = daemon_binary();
+    let tmp = tempfile::tempdir().unwrap();
+    let pair = VethPair::new("limxff", 1);
+    let pins = Pins::new();
+    let proxy_ip = pair.client_ips[0];
+    let upstream = pair.serve_ok();
+    // A port for the daemon's proxy listener, free in the server namespace (nothing else runs
+    // there).
+    let port = {
+        let probe = pair.listen();
+        probe.local_addr().unwrap().port()
+    };
+    let config = tmp.path().join("limiter.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[kernel]\nmode = \"required\"\nattach = \"tc\"\ninterfaces = [\"{iface}\"]\n\
+             pin_path = \"{pins}\"\nprotected_ports = [{port}]\n\n\
+             [kernel.ceiling.anon]\nburst = 1000\nper_second = 1000\n\n\
+             [tiers.anon]\nburst = 4\n\n[identity]\ntrusted_proxies = [\"{proxy_ip}\"]\n\n\
+             [http]\nproxy_listen = [\"{server}:{port}\"]\napi_listen = []\n\
+             upstream = \"http://{upstream}\"\n\n\
+             [store]\nstate_dir = \"{state}\"\n\n[metrics]\nlisten = \"\"\n\n[admin]\nlisten = \"\"\n",
+            iface = pair.server_if,
+            pins = pins.arg(),
+            server = pair.server_ip,
+            state = tmp.path().join("state").display(),
+        ),
+    )
+    .unwrap();
+    let mut daemon = Daemon::start(&pair, &config, tmp.path().join("daemon.log"));
+    daemon.wait_for_log("reverse proxy listening");
+    let get =
+        |headers: &[(&str, &str)]| pair.http_get_from(proxy_ip, port, "/page", headers, ALLOWED);
+    let lockouts = || {
+        let st = status_json(&pins);
+        st["maps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "LIM_LOCKOUT")
+            .expect("LIM_LOCKOUT fill")["entries"]
+            .as_u64()
+            .unwrap()
+    };
+
+    let mut statuses = Vec::new();
+    for junk in [
+        "not-an-ip",
+        "unknown",
+        "",
+        "_hidden",
+        "not-an-ip",
+        "unknown",
+        "not-an-ip",
+    ] {
+        statuses.push(get(&[("x-forwarded-for", junk)]));
+    }
+    assert_eq!(
+        statuses,
+        [200, 200, 200, 200, 429, 429, 429].map(Some),
+        "the unattributed caller is refused past its burst and never dropped"
+    );
+    assert_eq!(lockouts(), 0, "nothing was locked in the kernel");
+    assert_eq!(
+        get(&[("x-forwarded-for", "198.51.100.11")]),
+        Some(200),
+        "a real client behind the proxy is served"
+    );
+    assert_eq!(get(&[]), Some(200), "the proxy's own requests are served");
+
+    // A named client that bursts is locked as before: strikes still work behind the proxy.
+    let noisy: Vec<Option<u16>> = (0..6)
+        .map(|_| get(&[("x-forwarded-for", "198.51.100.12")]))
+        .collect();
+    assert_eq!(noisy[4], Some(429), "{noisy:?}");
+    poll(
+        Duration::from_secs(10),
+        "the noisy client's kernel lockout",
+        || (lockouts() == 1).then_some(()),
+    );
+    assert_eq!(
+        get(&[("x-forwarded-for", "198.51.100.13")]),
+        Some(200),
+        "the proxy itself was not locked"
+    );
+    daemon.terminate();
 }

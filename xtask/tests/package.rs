@@ -232,6 +232,7 @@ fn the_unpacked_daemon_attaches_and_answers_with_only_the_units_capabilities() {
     let decide = poll(Duration::from_secs(10), "the decision API", || {
         let out = isolated::join(child.id(), Path::new("/"), "curl")
             .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])
+            .args(["-H", "content-type: application/json"])
             .args(["http://127.0.0.1:8081/v1/decide", "-d"])
             .arg(r#"{"ip":"203.0.113.9","method":"GET","path":"/","headers":{}}"#)
             .output()

@@ -1,14 +1,16 @@
 //! JSON request bodies: the content type must be JSON (415), the body at most [`MAX_BODY`]
 //! bytes (413), the text JSON (400), and each field the right shape; a field error names the
-//! field by its path (`serde_path_to_error`), unknown fields are refused.
+//! field by its path (`serde_path_to_error`; a missing or unknown field by its own name), unknown
+//! fields are refused.
 
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, Request};
-use http::header::CONTENT_TYPE;
 use http::StatusCode;
 use serde::de::DeserializeOwned;
 
 use super::problem::AdminError;
+use crate::config::field_path::field_of;
+use crate::http::api::browser::json_content_type;
 
 /// Largest request body accepted (the biggest legitimate one, an explain with its headers,
 /// stays far below).
@@ -16,16 +18,6 @@ pub const MAX_BODY: usize = 64 * 1024;
 
 /// A deserialized JSON body.
 pub struct JsonBody<T>(pub T);
-
-fn is_json(ct: &str) -> bool {
-    let essence = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    essence == "application/json" || essence.ends_with("+json")
-}
 
 /// Parses `bytes` as `T`, naming the field at fault.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AdminError> {
@@ -37,12 +29,8 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AdminError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
-        // An unknown field is reported at the object's level; name the field itself.
-        let field = match inner.strip_prefix("unknown field `") {
-            Some(rest) => rest.split('`').next().unwrap_or("body").to_string(),
-            None if path == "." => "body".to_string(),
-            None => path,
-        };
+        // An unknown or a missing field is reported at the object's level; name the field.
+        let field = field_of(&path, &inner).unwrap_or_else(|| "body".to_string());
         AdminError::bad(&field, inner)
     })
 }
@@ -63,12 +51,9 @@ impl<S: Send + Sync> FromRequest<S> for RawJson {
     type Rejection = AdminError;
 
     async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
-        let ct = req
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
-        if !is_json(ct) {
+        // The decision API's rule: a browser sends JSON across origins only after a preflight.
+        let (json, ct) = json_content_type(req.headers());
+        if !json {
             return Err(AdminError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 Some("Content-Type"),

@@ -7,6 +7,8 @@
 //! - [`auth`]: the bearer check, constant time, on every route and the fallback.
 //! - [`problem`]: the one error type, rendered as problem+json with a `field` member.
 //! - [`body`]: JSON request bodies (content type, size, syntax, fields) checked before a handler.
+//! - [`path`]: path parameters, a bad one a problem naming it (not axum's text/plain 400).
+//! - [`guard`]: the marker on every response, and no request from a browser on another origin.
 //! - [`routes`]: the route table (exported, so tests can prove every route needs the token).
 //! - [`handlers`]: one file per resource.
 //! - [`page`]: the operator page at `/admin/`, one HTML file built into the binary.
@@ -14,8 +16,10 @@
 
 pub mod auth;
 pub mod body;
+pub mod guard;
 pub mod handlers;
 pub mod page;
+pub mod path;
 pub mod problem;
 pub mod routes;
 pub mod server;

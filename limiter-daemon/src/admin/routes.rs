@@ -9,6 +9,7 @@ use axum::routing::{delete, get, post, MethodRouter};
 use axum::Router;
 
 use super::auth::require_token;
+use super::guard;
 use super::handlers::{clients, config, explain, kernel, keys, lists, lockouts, reload, stats};
 use super::page;
 use super::problem::AdminError;
@@ -123,25 +124,39 @@ async fn not_found() -> AdminError {
     AdminError::not_found("path", "no such admin endpoint (see docs/admin-api.md)")
 }
 
+/// A known path with a method it does not serve: a problem too, not axum's empty 405.
+async fn method_not_allowed() -> AdminError {
+    AdminError::new(
+        http::StatusCode::METHOD_NOT_ALLOWED,
+        Some("method"),
+        "this admin endpoint does not serve that method (see docs/admin-api.md)",
+    )
+}
+
 /// The routes served without the token: the operator page, which holds no data.
 pub const PUBLIC: [RouteSpec; 2] = [
     spec("GET", "/admin/", "/admin/"),
     spec("GET", "/admin", "/admin"),
 ];
 
-/// The admin router: every route of [`table`] and the fallback behind the token check, and
-/// the [`PUBLIC`] page routes beside it.
+/// The admin router: every route of [`table`] and the fallback behind the token check (and in
+/// front of it the refusal of other origins), the [`PUBLIC`] page routes beside it, and the
+/// marker on every response ([`guard`]).
 pub fn router(state: AdminState) -> Router {
     let mut r: Router<AdminState> = Router::new();
     for (s, handler) in table() {
         r = r.route(s.path, handler);
     }
+    // The origin check runs first: a page elsewhere learns nothing, not even about the token.
     let protected = r
+        .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
-        .layer(middleware::from_fn_with_state(state.clone(), require_token));
+        .layer(middleware::from_fn_with_state(state.clone(), require_token))
+        .layer(middleware::from_fn(guard::same_origin_only));
     Router::new()
         .route(PUBLIC[0].path, get(page::page))
         .route(PUBLIC[1].path, get(page::to_page))
         .merge(protected)
+        .layer(middleware::map_response(guard::mark))
         .with_state(state)
 }

@@ -1,13 +1,19 @@
 //! Where the admin token comes from, in this order: `[admin] token_file`, the environment
 //! variable `LIMITER_ADMIN_TOKEN`, else `<state_dir>/admin-token`, generated (mode 0600) at first
 //! start and read back at every later one. The path is logged; the token never is.
+//!
+//! A token is refused at start when it is shorter than [`MIN_TOKEN_LEN`] characters (from a
+//! file or the environment: a guessable token is no lock), and a token file is refused when
+//! its group or others may read it (as ssh refuses a private key in that state): the daemon
+//! does not start on a secret that other users of the host can copy.
 
 use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt as _;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 use crate::config::admin::{GENERATED_TOKEN_FILE, TOKEN_ENV};
 use crate::config::Config;
+use crate::store::state_file::{create_private, private_dir};
 
 /// Where the token in force came from (for the start-up log line).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,10 +33,27 @@ pub enum TokenError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the admin token in {path} is empty; write a token of at least 16 characters")]
+    #[error(
+        "the admin token in {path} is empty; write a token of at least {MIN_TOKEN_LEN} characters"
+    )]
     Empty { path: PathBuf },
     #[error("{TOKEN_ENV} is set but empty; unset it or give it a token")]
     EmptyEnv,
+    #[error(
+        "the admin token in {path} has {len} characters; write one of at least {MIN_TOKEN_LEN} \
+         (e.g. `openssl rand -hex 32`)"
+    )]
+    Short { path: PathBuf, len: usize },
+    #[error(
+        "the admin token in {TOKEN_ENV} has {len} characters; give it at least {MIN_TOKEN_LEN} \
+         (e.g. `openssl rand -hex 32`)"
+    )]
+    ShortEnv { len: usize },
+    #[error(
+        "the admin token file {path} may be read by other users (mode {mode:04o}); \
+         run `chmod 600 {path}` (or 400), owned by the daemon's user"
+    )]
+    Readable { path: PathBuf, mode: u32 },
     #[error("cannot write a generated admin token to {path} (is the state directory writable?)")]
     Write {
         path: PathBuf,
@@ -39,15 +62,35 @@ pub enum TokenError {
     },
 }
 
+/// The shortest token accepted, in characters (a generated one has 64).
+pub const MIN_TOKEN_LEN: usize = 16;
+
 fn read(path: &Path) -> Result<String, TokenError> {
-    let text = std::fs::read_to_string(path).map_err(|source| TokenError::Read {
+    let failed = |source| TokenError::Read {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    let file = std::fs::File::open(path).map_err(failed)?;
+    // The mode of the file opened, not of a name that could change in between.
+    let mode = file.metadata().map_err(failed)?.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(TokenError::Readable {
+            path: path.to_path_buf(),
+            mode,
+        });
+    }
+    let text = std::io::read_to_string(file).map_err(failed)?;
     let t = text.trim().to_string();
     if t.is_empty() {
         return Err(TokenError::Empty {
             path: path.to_path_buf(),
+        });
+    }
+    let len = t.chars().count();
+    if len < MIN_TOKEN_LEN {
+        return Err(TokenError::Short {
+            path: path.to_path_buf(),
+            len,
         });
     }
     Ok(t)
@@ -68,6 +111,10 @@ pub fn resolve(cfg: &Config, env: Option<String>) -> Result<(String, TokenSource
         if t.is_empty() {
             return Err(TokenError::EmptyEnv);
         }
+        let len = t.chars().count();
+        if len < MIN_TOKEN_LEN {
+            return Err(TokenError::ShortEnv { len });
+        }
         return Ok((t, TokenSource::Env));
     }
     let path = state_file(cfg);
@@ -77,13 +124,9 @@ pub fn resolve(cfg: &Config, env: Option<String>) -> Result<(String, TokenSource
     let token = hex::encode(rand::random::<[u8; 32]>());
     let write = |path: &Path| -> std::io::Result<()> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+            private_dir(dir).map_err(std::io::Error::other)?;
         }
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)?;
+        let mut f = create_private(path)?;
         f.write_all(token.as_bytes())?;
         f.write_all(b"\n")?;
         f.sync_all()
@@ -98,7 +141,6 @@ pub fn resolve(cfg: &Config, env: Option<String>) -> Result<(String, TokenSource
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt as _;
 
     #[test]
     fn generated_once_with_mode_0600_then_read_back() {
@@ -114,7 +156,49 @@ mod tests {
         let (t2, s2) = resolve(&cfg, None).unwrap();
         assert_eq!(t1, t2);
         assert!(matches!(s2, TokenSource::StateFile(_)));
-        let (t3, s3) = resolve(&cfg, Some("from-env-token".into())).unwrap();
-        assert_eq!((t3.as_str(), s3), ("from-env-token", TokenSource::Env));
+        let (t3, s3) = resolve(&cfg, Some("from-env-token-of-26-chars".into())).unwrap();
+        assert_eq!(
+            (t3.as_str(), s3),
+            ("from-env-token-of-26-chars", TokenSource::Env)
+        );
+    }
+
+    fn with_token_file(text: &str, mode: u32) -> (tempfile::TempDir, Config) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        let mut cfg = Config::with_state_dir(dir.path());
+        cfg.admin.token_file = Some(path);
+        (dir, cfg)
+    }
+
+    #[test]
+    fn a_short_token_is_refused_from_a_file_and_from_the_environment() {
+        let (_d, cfg) = with_token_file("secret\n", 0o600);
+        let err = resolve(&cfg, None).unwrap_err();
+        assert!(matches!(err, TokenError::Short { len: 6, .. }), "{err}");
+        assert!(err.to_string().contains("at least 16"), "{err}");
+        let (_d, cfg) = with_token_file("0123456789abcdef\n", 0o600);
+        assert_eq!(resolve(&cfg, None).unwrap().0, "0123456789abcdef");
+        let cfg = Config::with_state_dir(_d.path());
+        let err = resolve(&cfg, Some("hunter2".into())).unwrap_err();
+        assert!(matches!(err, TokenError::ShortEnv { len: 7 }), "{err}");
+        assert!(err.to_string().contains(TOKEN_ENV), "{err}");
+    }
+
+    #[test]
+    fn a_token_file_other_users_may_read_is_refused() {
+        for mode in [0o644, 0o640, 0o604, 0o660] {
+            let (_d, cfg) = with_token_file("0123456789abcdef0123\n", mode);
+            let err = resolve(&cfg, None).unwrap_err();
+            assert!(
+                matches!(err, TokenError::Readable { .. }),
+                "{mode:o}: {err}"
+            );
+            assert!(err.to_string().contains("chmod 600"), "{err}");
+        }
+        let (_d, cfg) = with_token_file("0123456789abcdef0123\n", 0o400);
+        assert!(resolve(&cfg, None).is_ok());
     }
 }

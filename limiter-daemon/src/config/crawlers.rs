@@ -51,6 +51,8 @@ pub struct RawCrawlers {
     pub dns_negative_ttl: Option<String>,
     pub dns_cache_capacity: Option<usize>,
     pub dns_max_in_flight: Option<u32>,
+    /// New lookups one network (`[networks]` prefix) may cause per hour.
+    pub dns_lookups_per_network: Option<u32>,
 }
 
 /// The validated `[crawlers]` section.
@@ -77,6 +79,10 @@ pub struct CrawlerSettings {
     /// Checks in flight at once; past it a claiming caller stays pending (metered as what it
     /// otherwise is) until one lands.
     pub dns_max_in_flight: NonZeroU32,
+    /// New lookups (not a confirmed crawler's refresh) one network, the `[networks]` prefix
+    /// (IPv4 /24, IPv6 /48 by default), may cause per hour; past it its claiming callers stay
+    /// pending.
+    pub dns_lookups_per_network: NonZeroU32,
 }
 
 impl Default for CrawlerSettings {
@@ -162,9 +168,19 @@ impl CrawlerSettings {
             dns_max_in_flight: NonZeroU32::new(raw.dns_max_in_flight.unwrap_or(32)).ok_or_else(
                 || ConfigError::invalid("crawlers.dns_max_in_flight", "must be at least 1"),
             )?,
+            dns_lookups_per_network: NonZeroU32::new(
+                raw.dns_lookups_per_network
+                    .unwrap_or(DEFAULT_LOOKUPS_PER_NETWORK),
+            )
+            .ok_or_else(|| {
+                ConfigError::invalid("crawlers.dns_lookups_per_network", "must be at least 1")
+            })?,
         })
     }
 }
+
+/// New reverse-DNS lookups a network may cause per hour, by default.
+pub const DEFAULT_LOOKUPS_PER_NETWORK: u32 = 50;
 
 /// `.googlebot.com`, `googlebot.com` and `GoogleBot.com.` all mean names under
 /// `googlebot.com`: the leading dot is what stops `evilgooglebot.com` from matching.

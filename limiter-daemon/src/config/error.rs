@@ -10,10 +10,17 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("config file {path}{}: {message}", line.map(|l| format!(", line {l}")).unwrap_or_default())]
+    /// The text does not deserialize: TOML syntax, a value of the wrong type, an unknown key.
+    /// `field` is the dotted path the parser had reached (`None` for a syntax error).
+    #[error(
+        "config file {path}{}: {}{message}",
+        line.map(|l| format!(", line {l}")).unwrap_or_default(),
+        field.as_ref().map(|f| format!("field `{f}`: ")).unwrap_or_default()
+    )]
     Parse {
         path: PathBuf,
         line: Option<usize>,
+        field: Option<String>,
         message: String,
     },
     #[error("config field `{field}`: {message}")]

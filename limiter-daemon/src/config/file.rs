@@ -24,8 +24,8 @@ use super::store::StoreSettings;
 use super::tiers::TierTable;
 use super::upgrade::UpgradePaths;
 use super::{
-    admin, crawlers, engine, http, identity, jwt, kernel, keys, locate, lockout, log, metrics,
-    networks, quota, routes, store, tiers, upgrade,
+    admin, crawlers, engine, field_path, http, identity, jwt, kernel, keys, locate, lockout, log,
+    metrics, networks, quota, routes, store, tiers, upgrade,
 };
 
 /// The file as written: every section optional, unknown fields refused.
@@ -118,11 +118,19 @@ impl Config {
 
     /// Parses `text` (named `path` in errors), applies `env`, validates.
     pub fn from_toml_str(text: &str, path: &Path, env: &EnvMap) -> Result<Self, ConfigError> {
-        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.to_path_buf(),
-            line: e.span().map(|s| line_at(text, s.start)),
-            message: e.message().to_string(),
-        })?;
+        // Through `serde_path_to_error`, so a value of the wrong type (`burst = "lots"`) or an
+        // unknown key names its field as a validation error does, not only its line.
+        let raw: RawConfig = serde_path_to_error::deserialize(toml::Deserializer::new(text))
+            .map_err(|e| {
+                let path_text = e.path().to_string();
+                let e = e.into_inner();
+                ConfigError::Parse {
+                    path: path.to_path_buf(),
+                    line: e.span().map(|s| line_at(text, s.start)),
+                    field: field_path::field_of(&path_text, e.message()),
+                    message: e.message().to_string(),
+                }
+            })?;
         Config::from_raw(raw, env).map_err(|err| locate_error(err, text, path))
     }
 
@@ -297,6 +305,60 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("bursts"), "{text}");
+    }
+
+    /// A value of the wrong type was a parse error with a line and no field, so a reload
+    /// refusal said `"field": "config"`.
+    #[test]
+    fn a_value_of_the_wrong_type_or_an_unknown_key_names_its_field() {
+        let err = parse("[quota]\nanon = 5\n[tiers.anon]\nburst = \"lots\"\n", &[]).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Parse { line: Some(4), field: Some(f), .. } if f == "tiers.anon.burst"),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().contains("field `tiers.anon.burst`"),
+            "{err}"
+        );
+        let err = parse("[[routes]]\nprefix = \"/a\"\n[[routes]]\nprefix = 7\n", &[]).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Parse { field: Some(f), .. } if f == "routes[1].prefix"),
+            "{err:?}"
+        );
+        let err = parse("[tiers.anon]\nbursts = 3\n", &[]).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Parse { field: Some(f), .. } if f == "tiers.anon.bursts"),
+            "{err:?}"
+        );
+        // A syntax error is about no field.
+        let err = parse("[tiers.anon\n", &[]).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Parse { field: None, .. }),
+            "{err:?}"
+        );
+    }
+
+    /// Through humantime `cap = "1M"` was a month; config durations take `ms s m h d w` only.
+    #[test]
+    fn a_month_or_a_long_unit_name_is_not_a_config_duration() {
+        for bad in ["1M", "2y", "5min", "1 hour"] {
+            let err = parse(&format!("[lockout]\ncap = \"{bad}\"\n"), &[]).unwrap_err();
+            assert!(
+                matches!(&err, ConfigError::InvalidAt { line: 2, field, .. } if field == "lockout.cap"),
+                "{bad}: {err}"
+            );
+            assert!(err.to_string().contains(bad), "{err}");
+        }
+        let c = parse(
+            "[lockout]\ncap = \"2w\"\n[store]\nsnapshot_interval = \"1s500ms\"\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.lockout.cap, std::time::Duration::from_secs(14 * 86_400));
+        assert_eq!(
+            c.store.snapshot_interval,
+            std::time::Duration::from_millis(1500)
+        );
     }
 
     #[test]

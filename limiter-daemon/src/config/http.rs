@@ -15,6 +15,7 @@ use serde::Deserialize;
 
 use super::api_token::ApiToken;
 use super::ConfigError;
+use crate::model::duration_text::{self, Units};
 
 /// `[http]` as written in the file; every field optional with a documented default.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -164,8 +165,8 @@ fn duration(
     match value {
         None => Ok(default),
         Some(s) => {
-            let d = humantime::parse_duration(&s)
-                .map_err(|e| ConfigError::invalid(field, format!("{s:?}: {e}")))?;
+            let d = duration_text::parse(&s, Units::Config)
+                .map_err(|e| ConfigError::invalid(field, e.to_string()))?;
             if d.is_zero() {
                 return Err(ConfigError::invalid(field, "must be longer than zero"));
             }
@@ -292,6 +293,7 @@ impl HttpSettings {
             .map(|s| {
                 s.parse::<IpNet>()
                     .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
+                    .map(crate::model::address::canonical_net)
                     .map_err(|_| {
                         ConfigError::invalid(
                             "http.trusted_peers",
@@ -410,6 +412,7 @@ impl HttpSettings {
         let raw: RawHttp = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: "[http]".into(),
             line: None,
+            field: None,
             message: e.to_string(),
         })?;
         HttpSettings::validate(raw)
@@ -496,6 +499,23 @@ mod tests {
         assert_eq!(
             bare.trusted_peers,
             vec!["10.1.2.3/32".parse::<IpNet>().unwrap()]
+        );
+    }
+
+    /// Issue 21, P8: a mapped CIDR in an address list is the IPv4 CIDR (a peer is compared as
+    /// IPv4, so `::ffff:10.0.0.0/104` used to trust nobody).
+    #[test]
+    fn mapped_trusted_peers_are_ipv4() {
+        let s = HttpSettings::from_toml(
+            "trusted_peers = [\"::ffff:10.0.0.0/104\", \"::ffff:192.0.2.9\"]",
+        )
+        .unwrap();
+        assert_eq!(
+            s.trusted_peers,
+            vec![
+                "10.0.0.0/8".parse::<IpNet>().unwrap(),
+                "192.0.2.9/32".parse().unwrap()
+            ]
         );
     }
 }

@@ -59,7 +59,7 @@ impl IdentitySettings {
                         format!("{s:?} is not an address or CIDR"),
                     )
                 })?;
-            trusted.push(net.trunc());
+            trusted.push(crate::model::address::canonical_net(net));
         }
         let ipv6_prefix = raw.ipv6_prefix.unwrap_or(64);
         if ipv6_prefix == 0 || ipv6_prefix > 128 {

@@ -8,6 +8,7 @@ use jsonwebtoken::{Algorithm, DecodingKey};
 use serde::Deserialize;
 
 use super::ConfigError;
+use crate::model::duration_text::{self, Units};
 use crate::model::Tier;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -138,8 +139,8 @@ impl JwtSettings {
         };
         let leeway = match raw.leeway {
             None => Duration::ZERO,
-            Some(s) => humantime::parse_duration(&s)
-                .map_err(|e| ConfigError::invalid("jwt.leeway", format!("{s:?}: {e}")))?,
+            Some(s) => duration_text::parse(&s, Units::Config)
+                .map_err(|e| ConfigError::invalid("jwt.leeway", e.to_string()))?,
         };
         Ok(JwtSettings {
             algorithm: raw.algorithm,

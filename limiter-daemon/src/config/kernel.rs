@@ -7,6 +7,7 @@ use limiter_common::config::{MAX_PER_SEC, TIER_COUNT};
 use serde::Deserialize;
 
 use super::ConfigError;
+use crate::model::duration_text::{self, Units};
 
 /// Whether the daemon needs the kernel dataplane.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -145,8 +146,8 @@ impl KernelSettings {
         }
         let tier_ttl = match raw.tier_ttl {
             None => Duration::from_secs(3600),
-            Some(s) => humantime::parse_duration(&s)
-                .map_err(|e| ConfigError::invalid("kernel.tier_ttl", format!("{s:?}: {e}")))?,
+            Some(s) => duration_text::parse(&s, Units::Config)
+                .map_err(|e| ConfigError::invalid("kernel.tier_ttl", e.to_string()))?,
         };
         let interfaces = raw.interfaces.unwrap_or_default();
         if let Some(bad) = interfaces.iter().find(|i| i.is_empty() || i.len() > 15) {

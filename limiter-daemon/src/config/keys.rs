@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use super::tiers::positive;
 use super::ConfigError;
+use crate::model::duration_text::{self, Units};
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -45,8 +46,8 @@ pub(crate) fn duration(
 ) -> Result<Duration, ConfigError> {
     match v {
         None => Ok(default),
-        Some(s) => humantime::parse_duration(&s)
-            .map_err(|e| ConfigError::invalid(field, format!("{s:?}: {e}"))),
+        Some(s) => duration_text::parse(&s, Units::Config)
+            .map_err(|e| ConfigError::invalid(field, e.to_string())),
     }
 }
 

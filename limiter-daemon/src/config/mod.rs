@@ -20,6 +20,7 @@ pub mod crawlers;
 pub mod engine;
 pub mod env;
 pub mod error;
+pub mod field_path;
 pub mod file;
 pub mod http;
 pub mod identity;

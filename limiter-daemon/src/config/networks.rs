@@ -4,6 +4,10 @@
 //! default) and, when `asn_table` names an iptoasn TSV file, the autonomous system
 //! (`[networks.asn]`). Both are on by default at ten times the anonymous budgets: a /24 is then
 //! metered like ten busy readers.
+//!
+//! `lockout` says what a network's burst strike locks: the addresses that sent in the
+//! offending burst window (`"addresses"`, the default: a neighbour that sent nothing is never
+//! locked by its network), or the whole prefix (`"prefix"`, opt-in).
 
 use std::num::NonZeroU32;
 use std::path::PathBuf;
@@ -28,6 +32,44 @@ pub struct RawNetLevel {
     pub hourly: Option<u32>,
 }
 
+/// What a network's burst strike locks out (`[networks] lockout`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NetLockout {
+    /// The (grouped) addresses that sent in the offending burst window, each through the same
+    /// per-address lockout an address's own burst earns.
+    #[default]
+    Addresses,
+    /// The whole prefix (or ASN range): a deny-list entry with a deadline.
+    Prefix,
+}
+
+impl NetLockout {
+    pub const ALL: [NetLockout; 2] = [NetLockout::Addresses, NetLockout::Prefix];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetLockout::Addresses => "addresses",
+            NetLockout::Prefix => "prefix",
+        }
+    }
+
+    /// `networks.lockout` from the file (absent: `addresses`); anything else names the field.
+    fn parse(raw: Option<&str>) -> Result<NetLockout, ConfigError> {
+        let Some(text) = raw else {
+            return Ok(NetLockout::default());
+        };
+        NetLockout::ALL
+            .into_iter()
+            .find(|l| l.as_str() == text)
+            .ok_or_else(|| {
+                ConfigError::invalid(
+                    "networks.lockout",
+                    format!("{text:?} is not \"addresses\" or \"prefix\""),
+                )
+            })
+    }
+}
+
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawNetworks {
@@ -37,6 +79,8 @@ pub struct RawNetworks {
     pub ipv6_prefix: Option<u8>,
     /// An iptoasn TSV file (`ip2asn-combined.tsv`); absent: no ASN level.
     pub asn_table: Option<PathBuf>,
+    /// What a network's strike locks: `"addresses"` (default) or `"prefix"`.
+    pub lockout: Option<String>,
     #[serde(default)]
     pub prefix: RawNetLevel,
     #[serde(default)]
@@ -63,6 +107,8 @@ pub struct NetworkSettings {
     pub asn_table_path: Option<PathBuf>,
     /// The loaded table (shared: a reload loads a new one).
     pub asn_table: Option<Arc<AsnTable>>,
+    /// What a network's burst strike locks out.
+    pub lockout: NetLockout,
 }
 
 impl NetworkSettings {
@@ -71,6 +117,7 @@ impl NetworkSettings {
     pub fn validate(raw: RawNetworks, tiers: &TierTable) -> Result<Self, ConfigError> {
         let ipv4_prefix = prefix_len("networks.ipv4_prefix", raw.ipv4_prefix, 24, 8, 32)?;
         let ipv6_prefix = prefix_len("networks.ipv6_prefix", raw.ipv6_prefix, 48, 16, 128)?;
+        let lockout = NetLockout::parse(raw.lockout.as_deref())?;
         let prefix = budget(NetLevel::Prefix, raw.prefix, tiers)?;
         let asn_level = budget(NetLevel::Asn, raw.asn, tiers)?;
         let asn_table = match (&raw.asn_table, asn_level) {
@@ -88,6 +135,7 @@ impl NetworkSettings {
             asn: asn_level.filter(|_| asn_table.is_some()),
             asn_table_path: raw.asn_table,
             asn_table,
+            lockout,
         })
     }
 
@@ -188,6 +236,22 @@ mod tests {
         let c = parse("[networks]\nipv4_prefix = 16\n[networks.prefix]\nhourly = 9\n").unwrap();
         assert_eq!(c.networks.ipv4_prefix, 16);
         assert_eq!(c.networks.prefix.unwrap().hourly.get(), 9);
+    }
+
+    #[test]
+    fn a_network_strike_locks_addresses_by_default_and_the_prefix_on_request() {
+        assert_eq!(parse("").unwrap().networks.lockout, NetLockout::Addresses);
+        let c = parse("[networks]\nlockout = \"prefix\"\n").unwrap();
+        assert_eq!(c.networks.lockout, NetLockout::Prefix);
+        let c = parse("[networks]\nlockout = \"addresses\"\n").unwrap();
+        assert_eq!(c.networks.lockout, NetLockout::Addresses);
+        let err = parse("[networks]\nipv4_prefix = 24\nlockout = \"subnet\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("networks.lockout") && err.contains("line 3") && err.contains("prefix"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -81,6 +81,9 @@ pub struct ValkeyPassword {
     pub value: String,
     /// `store.valkey_password_file` or `LIMITER_VALKEY_PASSWORD`.
     pub setting: &'static str,
+    /// The file it was read from: read again at every reconnect, so a rotated password is
+    /// picked up without a restart (`None`: from the environment, fixed for the process).
+    pub file: Option<PathBuf>,
 }
 
 /// The environment variable that carries the Valkey password when no file is configured.
@@ -281,6 +284,7 @@ impl StoreSettings {
                     .trim_end_matches(['\r', '\n'])
                     .to_string(),
                 setting: "store.valkey_password_file",
+                file: Some(p),
             }),
             None => std::env::var(VALKEY_PASSWORD_ENV)
                 .ok()
@@ -288,6 +292,7 @@ impl StoreSettings {
                 .map(|value| ValkeyPassword {
                     value,
                     setting: VALKEY_PASSWORD_ENV,
+                    file: None,
                 }),
         };
         if raw.valkey_ca_file.is_some()

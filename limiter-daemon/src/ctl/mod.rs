@@ -2,7 +2,7 @@
 //! CIDR, duration, tier or limit exits 2 before anything is sent), [`target`] finds the daemon
 //! and its token, [`client`] makes the request, [`render`] prints tables or (`--json`, anywhere
 //! on the line) the daemon's JSON. Exit codes: 0 ok, 1 refused by the daemon, 2 bad arguments,
-//! 3 daemon unreachable.
+//! 3 daemon unreachable, or what answers is not the limiter's admin API.
 
 pub mod args;
 pub mod client;
@@ -54,6 +54,10 @@ pub fn main_with(argv: impl IntoIterator<Item = OsString>) -> ExitCode {
     };
     let answer = rt.block_on(client::send_all(&target, req));
     match answer {
+        Err(e) if e.is::<client::NotAdminApi>() => {
+            eprintln!("limiterctl: {} is {e}", target.url);
+            ExitCode::from(EXIT_UNREACHABLE)
+        }
         Err(e) => {
             eprintln!("limiterctl: daemon unreachable at {}: {e:#}", target.url);
             ExitCode::from(EXIT_UNREACHABLE)

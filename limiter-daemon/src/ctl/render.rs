@@ -104,10 +104,20 @@ fn human(cmd: &Command, v: &Value) -> String {
         Command::Lockouts {
             cmd: LockoutsCmd::List,
         } => table(
-            &["IP", "UNTIL", "LEFT(s)", "LEVEL", "REASON", "SOURCE"],
+            &[
+                "IP", "UNTIL", "LEFT(s)", "LEVEL", "CAUSE", "REASON", "SOURCE",
+            ],
             &rows(
                 v,
-                &["ip", "until", "remainingSecs", "level", "reason", "source"],
+                &[
+                    "ip",
+                    "until",
+                    "remainingSecs",
+                    "level",
+                    "cause",
+                    "reason",
+                    "source",
+                ],
             ),
         ),
         Command::Lockouts {

@@ -5,7 +5,10 @@
 //! A config being edited may fail validation anywhere; the operator then runs `limiterctl
 //! reload` to hear the daemon's refusal with field and line. So when the whole file does not
 //! validate, limiterctl reads only what it needs from it (`[admin]` and `[store] state_dir`,
-//! which only a restart changes in the running daemon), and says so.
+//! which only a restart changes in the running daemon), and says so. That holds for a TOML
+//! syntax error too: each of the two sections is then read on its own, and one that does not
+//! parse either counts as absent (the defaults: the loopback listener and the default state
+//! directory's token).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -43,17 +46,21 @@ impl Local {
         }
     }
 
-    /// `[admin]` and `[store] state_dir` alone, from a file that need not validate elsewhere.
+    /// `[admin]` and `[store] state_dir` alone, from a file that need not validate elsewhere,
+    /// nor even parse as TOML.
     fn lenient(path: &Path) -> anyhow::Result<Local> {
         let text = std::fs::read_to_string(path)?;
-        let table: toml::Table = text.parse()?;
-        let raw: RawAdmin = match table.get("admin") {
-            Some(v) => v.clone().try_into()?,
+        let (admin, store) = match text.parse::<toml::Table>() {
+            Ok(mut t) => (t.remove("admin"), t.remove("store")),
+            Err(_) => (section(&text, "admin"), section(&text, "store")),
+        };
+        let raw: RawAdmin = match admin {
+            Some(v) => v.try_into()?,
             None => RawAdmin::default(),
         };
         let admin = AdminSettings::validate(raw)?;
-        let state_dir = table
-            .get("store")
+        let state_dir = store
+            .as_ref()
             .and_then(|s| s.get("state_dir"))
             .and_then(toml::Value::as_str)
             .unwrap_or(DEFAULT_STATE_DIR);
@@ -72,7 +79,7 @@ impl Local {
         };
         match Local::lenient(path) {
             Ok(local) => {
-                eprintln!("limiterctl: warning: {full} (its [admin] section is used to reach the daemon)");
+                eprintln!("limiterctl: warning: {full} (the daemon is reached through its [admin] and [store] state_dir, or their defaults where they do not read)");
                 Ok(local)
             }
             Err(_) => Err(anyhow::Error::new(full)).with_context(|| {
@@ -83,6 +90,35 @@ impl Local {
             }),
         }
     }
+}
+
+/// The body of the `[name]` table of a file that does not parse as a whole, parsed on its own;
+/// `None` when the file has no such header or the body does not parse either. Best effort: a
+/// line starting with `[` inside a multi-line string would end the section early.
+fn section(text: &str, name: &str) -> Option<toml::Value> {
+    let mut body = String::new();
+    let (mut inside, mut found) = (false, false);
+    for line in text.lines() {
+        let t = line.trim_start();
+        if t.starts_with('[') {
+            let header = t
+                .strip_prefix('[')
+                .filter(|h| !h.starts_with('['))
+                .and_then(|h| h.split(']').next())
+                .map(str::trim);
+            inside = header == Some(name);
+            found |= inside;
+            continue;
+        }
+        if inside {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    if !found {
+        return None;
+    }
+    body.parse::<toml::Table>().ok().map(toml::Value::Table)
 }
 
 pub fn resolve(conn: &Conn) -> anyhow::Result<Target> {
@@ -147,11 +183,41 @@ mod tests {
         assert_eq!(Local::of(&cfg), Local::lenient(&p).unwrap());
     }
 
+    /// A TOML syntax error anywhere made limiterctl exit 3 without trying the daemon.
     #[test]
-    fn a_file_that_is_not_toml_is_still_an_error_naming_the_file() {
-        let (_d, p) = write("[admin\n");
+    fn a_toml_syntax_error_elsewhere_still_names_the_admin_listener_and_token() {
+        let (_d, p) = write(
+            "[admin]\nlisten = \"127.0.0.1:9999\"\n\n[store]\nstate_dir = \"/srv/lim\"\n[tiers.anon\nburst = 2\n",
+        );
+        assert!(Config::load(&p, &env_from_process()).is_err());
+        let l = Local::load(&p).unwrap();
+        assert_eq!(l.listen, Some("127.0.0.1:9999".parse().unwrap()));
+        assert_eq!(l.token_file, Path::new("/srv/lim/admin-token"));
+    }
+
+    #[test]
+    fn a_file_that_parses_nowhere_uses_the_defaults() {
+        let (_d, p) = write("[admin\nlisten = \n");
+        let l = Local::load(&p).unwrap();
+        assert_eq!(
+            l.listen,
+            Some(crate::config::admin::DEFAULT_LISTEN.parse().unwrap())
+        );
+        assert_eq!(
+            l.token_file,
+            Path::new(DEFAULT_STATE_DIR).join(GENERATED_TOKEN_FILE)
+        );
+        // A broken [admin] beside a readable [store]: the listener's default, the state dir read.
+        let (_d, p) = write("[admin]\nlisten = \n[store]\nstate_dir = \"/srv/y\"\n");
+        let l = Local::load(&p).unwrap();
+        assert_eq!(l.token_file, Path::new("/srv/y/admin-token"));
+    }
+
+    #[test]
+    fn an_admin_section_that_parses_but_does_not_validate_is_still_an_error() {
+        let (_d, p) = write("[admin]\nlisten = \"nowhere\"\n");
         let err = format!("{:#}", Local::load(&p).unwrap_err());
         assert!(err.contains("cannot be used"), "{err}");
-        assert!(err.contains("line"), "{err}");
+        assert!(err.contains("admin.listen"), "{err}");
     }
 }

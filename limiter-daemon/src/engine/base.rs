@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::list_snapshot::ListSnapshot;
+use super::net_senders::NetSenders;
 use super::net_strikes::NetStrikes;
 use super::range_reloads::RangeReloads;
 use super::sink::EnforcementSink;
@@ -85,6 +86,8 @@ pub struct Engine {
     pub(crate) key_cache: Arc<KeyCache>,
     pub(crate) strike_lock: Mutex<()>,
     pub(crate) net_strikes: Mutex<NetStrikes>,
+    /// Who sent recently in each network: what a network's strike locks.
+    pub(crate) net_senders: NetSenders,
     pub(crate) rng: Mutex<StdRng>,
     pub(crate) tiers: TierPusher,
     /// Reverse-DNS answers for claiming crawlers; outlives reloads (which reconfigure it).
@@ -119,7 +122,11 @@ impl Engine {
         let lookup: Arc<dyn crate::identity::key_cache::KeyLookup> =
             Arc::new(StoreLookup(Arc::clone(&store)));
         let key_cache = Arc::new(KeyCache::new(lookup, hasher.clone(), &cfg.keys));
-        let crawler_dns = Arc::new(CrawlerDns::new(&cfg.crawlers, Arc::clone(&clock)));
+        let crawler_dns = Arc::new(CrawlerDns::new(
+            &cfg.crawlers,
+            &cfg.networks,
+            Arc::clone(&clock),
+        ));
         // The crawler checks land the way key lookups do: on a thread of their own that ends
         // with the engine or the daemon's shutdown, or (manual) when a test runs them.
         let (refresher, dns_thread) = match opts.key_refresh {
@@ -160,6 +167,7 @@ impl Engine {
             key_cache,
             strike_lock: Mutex::new(()),
             net_strikes: Mutex::default(),
+            net_senders: NetSenders::default(),
             rng: Mutex::new(rng),
             tiers: TierPusher::default(),
             crawler_dns,
@@ -222,7 +230,7 @@ impl Engine {
 
     /// Swaps in a new configuration (already validated). Counters, keys and lockouts stay.
     pub fn reload(&self, cfg: Arc<Config>) {
-        self.crawler_dns.configure(&cfg.crawlers);
+        self.crawler_dns.configure(&cfg.crawlers, &cfg.networks);
         let resolver = Arc::new(IdentityResolver::with_crawler_dns(
             &cfg,
             Some(Arc::clone(&self.crawler_dns)),

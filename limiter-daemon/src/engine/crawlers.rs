@@ -1,4 +1,6 @@
-//! Keeping the published crawler ranges current while the daemon runs: the files named by
+//! Crawlers in the engine: a claiming caller's DNS lookup is asked for once its request is
+//! admitted ([`Engine::crawler_lookup`]), and the published crawler ranges are kept current
+//! while the daemon runs: the files named by
 //! `[crawlers] range_files` are checked every `range_poll` (size and modification time, off the
 //! request path) and re-read when they changed. A file that no longer parses keeps the ranges
 //! in force and is reported once per change (log and metric), never applied in part.
@@ -14,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 use super::base::{Engine, Runtime};
 pub use super::range_reloads::RangeReloads;
 use crate::config::crawler_ranges::{self, FileStamp};
-use crate::identity::IdentityResolver;
+use crate::identity::{Caller, IdentityResolver};
+use crate::model::{Action, CrawlerStatus, Decision};
 
 /// What one poll did.
 #[derive(Debug, PartialEq, Eq)]
@@ -28,6 +31,20 @@ pub enum RangeRefresh {
 }
 
 impl Engine {
+    /// After decision `d` on `caller`: a claiming crawler whose DNS answer is due is looked up
+    /// now, only if the request was admitted (a refused or locked caller buys no query), and
+    /// within the lookup bounds ([`crate::identity::crawler_dns`]).
+    pub(crate) fn crawler_lookup(&self, caller: &Caller, d: &Decision, now_ms: u64) {
+        let claimed = matches!(
+            caller.crawler,
+            Some(CrawlerStatus::Pending | CrawlerStatus::Dns | CrawlerStatus::Fake)
+        );
+        if claimed && d.action() != Action::Reject {
+            self.crawler_dns
+                .request_if_due(caller.ip, caller.group, now_ms);
+        }
+    }
+
     /// Prefixes of the published ranges in force.
     pub fn crawler_prefixes(&self) -> usize {
         self.with_runtime(|rt| rt.cfg.crawlers.ranges.set.len())

@@ -10,7 +10,8 @@
 //!
 //! A caller metered by address also counts against its networks ([`super::networks`]), in the
 //! same atomic count. The reasons rank: the caller's own burst (a strike on the address), then
-//! a network's burst (a strike on the network, a prefix lockout), then the caller's spent
+//! a network's burst (a strike on the network, locking the addresses that sent in its burst
+//! window, or its prefix), then the caller's spent
 //! budgets, then a network's spent hourly budget. A request refused anywhere spends no budget
 //! anywhere.
 
@@ -211,9 +212,14 @@ impl Engine {
         let cfg = &*rt.cfg;
         let route = cfg.routes.matching(req.method, req.path);
         let shadow = cfg.engine.shadow || route.shadow;
-        let caller = rt
-            .resolver
-            .resolve(cfg, &self.key_cache, req.peer, req.headers, now);
+        let caller = rt.resolver.resolve(
+            cfg,
+            &self.key_cache,
+            req.peer,
+            req.unattributed,
+            req.headers,
+            now,
+        );
         let id = caller.id_key(&self.hasher);
         let mut d = base_decision(cfg, caller.tier, id.text());
         d.key_status = caller.key_status;
@@ -327,7 +333,9 @@ impl Engine {
             // Never a 5xx because the store failed: let the request through, say so.
             Err(err) => tracing::warn!(error = %err, "store check failed; allowing"),
         }
-        with_shadow(d, shadow)
+        let d = with_shadow(d, shadow);
+        self.crawler_lookup(&caller, &d, now);
+        d
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -342,6 +350,9 @@ impl Engine {
         mode: Mode,
     ) {
         d.windows = windows_of(o);
+        if mode != Mode::DryRun {
+            self.note_senders(nets, caller.group, now);
+        }
         if let Some(daily) = &o.uses[WindowKind::Daily] {
             let remaining = daily.remaining();
             if remaining <= cfg.quota.warn_threshold {
@@ -374,11 +385,12 @@ impl Engine {
                 d.network = Some(Box::new(NetworkState {
                     name,
                     window: window(kind, &w),
+                    locked: Vec::new(),
                 }));
             }
             if kind == WindowKind::Burst && mode == Mode::Enforce {
                 let frees_ms = nu.uses[WindowKind::Burst].map_or(0, |w| w.reset_ms);
-                self.network_strike(cfg, d, nets, level, now, frees_ms);
+                self.network_strike(cfg, d, caller.group, nets, level, now, frees_ms);
             } else if kind == WindowKind::Burst && mode == Mode::Shadow {
                 d.shadow(true);
             }
@@ -393,7 +405,8 @@ impl Engine {
                 .max()
                 .unwrap_or(1000);
             d.reject(reason, ceil_secs(worst).max(1));
-            if reason == Reason::Burst && mode == Mode::Enforce {
+            // Unattributed callers are refused like anyone, but their address is the proxy's.
+            if reason == Reason::Burst && mode == Mode::Enforce && caller.may_be_struck() {
                 let frees_ms = o.uses[WindowKind::Burst].map_or(0, |w| w.reset_ms);
                 self.burst_strike(cfg, d, caller.group, now, frees_ms);
             } else if reason == Reason::Burst && mode == Mode::Shadow {

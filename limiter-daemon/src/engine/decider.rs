@@ -23,6 +23,8 @@ pub struct RequestView<'a> {
     /// Path only, without the query string (routes are matched on it).
     pub path: &'a str,
     pub headers: &'a HeaderMap,
+    /// `peer` is a trusted proxy that named no usable client (see [`RequestInfo`]).
+    pub unattributed: bool,
 }
 
 /// Decides one request. Implementations must be cheap and must not block for long: surfaces
@@ -95,5 +97,6 @@ fn info<'a>(req: &'a RequestView<'a>) -> RequestInfo<'a> {
         method: req.method.as_str(),
         path: req.path,
         headers: req.headers,
+        unattributed: req.unattributed,
     }
 }

@@ -15,6 +15,11 @@ pub enum EngineError {
     ZeroDuration,
     #[error("{net} is wider than a lockout may be (at least /{min}); use the deny list for wider ranges")]
     LockPrefixTooWide { net: ipnet::IpNet, min: u8 },
+    #[error("{net} holds the trusted proxy {proxy}: locking it would lock out every client behind it; lock the client's own address instead")]
+    TrustedProxy {
+        net: ipnet::IpNet,
+        proxy: ipnet::IpNet,
+    },
     #[error("could not find a free API key id")]
     NoFreeKeyId,
 }

@@ -11,6 +11,7 @@ use super::error::EngineError;
 use crate::identity::key_cache::KeyCache;
 use crate::model::KeyRecord;
 use crate::model::Tier;
+use crate::store::unreadable::{RecordKind, UnreadableRecord};
 
 /// What to issue.
 #[derive(Clone, Debug, Default)]
@@ -126,6 +127,23 @@ impl KeyManager<'_> {
 
     pub fn list(&self) -> Result<Vec<KeyRecord>, EngineError> {
         Ok(self.engine.store.keys()?)
+    }
+
+    /// The key records the store holds but cannot read (their keys do not authenticate).
+    pub fn unreadable(&self) -> Result<Vec<UnreadableRecord>, EngineError> {
+        Ok(self.engine.store.unreadable(RecordKind::Key)?)
+    }
+
+    /// Deletes the unreadable record of key `id` (any id text: the record may not be one
+    /// this daemon wrote); `false` when there is none.
+    pub fn remove_unreadable(&self, id: &str) -> Result<bool, EngineError> {
+        let removed = self.engine.store.remove_unreadable(RecordKind::Key, id)?;
+        if removed {
+            self.engine
+                .key_cache
+                .invalidate(id, self.engine.clock.now_ms());
+        }
+        Ok(removed)
     }
 
     /// The verification cache (metrics: consultations, lookups).

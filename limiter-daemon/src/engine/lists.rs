@@ -12,6 +12,7 @@ use super::base::{Engine, Runtime};
 use super::error::EngineError;
 pub use super::list_snapshot::ListSnapshot;
 use crate::model::{ListEntry, ListKind};
+use crate::store::unreadable::{RecordKind, UnreadableRecord};
 
 /// What `e` has left at `now_ms` (`None`: no expiry).
 fn ttl(e: &ListEntry, now_ms: u64) -> Option<Duration> {
@@ -83,6 +84,19 @@ impl ListManager<'_> {
             self.engine.sink.list_add(kind, entry.net, ttl(&entry, now));
         }
         Ok(())
+    }
+
+    /// The list's entries the store holds but cannot read (never applied).
+    pub fn unreadable(&self, kind: ListKind) -> Result<Vec<UnreadableRecord>, EngineError> {
+        Ok(self.engine.store.unreadable(RecordKind::List(kind))?)
+    }
+
+    /// Deletes the unreadable entry under the raw field `field`; `false` when there is none.
+    pub fn remove_unreadable(&self, kind: ListKind, field: &str) -> Result<bool, EngineError> {
+        Ok(self
+            .engine
+            .store
+            .remove_unreadable(RecordKind::List(kind), field)?)
     }
 
     pub fn remove(&self, kind: ListKind, net: &IpNet) -> Result<bool, EngineError> {

@@ -27,6 +27,14 @@ impl LockoutManager<'_> {
         client_ip::group(ip, self.engine.config().identity.ipv6_prefix)
     }
 
+    /// An operator's lockout of `net` is refused when it holds a trusted proxy.
+    fn refuse_trusted_proxy(&self, net: IpNet) -> Result<(), EngineError> {
+        match super::exempt::trusted_proxy_in(&self.engine.config(), &net) {
+            Some(proxy) => Err(EngineError::TrustedProxy { net, proxy }),
+            None => Ok(()),
+        }
+    }
+
     /// Active lockouts.
     pub fn list(&self) -> Result<Vec<Lockout>, EngineError> {
         Ok(self.engine.store.lockouts(self.engine.clock.now_ms())?)
@@ -80,8 +88,9 @@ impl LockoutManager<'_> {
         if duration.is_zero() {
             return Err(EngineError::ZeroDuration);
         }
-        let now = self.engine.clock.now_ms();
         let g = self.group(ip);
+        self.refuse_trusted_proxy(super::exempt::group_net(&self.engine.config(), g))?;
+        let now = self.engine.clock.now_ms();
         let l = Lockout {
             ip: g,
             since_ms: now,
@@ -115,6 +124,9 @@ pub struct LockoutItem {
     pub reason: String,
     /// `strikes` (made by the engine) or `operator` (the admin API or the kernel CLI).
     pub source: &'static str,
+    /// Why: `burst` (the address's own), `network` (its network's burst; `reason` names the
+    /// network) or `manual`.
+    pub cause: LockCause,
 }
 
 /// Where a lockout of `net` goes: a single address (grouped) or a range.
@@ -126,8 +138,9 @@ pub enum LockTarget {
 
 impl LockTarget {
     /// Checks the prefix range (IPv4 /8–/32, IPv6 /16–/128); a full-length prefix is one address.
+    /// An IPv4-mapped CIDR is bounded as the IPv4 CIDR it is (`::ffff:0:0/96` is all of IPv4).
     pub fn of(net: IpNet) -> Result<LockTarget, EngineError> {
-        let net = net.trunc();
+        let net = crate::model::address::canonical_net(net);
         let min = match net {
             IpNet::V4(_) => MIN_V4_PREFIX,
             IpNet::V6(_) => MIN_V6_PREFIX,
@@ -159,6 +172,7 @@ fn item_of(l: &Lockout) -> LockoutItem {
             LockCause::Burst | LockCause::Network => "strikes",
             LockCause::Manual => "operator",
         },
+        cause: l.cause,
     }
 }
 
@@ -188,6 +202,11 @@ impl LockoutManager<'_> {
                     level,
                     reason: reason.to_string(),
                     source: if by_strikes { "strikes" } else { "operator" },
+                    cause: if by_strikes {
+                        LockCause::Network
+                    } else {
+                        LockCause::Manual
+                    },
                 });
             }
         }
@@ -215,6 +234,7 @@ impl LockoutManager<'_> {
                 if duration.is_zero() {
                     return Err(EngineError::ZeroDuration);
                 }
+                self.refuse_trusted_proxy(net)?;
                 let now = self.engine.clock.now_ms();
                 let until =
                     now.saturating_add(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX));
@@ -232,6 +252,7 @@ impl LockoutManager<'_> {
                     level: 1,
                     reason: reason.to_string(),
                     source: "operator",
+                    cause: LockCause::Manual,
                 })
             }
         }

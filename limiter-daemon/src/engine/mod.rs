@@ -19,6 +19,7 @@
 //! let headers = http::HeaderMap::new();
 //! let d = engine.decide(&RequestInfo {
 //!     peer: "203.0.113.7".parse()?, method: "GET", path: "/api/feeds", headers: &headers,
+//!     unattributed: false,
 //! });
 //! // d.verdict(): Allow | Delay { delay, .. } (hold, then forward) | Reject { reason, retry_after_secs } (429)
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -44,11 +45,13 @@ pub mod decide;
 pub mod decided;
 pub mod decider;
 pub mod error;
+pub mod exempt;
 pub mod fleet_events;
 pub mod keys;
 pub mod list_snapshot;
 pub mod lists;
 pub mod lockouts;
+pub mod net_senders;
 pub mod net_strikes;
 pub mod networks;
 pub mod range_reloads;

@@ -1,7 +1,10 @@
 //! Network budgets in a decision: which networks a caller also counts against (`[networks]`:
 //! its prefix, and with an ASN table its autonomous system), and a network's burst becoming a
-//! strike and an escalating prefix lockout in the kernel's deny trie, with a deadline, as an
-//! address's burst becomes a lockout of the address.
+//! strike. What the strike locks is `[networks] lockout`: by default the addresses that sent in
+//! the offending burst window ([`super::net_senders`]), each through the per-address lockout
+//! path an address's own burst takes ([`Engine::strike`]), so an address that sent nothing is
+//! never locked by its network; opt-in, the whole prefix, as an escalating deny-list entry in
+//! the kernel's deny trie, with a deadline.
 //!
 //! Only callers metered by address count against networks (anonymous and session callers, and
 //! keys not yet verified): a verified API key or bearer token is its own identity, whatever
@@ -18,17 +21,23 @@ use super::base::Engine;
 use super::strikes::{decayed_strikes, lock_duration};
 use crate::clock::ceil_secs;
 use crate::config::asn::AsnRange;
+use crate::config::networks::NetLockout;
 use crate::config::Config;
 use crate::identity::hash::IdentityHasher;
 use crate::identity::Caller;
 use crate::model::{
-    Decision, ListEntry, ListKind, NetLevel, NetworkName, PerWindow, StrikeRecord, WindowKind,
+    Decision, ListEntry, ListKind, LockCause, Locked, NetLevel, NetworkName, PerWindow,
+    StrikeRecord, WindowKind,
 };
 use crate::store::count::{Limit, NetCount, NET_LEVELS};
 
 /// Marks a deny-list entry as a network's lockout (after [`super::lockouts::CIDR_LOCKOUT_MARK`]):
 /// the 429 then says so, and the admin API lists it as made by strikes.
 pub const NETWORK_LOCKOUT_MARK: &str = "lockout: network ";
+
+/// How the reason of an address's lockout made by its network's strike begins (`network
+/// 203.0.113.0/24 burst`).
+pub const NETWORK_REASON: &str = "network ";
 
 /// Network strike records kept at most; past it the quietest are forgotten.
 const MAX_STRIKE_RECORDS: usize = 65_536;
@@ -110,13 +119,25 @@ fn range_cidrs(start: IpAddr, end: IpAddr) -> Vec<IpNet> {
 }
 
 impl Engine {
-    /// Strikes network `level` of the caller for a burst refused at `now_ms` whose window frees
-    /// capacity in `frees_ms`, locks its prefix (or ASN range) in the deny list and the
-    /// kernel's deny trie until the escalation's deadline, and makes `d` say so.
+    /// Notes that `addr` sent a counted request in each of its networks, for a strike of one of
+    /// them to find ([`super::net_senders`]).
+    pub(crate) fn note_senders(&self, nets: &CallerNetworks, addr: IpAddr, now_ms: u64) {
+        let span = WindowKind::Burst.spec().span_ms;
+        for name in nets.names.iter().flatten() {
+            self.net_senders.record(*name, addr, now_ms, span);
+        }
+    }
+
+    /// Strikes network `level` of the caller at (grouped) address `caller` for a burst refused
+    /// at `now_ms` whose window frees capacity in `frees_ms`, locks out what `[networks]
+    /// lockout` says (the addresses that sent in the window, or the prefix), and makes `d` say
+    /// so.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn network_strike(
         &self,
         cfg: &Config,
         d: &mut Decision,
+        caller: IpAddr,
         nets: &CallerNetworks,
         level: NetLevel,
         now_ms: u64,
@@ -125,13 +146,17 @@ impl Engine {
         let Some(name) = nets.names[level.index()] else {
             return;
         };
+        let prefix = cfg.networks.lockout == NetLockout::Prefix;
         let (level_no, duration) = {
             let _serial = self.strike_lock.lock();
             let mut strikes = self.net_strikes.lock();
             let prev = strikes.0.get(&name).copied();
             if let Some(p) = prev.filter(|p| p.quiet_from_ms > now_ms) {
-                // Struck already (another request of the same burst): that lockout holds.
-                d.lockout_level = Some(p.strikes);
+                // Struck already (another request of the same burst): that lockout holds. Under
+                // `addresses`, a newcomer is refused by the spent budget, and never locked.
+                if prefix {
+                    d.lockout_level = Some(p.strikes);
+                }
                 return;
             }
             let level_no = prev.map_or(0, |r| decayed_strikes(&r, now_ms, cfg.lockout.decay)) + 1;
@@ -143,8 +168,14 @@ impl Engine {
             };
             let duration =
                 lock_duration(&cfg.lockout, level_no, r).max(Duration::from_millis(frees_ms));
-            let until =
-                now_ms.saturating_add(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX));
+            // A prefix's strike holds while the prefix is locked; an address strike's, while the
+            // offending burst window is full (after it, a new burst is a new offence).
+            let holds = if prefix {
+                duration
+            } else {
+                Duration::from_millis(frees_ms.max(1000))
+            };
+            let until = now_ms.saturating_add(u64::try_from(holds.as_millis()).unwrap_or(u64::MAX));
             if strikes.0.len() >= MAX_STRIKE_RECORDS {
                 let horizon = now_ms.saturating_sub(crate::store::embedded::STRIKE_RETENTION_MS);
                 strikes.0.retain(|_, s| s.quiet_from_ms > horizon);
@@ -162,15 +193,96 @@ impl Engine {
             );
             (level_no, duration)
         };
+        if prefix {
+            self.lock_prefix(d, nets, name, level, level_no, now_ms, duration);
+        } else {
+            self.lock_senders(cfg, d, caller, name, now_ms, frees_ms);
+        }
+    }
+
+    /// `lockout = "addresses"`: every address that sent in the network's burst window, the
+    /// caller among them, is struck through [`Engine::strike`], the path of an address's own
+    /// burst, each at its own escalation.
+    fn lock_senders(
+        &self,
+        cfg: &Config,
+        d: &mut Decision,
+        caller: IpAddr,
+        name: NetworkName,
+        now_ms: u64,
+        frees_ms: u64,
+    ) {
+        let span = WindowKind::Burst.spec().span_ms;
+        let mut senders = self.net_senders.take(&name, now_ms, span);
+        if !senders.contains(&caller) {
+            senders.push(caller);
+        }
+        let reason = format!("{NETWORK_REASON}{name} burst");
+        let mut locked = Vec::with_capacity(senders.len());
+        let mut own = None;
+        for ip in senders {
+            // A trusted proxy or allow-listed address is never locked ([`super::exempt`]).
+            let Some(l) = self.strike(cfg, ip, now_ms, frees_ms, LockCause::Network, Some(&reason))
+            else {
+                continue;
+            };
+            // An address locked already (its own burst) keeps that lockout: not this strike's.
+            let made = l.since_ms == now_ms && l.reason.as_deref() == Some(reason.as_str());
+            if made {
+                locked.push(Locked {
+                    net: IpNet::from(ip),
+                    level: l.level,
+                });
+            }
+            if ip == caller {
+                own = Some((l.level, l.remaining_ms(now_ms)));
+            }
+        }
+        tracing::info!(
+            event = "network_strike",
+            network = %name,
+            addresses = locked.len(),
+            cause = "network",
+            "network burst exceeded: the addresses that sent in its burst window locked out"
+        );
+        if let Some(n) = d.network.as_mut() {
+            n.locked = locked;
+        }
+        if let Some((level, remaining_ms)) = own {
+            d.lockout_level = Some(level);
+            if let (Some(reason), Some(before)) = (d.reason(), d.retry_after_secs()) {
+                d.reject(reason, ceil_secs(remaining_ms).max(1).max(before));
+            }
+        }
+    }
+
+    /// `lockout = "prefix"`: the prefix (or ASN range) goes to the deny list and the kernel's
+    /// deny trie until the network escalation's deadline.
+    #[allow(clippy::too_many_arguments)]
+    fn lock_prefix(
+        &self,
+        d: &mut Decision,
+        nets: &CallerNetworks,
+        name: NetworkName,
+        level: NetLevel,
+        level_no: u32,
+        now_ms: u64,
+        duration: Duration,
+    ) {
         let until = now_ms.saturating_add(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX));
+        let mut locked = Vec::new();
         for net in nets.lock_targets(level) {
             let entry = ListEntry {
                 net,
                 until_ms: Some(until),
                 comment: format!("{NETWORK_LOCKOUT_MARK}{name} burst, level {level_no}"),
             };
-            if let Err(err) = self.lists().add(ListKind::Deny, entry) {
-                tracing::error!(error = %err, %net, "cannot persist a network lockout");
+            match self.lists().add(ListKind::Deny, entry) {
+                Ok(_) => locked.push(Locked {
+                    net,
+                    level: level_no,
+                }),
+                Err(err) => tracing::error!(error = %err, %net, "cannot persist a network lockout"),
             }
         }
         tracing::info!(
@@ -181,6 +293,9 @@ impl Engine {
             cause = "network",
             "network burst exceeded: network locked out"
         );
+        if let Some(n) = d.network.as_mut() {
+            n.locked = locked;
+        }
         d.lockout_level = Some(level_no);
         if let (Some(reason), Some(before)) = (d.reason(), d.retry_after_secs()) {
             d.reject(reason, ceil_secs(duration.as_millis() as u64).max(before));

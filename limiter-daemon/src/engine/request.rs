@@ -11,4 +11,8 @@ pub struct RequestInfo<'a> {
     /// Path (a query string is ignored for route matching).
     pub path: &'a str,
     pub headers: &'a http::HeaderMap,
+    /// `peer` is a trusted proxy whose forwarding field named no usable client, found by a
+    /// surface that resolves the client itself (`/v1/auth`); the proxy path leaves it `false`
+    /// and the engine walks the headers.
+    pub unattributed: bool,
 }

@@ -30,9 +30,14 @@ impl Engine {
         let next = self.explain(req);
         let now = self.clock.now_ms();
         let usage = self.with_runtime(|rt| {
-            let caller = rt
-                .resolver
-                .resolve(&rt.cfg, &self.key_cache, req.peer, req.headers, now);
+            let caller = rt.resolver.resolve(
+                &rt.cfg,
+                &self.key_cache,
+                req.peer,
+                req.unattributed,
+                req.headers,
+                now,
+            );
             self.store.usage(&caller.id_key(&self.hasher), now)
         });
         let usage = match usage {

@@ -6,6 +6,9 @@
 //! A burst lockout lasts at least until the burst window that earned it has room again (its
 //! 5 s slots free capacity 60–65 s after use): a lockout ending earlier would answer the
 //! caller's first obedient retry with a second strike, and its `Retry-After` would be a lie.
+//!
+//! A trusted proxy's or allow-listed address is never struck or locked ([`super::exempt`]): the
+//! burst is still refused, and nothing else happens.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -49,7 +52,9 @@ impl Engine {
         now_ms: u64,
         frees_ms: u64,
     ) {
-        let lock = self.strike(cfg, ip, now_ms, frees_ms);
+        let Some(lock) = self.strike(cfg, ip, now_ms, frees_ms, LockCause::Burst, None) else {
+            return;
+        };
         d.lockout_level = Some(lock.level);
         if let (Some(reason), Some(before)) = (d.reason(), d.retry_after_secs()) {
             let locked = ceil_secs(lock.remaining_ms(now_ms)).max(1);
@@ -59,13 +64,27 @@ impl Engine {
 
     /// Records a strike against `ip` (grouped) and locks it for the escalation's duration, but
     /// at least `frees_ms` (until the refusing burst window has room). Returns the lockout in
-    /// force.
-    pub(crate) fn strike(&self, cfg: &Config, ip: IpAddr, now_ms: u64, frees_ms: u64) -> Lockout {
+    /// force, or `None` when `ip` may not be locked by strikes (a trusted proxy, allow-listed).
+    /// `cause` and `reason` say why: the address's own burst, or its network's (`reason`
+    /// naming the network); both kinds share this one path, and the address's one escalation.
+    pub(crate) fn strike(
+        &self,
+        cfg: &Config,
+        ip: IpAddr,
+        now_ms: u64,
+        frees_ms: u64,
+        cause: LockCause,
+        reason: Option<&str>,
+    ) -> Option<Lockout> {
+        if let Some(why) = self.strike_exemption(cfg, ip) {
+            tracing::debug!(%ip, exempt = %why, "burst refused; the address is never locked by strikes");
+            return None;
+        }
         let _serial = self.strike_lock.lock();
         // Two requests may strike at once; the second finds the first's lockout.
         if let Ok(Some(l)) = self.store.lockout(ip) {
             if l.is_active(now_ms) {
-                return l;
+                return Some(l);
             }
         }
         let prev = self.store.strikes(ip).ok().flatten();
@@ -83,8 +102,8 @@ impl Engine {
             since_ms: now_ms,
             until_ms,
             level,
-            cause: LockCause::Burst,
-            reason: None,
+            cause,
+            reason: reason.map(str::to_string),
         };
         let record = StrikeRecord {
             strikes: level,
@@ -101,9 +120,10 @@ impl Engine {
             %ip,
             level,
             secs = duration.as_secs(),
-            cause = "burst",
+            cause = cause.as_str(),
+            reason = reason.unwrap_or("burst"),
             "burst exceeded: client locked out"
         );
-        lockout
+        Some(lockout)
     }
 }

@@ -3,6 +3,11 @@
 //! or `Forwarded`) is walked from the right, past trusted proxies. For nginx's `auth_request`
 //! subrequests, `X-Real-IP` from a trusted peer (`[http] trusted_peers`). Headers from an
 //! untrusted peer are ignored (anyone can write them). IPv6 clients are grouped by a prefix.
+//!
+//! A trusted proxy's field that names no usable client (unparseable, `unknown`, an obfuscated
+//! `_hidden`, empty, unreadable bytes) does not make the proxy the client: the request is an
+//! [`Client::Unattributed`] caller of that proxy. Metering the proxy instead let one client's
+//! junk header strike the proxy into a kernel lockout, cutting off everyone behind it.
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
@@ -13,10 +18,7 @@ use crate::config::{ForwardedHeader, IdentitySettings};
 
 /// IPv4-mapped IPv6 (`::ffff:a.b.c.d`) becomes plain IPv4 so both spellings count as one client.
 pub fn normalize(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
+    crate::model::address::canonical_ip(ip)
 }
 
 /// The address counters are kept under: IPv4 as is, IPv6 masked to `v6_prefix` bits.
@@ -36,15 +38,44 @@ pub fn group(ip: IpAddr, v6_prefix: u8) -> IpAddr {
     }
 }
 
-fn trusted(ip: IpAddr, proxies: &[IpNet]) -> bool {
+/// Who sent a request, as far as the trust rules can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Client {
+    /// The client's address (the peer itself, or the one a trusted proxy named).
+    Addr(IpAddr),
+    /// A trusted proxy (this address) forwarded the request with a field that names no usable
+    /// client. Every such request of one proxy is one shared anonymous caller, never locked.
+    Unattributed(IpAddr),
+}
+
+impl Client {
+    /// The address the caller is known by: the client's, or the proxy's when unattributed.
+    pub fn ip(self) -> IpAddr {
+        match self {
+            Client::Addr(ip) | Client::Unattributed(ip) => ip,
+        }
+    }
+}
+
+/// Whether `ip` is in one of `proxies` (mapped IPv6 read as IPv4).
+pub fn trusted(ip: IpAddr, proxies: &[IpNet]) -> bool {
+    let ip = normalize(ip);
     proxies.iter().any(|n| n.contains(&ip))
 }
 
-/// The client address for a request from `peer` (not grouped).
+/// The client address for a request from `peer` (not grouped); an unattributed request
+/// answers the proxy's address (see [`client`]).
 pub fn client_ip(peer: IpAddr, headers: &HeaderMap, s: &IdentitySettings) -> IpAddr {
+    client(peer, headers, s).ip()
+}
+
+/// Who sent a request from `peer`: the forwarding header is walked when `peer` is a trusted
+/// proxy. No header at all means the proxy itself is the client (its own health checks); a
+/// header naming no usable client makes the request [`Client::Unattributed`].
+pub fn client(peer: IpAddr, headers: &HeaderMap, s: &IdentitySettings) -> Client {
     let peer = normalize(peer);
     if s.trusted_proxies.is_empty() || !trusted(peer, &s.trusted_proxies) {
-        return peer;
+        return Client::Addr(peer);
     }
     let name = match s.forwarded_header {
         ForwardedHeader::XForwardedFor => "x-forwarded-for",
@@ -54,13 +85,14 @@ pub fn client_ip(peer: IpAddr, headers: &HeaderMap, s: &IdentitySettings) -> IpA
     let mut hops: Vec<&str> = Vec::new();
     for value in headers.get_all(name) {
         let Ok(text) = value.to_str() else {
-            // Unreadable bytes: we cannot tell who sent it; stop at the proxy we trust.
-            return peer;
+            // Unreadable bytes: we cannot tell who sent it.
+            return Client::Unattributed(peer);
         };
         hops.extend(text.split(','));
     }
     // Walk right to left; the first untrusted address is the client. A malformed hop ends the
-    // walk at the last trusted address (the proxy that handed it over).
+    // walk: the request is an unattributed caller of the last trusted proxy (the one that
+    // handed the hop over).
     let mut last = peer;
     for hop in hops.iter().rev() {
         let parsed = match s.forwarded_header {
@@ -68,34 +100,32 @@ pub fn client_ip(peer: IpAddr, headers: &HeaderMap, s: &IdentitySettings) -> IpA
             ForwardedHeader::Forwarded => forwarded_for(hop),
         };
         match parsed {
-            None => return last,
+            None => return Client::Unattributed(last),
             Some(ip) => {
                 let ip = normalize(ip);
                 if !trusted(ip, &s.trusted_proxies) {
-                    return ip;
+                    return Client::Addr(ip);
                 }
                 last = ip;
             }
         }
     }
-    last
+    Client::Addr(last)
 }
 
 /// The client behind an nginx `auth_request` subrequest from `peer`: the `X-Real-IP` value
 /// when `peer` is one of `trusted_peers` (`[http] trusted_peers`), else the peer itself. A
-/// trusted peer sending an unreadable value is a misconfiguration: the peer is metered rather
-/// than every request failing, and it is logged.
-pub fn real_ip(peer: IpAddr, x_real_ip: Option<&HeaderValue>, trusted_peers: &[IpNet]) -> IpAddr {
-    if !trusted(normalize(peer), trusted_peers) {
-        return peer;
+/// trusted peer sending a value that is no address (empty, `unknown`, unreadable) makes the
+/// request an unattributed caller of that peer, as a forwarding header does.
+pub fn real_ip(peer: IpAddr, x_real_ip: Option<&HeaderValue>, trusted_peers: &[IpNet]) -> Client {
+    let peer = normalize(peer);
+    if !trusted(peer, trusted_peers) {
+        return Client::Addr(peer);
     }
-    match x_real_ip.map(|v| v.to_str().map(|s| s.trim().parse::<IpAddr>())) {
-        Some(Ok(Ok(ip))) => ip,
-        None => peer,
-        Some(_) => {
-            tracing::warn!(%peer, "unparseable X-Real-IP from a trusted peer; metering the peer");
-            peer
-        }
+    match x_real_ip.map(|v| v.to_str().map(|s| parse_node(s.trim()))) {
+        Some(Ok(Some(ip))) => Client::Addr(normalize(ip)),
+        None => Client::Addr(peer),
+        Some(_) => Client::Unattributed(peer),
     }
 }
 
@@ -167,11 +197,84 @@ mod tests {
     }
 
     #[test]
-    fn obfuscated_forwarded_stops_at_the_proxy() {
+    fn obfuscated_forwarded_is_an_unattributed_caller_of_the_proxy_that_sent_it() {
         let s = settings(&["10.0.0.0/8"], ForwardedHeader::Forwarded);
         let h = headers("forwarded", &["for=_hidden, for=10.9.9.9"]);
-        let ip = client_ip("10.0.0.1".parse().unwrap(), &h, &s);
-        assert_eq!(ip, "10.9.9.9".parse::<IpAddr>().unwrap());
+        let c = client("10.0.0.1".parse().unwrap(), &h, &s);
+        assert_eq!(c, Client::Unattributed("10.9.9.9".parse().unwrap()));
+    }
+
+    #[test]
+    fn a_field_naming_no_client_is_unattributed_never_the_proxy_itself() {
+        let proxy: IpAddr = "10.0.0.1".parse().unwrap();
+        let xff = settings(&["10.0.0.0/8"], ForwardedHeader::XForwardedFor);
+        for junk in [
+            "not-an-ip",
+            "",
+            " ",
+            "unknown",
+            "_hidden",
+            "1.2.3.4.5",
+            "203.0.113.9, ",
+        ] {
+            let c = client(proxy, &headers("x-forwarded-for", &[junk]), &xff);
+            assert_eq!(c, Client::Unattributed(proxy), "X-Forwarded-For: {junk:?}");
+        }
+        let fwd = settings(&["10.0.0.0/8"], ForwardedHeader::Forwarded);
+        for junk in [
+            "for=unknown",
+            "for=_hidden",
+            "for=\"_gazonk\"",
+            "for=",
+            "proto=https",
+            "",
+        ] {
+            let c = client(proxy, &headers("forwarded", &[junk]), &fwd);
+            assert_eq!(c, Client::Unattributed(proxy), "Forwarded: {junk:?}");
+        }
+        // Unreadable bytes name no one either.
+        let mut h = HeaderMap::new();
+        h.insert(
+            "x-forwarded-for",
+            HeaderValue::from_bytes(b"\xff\xfe").unwrap(),
+        );
+        assert_eq!(client(proxy, &h, &xff), Client::Unattributed(proxy));
+        // A usable hop to the right of the junk is the client: the junk came from further out.
+        let h = headers("x-forwarded-for", &["not-an-ip, 198.51.100.11"]);
+        assert_eq!(
+            client(proxy, &h, &xff),
+            Client::Addr("198.51.100.11".parse().unwrap())
+        );
+        // No field at all: the proxy's own request (health checks), metered as the proxy.
+        assert_eq!(client(proxy, &HeaderMap::new(), &xff), Client::Addr(proxy));
+        // From an untrusted peer the junk is not read at all.
+        let outsider: IpAddr = "192.0.2.1".parse().unwrap();
+        let h = headers("x-forwarded-for", &["not-an-ip"]);
+        assert_eq!(client(outsider, &h, &xff), Client::Addr(outsider));
+    }
+
+    #[test]
+    fn x_real_ip_naming_no_client_is_unattributed() {
+        let peers: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        let nginx: IpAddr = "10.1.2.3".parse().unwrap();
+        let v = |s: &str| HeaderValue::from_str(s).unwrap();
+        assert_eq!(
+            real_ip(nginx, Some(&v("198.51.100.20")), &peers),
+            Client::Addr("198.51.100.20".parse().unwrap())
+        );
+        for junk in ["not-an-ip", "", "unknown"] {
+            assert_eq!(
+                real_ip(nginx, Some(&v(junk)), &peers),
+                Client::Unattributed(nginx),
+                "{junk:?}"
+            );
+        }
+        assert_eq!(real_ip(nginx, None, &peers), Client::Addr(nginx));
+        let outsider: IpAddr = "192.0.2.1".parse().unwrap();
+        assert_eq!(
+            real_ip(outsider, Some(&v("not-an-ip")), &peers),
+            Client::Addr(outsider)
+        );
     }
 
     #[test]

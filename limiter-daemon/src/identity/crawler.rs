@@ -5,8 +5,11 @@
 //! `<ns>_fake_crawlers_total`).
 //!
 //! Only a claiming user agent is looked up in DNS: an anonymous caller that does not say it is
-//! a crawler costs no query. The range check costs a few hash lookups and needs no claim (the
-//! ranges say who is behind the address, whatever it sends).
+//! a crawler costs no query. Here the DNS answer is only read, per caller (the grouped
+//! address); the engine queues the lookup once the request is admitted
+//! ([`CrawlerDns::request_if_due`]), so a refused or locked caller costs none. The range check
+//! costs a few hash lookups and needs no claim (the ranges say who is behind the address,
+//! whatever it sends).
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -61,8 +64,15 @@ impl CrawlerRules {
         }
     }
 
-    /// What `ip` with `headers` proves at `now_ms`; `None`: neither in a range nor claiming.
-    pub fn check(&self, ip: IpAddr, headers: &HeaderMap, now_ms: u64) -> Option<CrawlerStatus> {
+    /// What `ip` (the caller `group`) with `headers` proves at `now_ms`; `None`: neither in a
+    /// range nor claiming. Reads the DNS answer of `group`, queues nothing.
+    pub fn check(
+        &self,
+        ip: IpAddr,
+        group: IpAddr,
+        headers: &HeaderMap,
+        now_ms: u64,
+    ) -> Option<CrawlerStatus> {
         if self.ranges.contains(ip) {
             return Some(CrawlerStatus::Ranges);
         }
@@ -72,7 +82,7 @@ impl CrawlerRules {
         let Some(dns) = &self.dns else {
             return Some(CrawlerStatus::Fake);
         };
-        Some(match dns.check(ip, now_ms) {
+        Some(match dns.peek(group, now_ms).0 {
             DnsCheck::Confirmed => CrawlerStatus::Dns,
             DnsCheck::Refuted => CrawlerStatus::Fake,
             DnsCheck::Pending | DnsCheck::Deferred => CrawlerStatus::Pending,
@@ -112,12 +122,20 @@ mod tests {
         let none = HeaderMap::new();
         for inside in ["66.249.64.5", "2001:4860:4801:10::7", "::ffff:66.249.64.31"] {
             assert_eq!(
-                r.check(inside.parse().unwrap(), &none, 0),
+                r.check(inside.parse().unwrap(), inside.parse().unwrap(), &none, 0),
                 Some(CrawlerStatus::Ranges),
                 "{inside}"
             );
         }
-        assert_eq!(r.check("66.249.64.32".parse().unwrap(), &none, 0), None);
+        assert_eq!(
+            r.check(
+                "66.249.64.32".parse().unwrap(),
+                "66.249.64.32".parse().unwrap(),
+                &none,
+                0
+            ),
+            None
+        );
     }
 
     #[test]
@@ -126,16 +144,25 @@ mod tests {
         let r = rules("", dir.path());
         let outside = "203.0.113.9".parse().unwrap();
         assert_eq!(
-            r.check(outside, &ua(GOOGLEBOT), 0),
+            r.check(outside, outside, &ua(GOOGLEBOT), 0),
             Some(CrawlerStatus::Fake)
         );
         assert_eq!(
-            r.check(outside, &ua("Mozilla/5.0 (compatible; BINGBOT/2.0)"), 0),
+            r.check(
+                outside,
+                outside,
+                &ua("Mozilla/5.0 (compatible; BINGBOT/2.0)"),
+                0
+            ),
             Some(CrawlerStatus::Fake),
             "claims match in any case"
         );
-        assert_eq!(r.check(outside, &ua("curl/8.5.0"), 0), None);
+        assert_eq!(r.check(outside, outside, &ua("curl/8.5.0"), 0), None);
         let r = rules("user_agents = []", dir.path());
-        assert_eq!(r.check(outside, &ua(GOOGLEBOT), 0), None, "nothing claims");
+        assert_eq!(
+            r.check(outside, outside, &ua(GOOGLEBOT), 0),
+            None,
+            "nothing claims"
+        );
     }
 }

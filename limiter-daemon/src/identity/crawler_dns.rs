@@ -1,15 +1,23 @@
 //! The reverse-DNS proof of crawlers, answered from memory and looked up behind the request,
 //! like API keys ([`super::key_cache`]):
 //!
-//! - An address never checked answers [`DnsCheck::Pending`] (the caller is metered as what it
-//!   otherwise is) and queues a check; once it lands the address settles to confirmed or
-//!   refuted.
-//! - Checks in flight are bounded (`crawlers.dns_max_in_flight`): past the bound a new address
-//!   answers [`DnsCheck::Deferred`] and is not queued, so a flood of fake Googlebots from many
-//!   addresses buys at most that many lookups at a time.
+//! - Answers are kept per caller the way identities are: the (grouped) address, so an IPv6
+//!   caller's /64 (`[identity] ipv6_prefix`) is one answer and one lookup, whichever of its
+//!   addresses asks.
+//! - Reading the cache ([`CrawlerDns::peek`]) never queues anything: a caller not yet checked
+//!   answers [`DnsCheck::Pending`] (metered as what it otherwise is). The engine asks for the
+//!   lookup ([`CrawlerDns::request`]) only once the request is admitted, so a caller refused
+//!   or locked out buys no query.
+//! - Checks in flight are bounded (`crawlers.dns_max_in_flight`), and so are the lookups each
+//!   network may cause (`crawlers.dns_lookups_per_network` an hour, per `[networks]` prefix:
+//!   IPv4 /24, IPv6 /48 by default): past either bound nothing is queued and the caller stays
+//!   pending, so a flood of fake Googlebots from many addresses buys a bounded number of
+//!   lookups. Not asked lookups are counted ([`DnsStats`]).
 //! - Answers are kept for `dns_ttl` (confirmed) or `dns_negative_ttl` (refuted or failed),
-//!   then served stale while they are checked again. At most `dns_cache_capacity` addresses
-//!   are held; past it expired answers go first, then any.
+//!   then served stale while they are checked again. At most `dns_cache_capacity` callers are
+//!   held; past it expired answers go first, then confirmed ones (oldest first; a real crawler
+//!   costs one more lookup), and refuted ones last, so a fake is not asked again before its
+//!   negative TTL while anything else can give way.
 //!
 //! The checks run on a thread of their own with a small Tokio runtime ([`CrawlerDns::spawn`]),
 //! so an engine built outside any runtime (tests, benches, library users) works the same. The
@@ -27,9 +35,14 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
+use ipnet::IpNet;
+
 use super::crawler_fcrdns::{self, Dns, Fcrdns, HickoryDns};
 use crate::clock::Clock;
-use crate::config::CrawlerSettings;
+use crate::config::{CrawlerSettings, NetworkSettings};
+
+/// The span of a network's lookup budget (`dns_lookups_per_network` per hour).
+const BUDGET_SPAN_MS: u64 = 3_600_000;
 
 /// The cache's answer for an address whose user agent claims a crawler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,7 +52,8 @@ pub enum DnsCheck {
     Refuted,
     /// Not checked yet; a check is queued.
     Pending,
-    /// Not checked yet, and the bound of checks in flight is reached: nothing queued.
+    /// Not checked yet, and a bound (checks in flight, the network's lookups) is reached:
+    /// nothing queued.
     Deferred,
 }
 
@@ -59,10 +73,15 @@ struct Setup {
     negative_ttl_ms: u64,
     capacity: usize,
     max_in_flight: usize,
+    /// Lookups one network may cause per [`BUDGET_SPAN_MS`].
+    per_network: u32,
+    /// A network's prefix lengths (`[networks]`).
+    ipv4_net: u8,
+    ipv6_net: u8,
 }
 
 impl Setup {
-    fn of(s: &CrawlerSettings) -> Self {
+    fn of(s: &CrawlerSettings, n: &NetworkSettings) -> Self {
         let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         Setup {
             suffixes: s.rdns_suffixes.clone(),
@@ -72,7 +91,20 @@ impl Setup {
             negative_ttl_ms: ms(s.dns_negative_ttl),
             capacity: s.dns_cache_capacity.get(),
             max_in_flight: s.dns_max_in_flight.get() as usize,
+            per_network: s.dns_lookups_per_network.get(),
+            ipv4_net: n.ipv4_prefix,
+            ipv6_net: n.ipv6_prefix,
         }
+    }
+
+    /// The network whose lookup budget `key` spends.
+    fn network(&self, key: IpAddr) -> IpNet {
+        let key = key.to_canonical();
+        let len = match key {
+            IpAddr::V4(_) => self.ipv4_net,
+            IpAddr::V6(_) => self.ipv6_net,
+        };
+        IpNet::new(key, len).map_or(IpNet::from(key), |n| n.trunc())
     }
 
     /// Whether answers made under `self` still hold under `other`.
@@ -81,18 +113,33 @@ impl Setup {
     }
 }
 
-#[derive(Default)]
-struct Queue {
-    pending: HashSet<IpAddr>,
-    order: VecDeque<IpAddr>,
+/// Lookups a network caused in its current budget span.
+#[derive(Clone, Copy, Debug)]
+struct Budget {
+    since_ms: u64,
+    spent: u32,
 }
 
-/// Lookup results since start, read by the metrics.
+#[derive(Default)]
+struct Queue {
+    /// Callers (grouped addresses) queued or being checked.
+    pending: HashSet<IpAddr>,
+    /// (address to look up, the caller it answers for).
+    order: VecDeque<(IpAddr, IpAddr)>,
+    /// Each network's lookups this span; at most `dns_cache_capacity` networks are held.
+    budgets: HashMap<IpNet, Budget>,
+}
+
+/// Lookup results since start, and lookups not asked, read by the metrics.
 #[derive(Debug, Default)]
 pub struct DnsStats {
     pub confirmed: AtomicU64,
     pub refuted: AtomicU64,
     pub failed: AtomicU64,
+    /// Not asked: `dns_max_in_flight` checks were queued or running.
+    pub skipped_in_flight: AtomicU64,
+    /// Not asked: the caller's network had spent `dns_lookups_per_network`.
+    pub skipped_network: AtomicU64,
 }
 
 pub struct CrawlerDns {
@@ -109,12 +156,17 @@ pub struct CrawlerDns {
 }
 
 impl CrawlerDns {
-    pub fn new(settings: &CrawlerSettings, clock: Arc<dyn Clock>) -> Self {
+    /// `networks`: whose prefixes the lookup budgets are counted by.
+    pub fn new(
+        settings: &CrawlerSettings,
+        networks: &NetworkSettings,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         CrawlerDns {
             answers: RwLock::new(HashMap::new()),
             queue: Mutex::new(Queue::default()),
             wake: Notify::new(),
-            setup: RwLock::new(Arc::new(Setup::of(settings))),
+            setup: RwLock::new(Arc::new(Setup::of(settings, networks))),
             generation: AtomicU64::new(0),
             dns: Mutex::new(None),
             clock,
@@ -135,8 +187,8 @@ impl CrawlerDns {
 
     /// Applies a reloaded `[crawlers]`: new bounds and lifetimes at once; a new suffix list or
     /// server drops every answer (they were proofs under the old rules).
-    pub fn configure(&self, settings: &CrawlerSettings) {
-        let new = Arc::new(Setup::of(settings));
+    pub fn configure(&self, settings: &CrawlerSettings, networks: &NetworkSettings) {
+        let new = Arc::new(Setup::of(settings, networks));
         let mut setup = self.setup.write();
         if !setup.same_proof(&new) {
             self.generation.fetch_add(1, Ordering::AcqRel);
@@ -154,47 +206,87 @@ impl CrawlerDns {
         (self.answers.read().len(), self.queue.lock().pending.len())
     }
 
-    /// Answers from memory; never waits for DNS.
-    pub fn check(&self, ip: IpAddr, now_ms: u64) -> DnsCheck {
+    /// The cached answer for caller `key` (a grouped address) at `now_ms`, and whether a
+    /// lookup is due (none yet, or the answer outlived its TTL: it is served meanwhile).
+    /// Queues nothing and never waits for DNS.
+    pub fn peek(&self, key: IpAddr, now_ms: u64) -> (DnsCheck, bool) {
         let setup = Arc::clone(&self.setup.read());
-        let cached = self.answers.read().get(&ip).copied();
-        let (answer, refresh) = match cached {
+        let cached = self.answers.read().get(&key).copied();
+        match cached {
             None => (DnsCheck::Pending, true),
             Some(a) => {
-                let ttl = if a.confirmed {
-                    setup.ttl_ms
+                let (answer, ttl) = if a.confirmed {
+                    (DnsCheck::Confirmed, setup.ttl_ms)
                 } else {
-                    setup.negative_ttl_ms
-                };
-                let answer = if a.confirmed {
-                    DnsCheck::Confirmed
-                } else {
-                    DnsCheck::Refuted
+                    (DnsCheck::Refuted, setup.negative_ttl_ms)
                 };
                 (answer, now_ms.saturating_sub(a.at_ms) >= ttl)
             }
-        };
-        if !refresh {
+        }
+    }
+
+    /// Queues a lookup of `addr` answering for caller `key` if one is due at `now_ms`, within
+    /// the bounds (checks in flight, the network's lookups). `true`: queued, or in flight
+    /// already, or not due.
+    pub fn request_if_due(&self, addr: IpAddr, key: IpAddr, now_ms: u64) -> bool {
+        if !self.enabled() || !self.peek(key, now_ms).1 {
+            return true;
+        }
+        self.request(addr, key, now_ms)
+    }
+
+    /// [`Self::peek`] then, when a lookup is due, [`Self::request`]: the answer for `ip` as its
+    /// own caller (`Deferred` when a bound kept a first lookup from being queued).
+    pub fn check(&self, ip: IpAddr, now_ms: u64) -> DnsCheck {
+        let (answer, due) = self.peek(ip, now_ms);
+        if !due {
             return answer;
         }
-        let queued = self.request(ip, setup.max_in_flight);
+        let queued = self.request(ip, ip, now_ms);
         match answer {
             DnsCheck::Pending if !queued => DnsCheck::Deferred,
-            // A refresh refused by the bound keeps serving the cached answer.
+            // A refresh refused by a bound keeps serving the cached answer.
             answer => answer,
         }
     }
 
-    fn request(&self, ip: IpAddr, bound: usize) -> bool {
+    /// Queues a lookup of `addr` for caller `key`; `false` when a bound refused it.
+    /// A confirmed crawler's refresh spends no network budget (only a real crawler is ever
+    /// confirmed, so a fake cannot make refreshes happen).
+    pub fn request(&self, addr: IpAddr, key: IpAddr, now_ms: u64) -> bool {
+        let setup = Arc::clone(&self.setup.read());
+        let refresh = self.answers.read().get(&key).is_some_and(|a| a.confirmed);
         let mut q = self.queue.lock();
-        if q.pending.contains(&ip) {
+        if q.pending.contains(&key) {
             return true;
         }
-        if q.pending.len() >= bound {
+        if q.pending.len() >= setup.max_in_flight {
+            self.stats.skipped_in_flight.fetch_add(1, Ordering::Relaxed);
             return false;
         }
-        q.pending.insert(ip);
-        q.order.push_back(ip);
+        if !refresh {
+            let net = setup.network(key);
+            if !q.budgets.contains_key(&net) && q.budgets.len() >= setup.capacity {
+                prune_budgets(&mut q.budgets, setup.capacity, now_ms);
+            }
+            let b = q.budgets.entry(net).or_insert(Budget {
+                since_ms: now_ms,
+                spent: 0,
+            });
+            if now_ms.saturating_sub(b.since_ms) >= BUDGET_SPAN_MS {
+                *b = Budget {
+                    since_ms: now_ms,
+                    spent: 0,
+                };
+            }
+            if b.spent >= setup.per_network {
+                self.stats.skipped_network.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            b.spent += 1;
+        }
+        q.pending.insert(key);
+        q.order.push_back((addr, key));
         drop(q);
         self.wake.notify_one();
         true
@@ -221,8 +313,8 @@ impl CrawlerDns {
         }
     }
 
-    /// Checks one address and stores the answer.
-    async fn settle(&self, ip: IpAddr) {
+    /// Checks address `ip` and stores the answer for caller `key`.
+    async fn settle(&self, ip: IpAddr, key: IpAddr) {
         let setup = Arc::clone(&self.setup.read());
         let generation = self.generation.load(Ordering::Acquire);
         let outcome = match self.resolver(&setup) {
@@ -254,11 +346,11 @@ impl CrawlerDns {
         {
             let mut answers = self.answers.write();
             if self.generation.load(Ordering::Acquire) == generation {
-                if answers.len() >= setup.capacity && !answers.contains_key(&ip) {
+                if answers.len() >= setup.capacity && !answers.contains_key(&key) {
                     evict(&mut answers, &setup, now);
                 }
                 answers.insert(
-                    ip,
+                    key,
                     Answer {
                         confirmed,
                         at_ms: now,
@@ -267,15 +359,16 @@ impl CrawlerDns {
             }
         }
         let mut q = self.queue.lock();
-        q.pending.remove(&ip);
+        q.pending.remove(&key);
     }
 
     /// Runs every queued check now, concurrently, and returns how many ran (tests; the
     /// lookup thread runs [`CrawlerDns::run`]).
     pub async fn process_pending(&self) -> usize {
-        let batch: Vec<IpAddr> = self.queue.lock().order.drain(..).collect();
+        let batch: Vec<(IpAddr, IpAddr)> = self.queue.lock().order.drain(..).collect();
         let n = batch.len();
-        futures_util::future::join_all(batch.into_iter().map(|ip| self.settle(ip))).await;
+        futures_util::future::join_all(batch.into_iter().map(|(ip, key)| self.settle(ip, key)))
+            .await;
         n
     }
 
@@ -284,10 +377,10 @@ impl CrawlerDns {
     pub async fn run(self: Arc<Self>, stop: CancellationToken) {
         let mut tasks = tokio::task::JoinSet::new();
         loop {
-            let next: Vec<IpAddr> = self.queue.lock().order.drain(..).collect();
-            for ip in next {
+            let next: Vec<(IpAddr, IpAddr)> = self.queue.lock().order.drain(..).collect();
+            for (ip, key) in next {
                 let me = Arc::clone(&self);
-                tasks.spawn(async move { me.settle(ip).await });
+                tasks.spawn(async move { me.settle(ip, key).await });
             }
             tokio::select! {
                 () = stop.cancelled() => break,
@@ -328,6 +421,10 @@ impl CrawlerDns {
     }
 }
 
+/// Makes room for an answer: expired answers go first; if that frees nothing, an eighth of the
+/// capacity goes (so a full cache does not scan per insert), confirmed answers oldest first,
+/// then refuted ones oldest first: a refuted answer is kept for its negative TTL while
+/// anything else can give way.
 fn evict(answers: &mut HashMap<IpAddr, Answer>, setup: &Setup, now: u64) {
     answers.retain(|_, a| {
         let ttl = if a.confirmed {
@@ -337,10 +434,36 @@ fn evict(answers: &mut HashMap<IpAddr, Answer>, setup: &Setup, now: u64) {
         };
         now.saturating_sub(a.at_ms) < ttl
     });
-    if answers.len() >= setup.capacity {
-        if let Some(victim) = answers.keys().next().copied() {
-            answers.remove(&victim);
-        }
+    if answers.len() < setup.capacity {
+        return;
+    }
+    let excess = answers.len() + 1 - setup.capacity;
+    let room = excess.max(setup.capacity / 8).min(answers.len());
+    let mut order: Vec<(bool, u64, IpAddr)> = answers
+        .iter()
+        .map(|(k, a)| (!a.confirmed, a.at_ms, *k))
+        .collect();
+    // Confirmed (`false`) before refuted (`true`), each oldest first.
+    order.select_nth_unstable(room - 1);
+    for (_, _, k) in &order[..room] {
+        answers.remove(k);
+    }
+}
+
+/// Makes room for a network's budget: spans over first; then the oldest spans, an eighth of
+/// `capacity` at once.
+fn prune_budgets(budgets: &mut HashMap<IpNet, Budget>, capacity: usize, now: u64) {
+    budgets.retain(|_, b| now.saturating_sub(b.since_ms) < BUDGET_SPAN_MS);
+    if budgets.len() < capacity {
+        return;
+    }
+    let room = (budgets.len() + 1 - capacity)
+        .max(capacity / 8)
+        .min(budgets.len());
+    let mut order: Vec<(u64, IpNet)> = budgets.iter().map(|(n, b)| (b.since_ms, *n)).collect();
+    order.select_nth_unstable(room - 1);
+    for (_, n) in &order[..room] {
+        budgets.remove(n);
     }
 }
 
@@ -383,9 +506,13 @@ mod tests {
         let raw: crate::config::crawlers::RawCrawlers = toml::from_str(text).unwrap();
         let settings = CrawlerSettings::validate(raw).unwrap();
         let table = Arc::new(Odd(AtomicU64::new(0)));
-        let c =
-            CrawlerDns::new(&settings, Arc::clone(clock) as _).with_dns(Arc::clone(&table) as _);
+        let c = CrawlerDns::new(&settings, &nets(), Arc::clone(clock) as _)
+            .with_dns(Arc::clone(&table) as _);
         (c, table)
+    }
+
+    fn nets() -> NetworkSettings {
+        crate::config::Config::default().networks
     }
 
     fn ip(s: &str) -> IpAddr {
@@ -453,7 +580,7 @@ mod tests {
         c.process_pending().await;
         assert_eq!(c.check(ip("66.249.66.1"), 0), DnsCheck::Confirmed);
         let raw: crate::config::crawlers::RawCrawlers = toml::from_str("dns_ttl = \"2h\"").unwrap();
-        c.configure(&CrawlerSettings::validate(raw).unwrap());
+        c.configure(&CrawlerSettings::validate(raw).unwrap(), &nets());
         assert_eq!(
             c.check(ip("66.249.66.1"), 0),
             DnsCheck::Confirmed,
@@ -461,8 +588,84 @@ mod tests {
         );
         let raw: crate::config::crawlers::RawCrawlers =
             toml::from_str("rdns_suffixes = [\".search.msn.com\"]").unwrap();
-        c.configure(&CrawlerSettings::validate(raw).unwrap());
+        c.configure(&CrawlerSettings::validate(raw).unwrap(), &nets());
         assert_eq!(c.check(ip("66.249.66.1"), 0), DnsCheck::Pending);
+    }
+
+    /// Issue 21 P7: one lookup per caller the way identities are grouped (an IPv6 /64), and
+    /// a network's lookups bounded per hour; a confirmed crawler's refresh spends none of it.
+    #[tokio::test]
+    async fn lookups_are_one_per_caller_and_bounded_per_network() {
+        let clock = Arc::new(ManualClock::new(0));
+        let (c, table) = dns("dns_lookups_per_network = 3\n", &clock);
+        // 300 addresses of one /64, all the caller 2001:db8:1:2::.
+        let key = ip("2001:db8:1:2::");
+        for i in 0..300u16 {
+            let addr = std::net::Ipv6Addr::new(0x2001, 0xdb8, 1, 2, 0, 0, 0, i);
+            assert!(c.request_if_due(IpAddr::V6(addr), key, 0));
+        }
+        assert_eq!(c.process_pending().await, 1, "one lookup for the /64");
+        assert_eq!(c.peek(key, 0), (DnsCheck::Refuted, false));
+        // Ten /24 addresses: three lookups, the rest not asked (and counted).
+        let queued = (1..=10)
+            .filter(|i| {
+                c.request_if_due(
+                    ip(&format!("66.249.66.{i}")),
+                    ip(&format!("66.249.66.{i}")),
+                    0,
+                )
+            })
+            .count();
+        assert_eq!(queued, 3);
+        assert_eq!(c.stats.skipped_network.load(Ordering::Relaxed), 7);
+        assert!(
+            c.request_if_due(ip("66.249.67.1"), ip("66.249.67.1"), 0),
+            "another /24"
+        );
+        assert_eq!(c.process_pending().await, 4);
+        assert_eq!(table.0.load(Ordering::Relaxed), 5, "PTR lookups in all");
+        assert_eq!(c.peek(ip("66.249.66.1"), 0), (DnsCheck::Confirmed, false));
+        // Past the positive TTL, the confirmed crawler's refresh is asked although the /24's
+        // budget is spent; a new address of it is not, until the hour has passed.
+        let later = 3_600_000 - 1;
+        assert!(c.request_if_due(ip("66.249.66.1"), ip("66.249.66.1"), later + 1));
+        assert!(!c.request_if_due(ip("66.249.66.9"), ip("66.249.66.9"), later));
+        assert!(c.request_if_due(ip("66.249.66.9"), ip("66.249.66.9"), later + 1));
+    }
+
+    /// Issue 21 P7: past `dns_cache_capacity`, refuted answers are the last evicted, so a fake
+    /// is not asked again before its negative TTL while confirmed answers can give way.
+    #[tokio::test]
+    async fn past_capacity_refuted_answers_are_evicted_last() {
+        let clock = Arc::new(ManualClock::new(0));
+        let (c, table) = dns("dns_cache_capacity = 8\n", &clock);
+        // Four fakes (even last octets), then twenty crawlers (odd), one /24 each.
+        for i in 0..4 {
+            c.check(ip(&format!("203.0.{i}.2")), 0);
+        }
+        c.process_pending().await;
+        for i in 0..20 {
+            c.check(ip(&format!("198.18.{i}.1")), 0);
+            c.process_pending().await;
+        }
+        let asked = table.0.load(Ordering::Relaxed);
+        assert_eq!(asked, 24);
+        assert!(c.held().0 <= 8, "{:?}", c.held());
+        // Every fake still answers refuted, from memory: 500 repeats, no new lookup.
+        for round in 0..125 {
+            for i in 0..4 {
+                assert_eq!(
+                    c.check(ip(&format!("203.0.{i}.2")), round),
+                    DnsCheck::Refuted
+                );
+            }
+        }
+        assert_eq!(c.process_pending().await, 0);
+        assert_eq!(
+            table.0.load(Ordering::Relaxed),
+            asked,
+            "no fake asked again"
+        );
     }
 
     #[test]

@@ -27,6 +27,9 @@ pub enum Namespace {
     Net = 5,
     /// A caller's autonomous system (`[networks] asn_table`).
     Asn = 6,
+    /// The unattributed callers of a trusted proxy (its address): forwarded requests whose
+    /// forwarding field named no usable client.
+    Via = 7,
 }
 
 impl Namespace {
@@ -38,6 +41,7 @@ impl Namespace {
             Namespace::Compat => "compat",
             Namespace::Net => "net",
             Namespace::Asn => "asn",
+            Namespace::Via => "via",
         }
     }
 
@@ -49,6 +53,7 @@ impl Namespace {
             3 => Namespace::Key,
             5 => Namespace::Net,
             6 => Namespace::Asn,
+            7 => Namespace::Via,
             _ => Namespace::Compat,
         }
     }

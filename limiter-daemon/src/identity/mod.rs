@@ -40,6 +40,10 @@ pub enum Subject {
     Token(String),
     /// A verified API key.
     Key(Arc<KeyRecord>),
+    /// The unattributed callers of one trusted proxy (the caller's `ip`): requests whose
+    /// forwarding field named no usable client. One shared anonymous identity per proxy;
+    /// refusable, never struck or locked (locking it would lock the proxy).
+    Unattributed,
 }
 
 /// A resolved caller.
@@ -62,14 +66,22 @@ impl Caller {
     /// A verified credential (key or token) or a verified crawler: its tier is pushed into
     /// the kernel's tier map.
     pub fn is_verified(&self) -> bool {
-        !matches!(self.subject, Subject::Ip) || self.crawler.is_some_and(CrawlerStatus::is_verified)
+        matches!(self.subject, Subject::Token(_) | Subject::Key(_))
+            || self.crawler.is_some_and(CrawlerStatus::is_verified)
     }
 
     /// Whether this caller also counts against its network's budgets: anonymous and session
     /// callers do; a verified credential (key, token) or a verified crawler does not (a search
-    /// engine's many addresses are one crawler, metered on its own rung).
+    /// engine's many addresses are one crawler, metered on its own rung). Unattributed callers
+    /// have no network of their own (the proxy's is not theirs).
     pub fn counts_against_networks(&self) -> bool {
-        !self.is_verified()
+        !self.is_verified() && self.subject != Subject::Unattributed
+    }
+
+    /// Whether a burst of this caller may strike its address: not when the address is a
+    /// trusted proxy's, standing for callers it could not name.
+    pub fn may_be_struck(&self) -> bool {
+        self.subject != Subject::Unattributed
     }
 
     /// The hashed identity the store counts.
@@ -78,6 +90,7 @@ impl Caller {
             Subject::Ip => hasher.ip_id(self.group),
             Subject::Token(t) => hasher.id(Namespace::Token, t.as_bytes()),
             Subject::Key(k) => hasher.id(Namespace::Key, k.id.as_bytes()),
+            Subject::Unattributed => hasher.id(Namespace::Via, self.group.to_string().as_bytes()),
         }
     }
 }
@@ -116,15 +129,23 @@ impl IdentityResolver {
     }
 
     /// Who `peer` with `headers` is at `now_ms`. API keys are checked against `keys`.
+    /// `unattributed`: a surface that resolved the client itself (`/v1/auth`) found that the
+    /// trusted `peer` named no usable client.
     pub fn resolve(
         &self,
         cfg: &Config,
         keys: &KeyCache,
         peer: IpAddr,
+        unattributed: bool,
         headers: &HeaderMap,
         now_ms: u64,
     ) -> Caller {
-        let ip = client_ip::client_ip(peer, headers, &cfg.identity);
+        let client = if unattributed {
+            client_ip::Client::Unattributed(client_ip::normalize(peer))
+        } else {
+            client_ip::client(peer, headers, &cfg.identity)
+        };
+        let ip = client.ip();
         let group = client_ip::group(ip, cfg.identity.ipv6_prefix);
         let cookie = session::has_session_cookie(headers, &cfg.identity.session_cookie);
         let mut caller = Caller {
@@ -175,9 +196,16 @@ impl IdentityResolver {
                 },
             }
         }
+        if caller.subject == Subject::Ip && matches!(client, client_ip::Client::Unattributed(_)) {
+            // Nothing names this caller: anonymous limits (a cookie is forgeable), and no
+            // crawler proof (the address is the proxy's).
+            caller.tier = Tier::Anon;
+            caller.subject = Subject::Unattributed;
+            return caller;
+        }
         // A verified credential says who the caller is; only the rest may prove a crawler.
         if caller.subject == Subject::Ip {
-            caller.crawler = self.crawlers.check(ip, headers, now_ms);
+            caller.crawler = self.crawlers.check(ip, group, headers, now_ms);
             if caller.crawler.is_some_and(CrawlerStatus::is_verified) {
                 caller.tier = caller.tier.max(Tier::Crawler);
             }

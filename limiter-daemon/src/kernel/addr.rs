@@ -18,13 +18,7 @@ pub fn ip_key(ip: IpAddr, v6_prefix: u32) -> IpKey {
 
 /// An address written as `::ffff:a.b.c.d` is the IPv4 address (that is how the kernel sees it).
 pub fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(v6),
-        },
-        v4 => v4,
-    }
+    crate::model::address::canonical_ip(ip)
 }
 
 /// The address a key stands for (IPv6 keys show the masked network address).

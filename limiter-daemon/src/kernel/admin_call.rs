@@ -1,7 +1,8 @@
 //! How `limiter-daemon kernel lock|unlock` reaches a running daemon: the admin API at the
 //! config's `[admin] listen` with its token, so the store and the kernel change together.
 //! `Ok(None)` means nothing listens there (the daemon is down): the caller then works on the
-//! pins itself.
+//! pins itself. The token goes only to a server that answers a tokenless probe as the admin
+//! API does ([`crate::model::admin_marker`]); anything else there is an error.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -15,6 +16,7 @@ use hyper_util::rt::TokioExecutor;
 
 use crate::config::admin::{GENERATED_TOKEN_FILE, TOKEN_ENV};
 use crate::config::Config;
+use crate::model::admin_marker;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -66,8 +68,22 @@ impl AdminTarget {
             .build()
             .context("starting a runtime for the admin call")?;
         let uri = format!("http://{}{path}", self.addr);
+        let addr = self.addr;
+        let not_admin = move |why: admin_marker::NotAdmin| {
+            anyhow::anyhow!(
+                "what answers at {addr} ([admin] listen) is not a limiter admin API ({why}); \
+                 the admin token was not sent to it"
+            )
+        };
         rt.block_on(async move {
             let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+            let probe = http::Request::get(format!("http://{addr}/admin/v1/stats"))
+                .body(Full::new(Bytes::new()))?;
+            let resp = tokio::time::timeout(TIMEOUT, client.request(probe))
+                .await
+                .context("the admin API did not answer in time")??;
+            admin_marker::probe_answer(resp.headers()).map_err(not_admin)?;
+            drop(resp.into_body().collect().await?);
             let mut b = http::Request::builder()
                 .method(method)
                 .uri(uri)
@@ -82,10 +98,10 @@ impl AdminTarget {
             let resp = tokio::time::timeout(TIMEOUT, client.request(b.body(Full::new(bytes))?))
                 .await
                 .context("the admin API did not answer in time")??;
-            let status = resp.status();
-            let body = resp.into_body().collect().await?.to_bytes();
-            let v = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
-            Ok(Some((status, v)))
+            let (parts, body) = resp.into_parts();
+            let body = body.collect().await?.to_bytes();
+            let v = admin_marker::answer(parts.status, &parts.headers, &body).map_err(not_admin)?;
+            Ok(Some((parts.status, v)))
         })
     }
 }

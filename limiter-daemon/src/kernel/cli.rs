@@ -23,6 +23,8 @@ use super::maps::KernelMaps;
 use super::pins::PinLayout;
 use super::status;
 use crate::config::kernel::DEFAULT_PIN_PATH;
+use crate::model::address::{canonical_ip, canonical_net, mapped_overlap};
+use crate::model::duration_text::{self, Units};
 
 /// `kernel` subcommands.
 #[derive(Debug, Args)]
@@ -97,15 +99,19 @@ pub struct DetachArgs {
     pub pin_path: PathBuf,
 }
 
-/// Parses an IP address (IPv4, IPv6, or IPv4-mapped IPv6).
+/// Parses an IP address (IPv4, IPv6, or IPv4-mapped IPv6, which is the IPv4 address it
+/// carries: see [`crate::model::address`]).
 pub fn parse_ip(s: &str) -> Result<IpAddr, String> {
     s.trim()
         .parse::<IpAddr>()
+        .map(canonical_ip)
         .map_err(|_| format!("{s:?} is not an IP address (expected e.g. 192.0.2.7 or 2001:db8::1)"))
 }
 
 /// Parses a CIDR; a bare address means a single host. Host bits set is refused, since
-/// `10.0.0.1/8` is almost always a typo for something else.
+/// `10.0.0.1/8` is almost always a typo for something else. A CIDR inside the IPv4-mapped
+/// block is the IPv4 CIDR it stands for; an IPv6 range wider than that block is refused, since
+/// the kernel would match every IPv4 address with it.
 pub fn parse_cidr(s: &str) -> Result<IpNet, String> {
     let s = s.trim();
     let net = if s.contains('/') {
@@ -121,13 +127,19 @@ pub fn parse_cidr(s: &str) -> Result<IpNet, String> {
             net.trunc()
         ));
     }
-    Ok(net)
+    if mapped_overlap(net) {
+        return Err(format!(
+            "{s:?} takes in ::ffff:0:0/96, where IPv4 addresses live (it would cover all of \
+             IPv4 too); name IPv4 ranges as IPv4 and IPv6 ranges outside that block"
+        ));
+    }
+    Ok(canonical_net(net))
 }
 
-/// Parses a positive duration such as `90s`, `10m`, `1h30m`.
+/// Parses a positive duration such as `90s`, `10m`, `1h30m`, `7d`, `2w`: the operator grammar
+/// of [`duration_text`] (units `s m h d w`, case-sensitive, so `10M` is an error, not months).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s.trim())
-        .map_err(|e| format!("{s:?} is not a duration ({e}); expected e.g. 90s, 10m, 2h"))?;
+    let d = duration_text::parse(s, Units::Operator).map_err(|e| e.to_string())?;
     if d.is_zero() {
         return Err(format!("{s:?}: the duration must be longer than zero"));
     }
@@ -237,6 +249,16 @@ pub fn run_kernel(args: KernelArgs) -> anyhow::Result<()> {
                     humantime::format_duration(duration)
                 );
                 return Ok(());
+            }
+            if let Some(cfg) = cfg.as_ref() {
+                let group = crate::identity::client_ip::group(ip, cfg.identity.ipv6_prefix);
+                let net = crate::engine::exempt::group_net(cfg, group);
+                if let Some(proxy) = crate::engine::exempt::trusted_proxy_in(cfg, &net) {
+                    anyhow::bail!(
+                        "ip: {ip} is the trusted proxy {proxy}: locking it would lock out every \
+                         client behind it; lock the client's own address instead"
+                    );
+                }
             }
             open(&args.pin_path)?.lock(ip, duration, level)?;
             out!(
@@ -376,6 +398,7 @@ mod tests {
             .unwrap_err()
             .contains("not a CIDR"));
         assert!(parse_cidr("10.0.0.1/8").unwrap_err().contains("10.0.0.0/8"));
+        assert!(parse_cidr("::/16").unwrap_err().contains("::ffff:0:0/96"));
         assert!(parse_duration("soon").unwrap_err().contains("soon"));
         assert!(parse_duration("0s")
             .unwrap_err()
@@ -384,13 +407,23 @@ mod tests {
             .unwrap_err()
             .contains("at most 3650 days"));
         assert_eq!(parse_duration("3650d").unwrap(), MAX_DURATION);
+        // Through humantime `10M` was ten months and `1y` a year.
+        for typo in ["10M", "1y", "5min", "1 hour", "2H"] {
+            let err = parse_duration(typo).unwrap_err();
+            assert!(err.contains(typo) && err.contains("s, m, h, d, w"), "{err}");
+        }
     }
 
     #[test]
     fn good_inputs_parse() {
+        assert_eq!(parse_ip(" ::ffff:1.2.3.4 ").unwrap().to_string(), "1.2.3.4");
         assert_eq!(
-            parse_ip(" ::ffff:1.2.3.4 ").unwrap().to_string(),
-            "::ffff:1.2.3.4"
+            parse_cidr("::ffff:203.0.113.0/120").unwrap().to_string(),
+            "203.0.113.0/24"
+        );
+        assert_eq!(
+            parse_cidr("::ffff:0:0/96").unwrap().to_string(),
+            "0.0.0.0/0"
         );
         assert_eq!(parse_cidr("192.0.2.7").unwrap().to_string(), "192.0.2.7/32");
         assert_eq!(

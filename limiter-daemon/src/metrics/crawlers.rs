@@ -53,6 +53,21 @@ pub fn encode(enc: &mut DescriptorEncoder, engine: &Engine) -> Result<(), fmt::E
     ] {
         ConstCounter::new(v).encode(fam.encode_family(&[("result", result)])?)?;
     }
+    let mut fam = enc.encode_descriptor(
+        "crawler_dns_not_asked",
+        "Reverse-DNS checks due but not asked, by why (in_flight: dns_max_in_flight checks were running; network_budget: the caller's network had spent dns_lookups_per_network this hour); the caller stays pending",
+        None,
+        MetricType::Counter,
+    )?;
+    for (why, v) in [
+        ("in_flight", dns.skipped_in_flight.load(Ordering::Relaxed)),
+        (
+            "network_budget",
+            dns.skipped_network.load(Ordering::Relaxed),
+        ),
+    ] {
+        ConstCounter::new(v).encode(fam.encode_family(&[("why", why)])?)?;
+    }
     gauge(
         enc,
         "crawler_dns_cached",

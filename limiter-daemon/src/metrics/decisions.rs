@@ -276,7 +276,18 @@ impl DecisionMetrics {
             Some(c) => self.crawlers[c.index()].inc(),
             None => 0,
         };
-        if let Some(level) = d.lockout_level {
+        // A network's strike under `lockout = "addresses"` locks each address that sent, each a
+        // strike and a lockout at its own level; any other strike is one lockout.
+        let senders = d.network.as_ref().map(|n| n.locked.as_slice()).filter(|l| {
+            !l.is_empty()
+                && l.iter()
+                    .all(|l| l.net.prefix_len() == l.net.max_prefix_len())
+        });
+        let levels: &mut dyn Iterator<Item = u32> = match senders {
+            Some(l) => &mut l.iter().map(|l| l.level),
+            None => &mut d.lockout_level.into_iter(),
+        };
+        for level in levels {
             self.strikes.inc();
             self.lockouts
                 .get_or_create(&LevelLabel {

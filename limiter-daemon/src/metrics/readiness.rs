@@ -1,4 +1,5 @@
-//! What `/readyz` answers: ready unless the store is degraded (counting locally), the kernel
+//! What `/readyz` answers: ready unless the store is degraded (counting locally), the fleet's
+//! lockout stream is not followed (other hosts' lockouts would not reach this one), the kernel
 //! dataplane is required but not attached, or the engine is not built yet. Each failing check
 //! is named, so the JSON body says why.
 //!
@@ -51,6 +52,12 @@ impl Readiness {
                     reasons.push(
                         "store degraded: the store does not answer, counting locally".to_string(),
                     );
+                }
+                if let Some(why) = engine.store().not_following() {
+                    reasons.push(format!(
+                        "lockout stream not followed: other hosts' lockouts do not reach this \
+                         host ({why})"
+                    ));
                 }
             }
         }

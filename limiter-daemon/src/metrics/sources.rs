@@ -189,7 +189,25 @@ impl Collector for SourceCollector {
                 "Times this host's identity-hashing secret and the shared store's were found to differ (the fleet then counts one caller under two keys until restarted)",
                 store.secret_mismatches(),
             )?;
+            let unreadable = store.unreadable_counts();
+            if !unreadable.is_empty() {
+                let mut fam = enc.encode_descriptor(
+                    "store_records_unreadable",
+                    "Records in the shared store found unreadable (not parsing, or out of bounds) and skipped, by kind; each is logged once with its key or stream ID",
+                    None,
+                    MetricType::Counter,
+                )?;
+                for (kind, v) in unreadable {
+                    ConstCounter::new(v).encode(fam.encode_family(&[("kind", kind)])?)?;
+                }
+            }
             if let Some(r) = store.remote_stats() {
+                gauge(
+                    &mut enc,
+                    "store_stream_following",
+                    "1 while this host follows the fleet's lockout stream, 0 while the follower fails (other hosts' lockouts do not reach it)",
+                    i64::from(store.not_following().is_none()),
+                )?;
                 counter(
                     &mut enc,
                     "store_remote_decisions",

@@ -1,13 +1,18 @@
 //! The shared vocabulary at the bottom of the crate: what every layer above names and none of
-//! them owns. [`tier`] (the ladder's rungs), [`window`] (the counting windows, described once
-//! in a table, and the reasons a reject gives), [`decision`] (what a decision says, rendered by
-//! every HTTP surface), [`network`] (the networks a caller is also metered as), [`crawler`]
-//! (what became of a crawler's claim), [`prefix_set`] (address prefixes looked up by length)
-//! and [`records`] (what a store keeps: keys, strikes, lockouts, list
-//! entries). It imports nothing else of the crate.
+//! them owns. [`address`] (one spelling per address: IPv4-mapped IPv6 as IPv4),
+//! [`admin_marker`] (how the admin API's clients recognise it), [`tier`] (the
+//! ladder's rungs), [`window`] (the counting windows, described once in a table, and the
+//! reasons a reject gives), [`decision`] (what a decision says, rendered by every HTTP
+//! surface), [`network`] (the networks a caller is also metered as), [`crawler`] (what became
+//! of a crawler's claim), [`duration_text`] (the one duration grammar), [`prefix_set`]
+//! (address prefixes looked up by length) and [`records`] (what a store keeps: keys, strikes,
+//! lockouts, list entries). It imports nothing else of the crate.
 
+pub mod address;
+pub mod admin_marker;
 pub mod crawler;
 pub mod decision;
+pub mod duration_text;
 pub mod identity_text;
 pub mod network;
 pub mod prefix_set;
@@ -18,7 +23,7 @@ pub mod window;
 pub use crawler::CrawlerStatus;
 pub use decision::{Action, Decision, DecisionBuilder, DelayKind, KeyStatus, Shadow, Verdict};
 pub use identity_text::IdentityText;
-pub use network::{NetLevel, NetworkName, NetworkState};
+pub use network::{Locked, NetLevel, NetworkName, NetworkState};
 pub use records::{KeyRecord, ListEntry, ListKind, LockCause, Lockout, StrikeRecord};
 pub use tier::Tier;
 pub use window::{Counts, PerWindow, Reason, Shape, WindowKind, WindowSpec, WindowState, WINDOWS};

@@ -66,10 +66,22 @@ impl serde::Serialize for NetworkName {
 }
 
 /// The network whose budget refused a request, and the window that refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct NetworkState {
     pub name: NetworkName,
     pub window: WindowState,
+    /// What this request's network strike locked out, each at its own escalation level: the
+    /// addresses that sent in the offending burst window (`[networks] lockout = "addresses"`)
+    /// or the prefix's CIDRs (`"prefix"`). Empty when this request struck nothing.
+    pub locked: Vec<Locked>,
+}
+
+/// One lockout a network's strike made: an address (grouped, as a full-length prefix) or a
+/// range, and its escalation level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Locked {
+    pub net: IpNet,
+    pub level: u32,
 }
 
 #[cfg(test)]

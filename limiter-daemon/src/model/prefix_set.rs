@@ -8,6 +8,8 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
+use super::address::{canonical_ip, canonical_net};
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PrefixSet {
     /// `(prefix length, networks of that length as masked integers)`, longest first.
@@ -31,11 +33,12 @@ fn mask6(bits: u128, len: u8) -> u128 {
 }
 
 impl PrefixSet {
-    /// The set of `nets` (host bits are ignored: `66.249.64.7/27` is `66.249.64.0/27`).
+    /// The set of `nets` (host bits are ignored: `66.249.64.7/27` is `66.249.64.0/27`; an
+    /// IPv4-mapped range is the IPv4 range it carries).
     pub fn from_nets(nets: impl IntoIterator<Item = IpNet>) -> Self {
         let mut set = PrefixSet::default();
         for net in nets {
-            let added = match net {
+            let added = match canonical_net(net) {
                 IpNet::V4(n) => {
                     let len = n.prefix_len();
                     let bits = mask4(u32::from(n.addr()), len);
@@ -64,11 +67,7 @@ impl PrefixSet {
     }
 
     pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
-        match ip {
+        match canonical_ip(ip) {
             IpAddr::V4(a) => {
                 let bits = u32::from(a);
                 self.v4

@@ -62,8 +62,19 @@ pub enum LockCause {
     Burst,
     /// An operator locked it (admin API).
     Manual,
-    /// The caller's network sent more than its burst (`[networks]`): a prefix lockout.
+    /// The caller's network sent more than its burst (`[networks]`): the address sent in the
+    /// offending window (`lockout = "addresses"`), or the whole prefix (`"prefix"`).
     Network,
+}
+
+impl LockCause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockCause::Burst => "burst",
+            LockCause::Manual => "manual",
+            LockCause::Network => "network",
+        }
+    }
 }
 
 /// A lockout of one (grouped) client address, on the wall clock. Not `Copy`: it carries the
@@ -76,8 +87,9 @@ pub struct Lockout {
     /// Escalation level (1 = first lockout).
     pub level: u32,
     pub cause: LockCause,
-    /// The operator's reason for a manual lockout. Absent in records written before it existed
-    /// (and in burst lockouts), so a missing field reads as none.
+    /// The operator's reason for a manual lockout, or the network whose strike made it (`network
+    /// 203.0.113.0/24 burst`). Absent in records written before it existed (and in burst
+    /// lockouts), so a missing field reads as none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }

@@ -39,6 +39,15 @@ pub enum Malformed {
     Address,
     /// Not UTF-8.
     Encoding,
+    /// Longer than the reader's cap (`input::MAX_LINE`).
+    TooLong,
+    /// Stamped more than `order::BOUND_MS` after the clock, and the next line did not confirm
+    /// the jump.
+    Ahead,
+    /// Stamped more than `order::BOUND_MS` before the clock.
+    Behind,
+    /// Stamped more than `order::FUTURE_SLACK_MS` after the replay's own time.
+    Future,
 }
 
 impl Malformed {
@@ -49,6 +58,12 @@ impl Malformed {
             Malformed::Request => "no METHOD TARGET request",
             Malformed::Address => "client address is not an IP",
             Malformed::Encoding => "not UTF-8",
+            Malformed::TooLong => "longer than 1 MiB",
+            Malformed::Ahead => {
+                "stamped more than 10 minutes after the lines around it (the clock was not moved)"
+            }
+            Malformed::Behind => "stamped more than 10 minutes before the line before it",
+            Malformed::Future => "stamped more than a day after the time the replay runs",
         }
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! - [`line`]: the fields of one request; [`combined`] and [`json`] read them from nginx/Apache
 //!   combined lines and JSON lines; [`time`] reads their timestamps.
-//! - [`input`]: the log files, plain or gzip.
+//! - [`input`]: the log files, plain or gzip, lines capped in length.
+//! - [`order`]: which lines move the clock (a line stamped far off is malformed instead).
 //! - [`client`]: the client address (the logged peer, `X-Forwarded-For`) and its network.
 //! - [`run`]: the loop, one engine per config on an injected clock and an in-memory store.
 //! - [`tally`] counts decisions; [`report`] is what a run found; [`compare`] puts two side by
@@ -18,6 +19,7 @@ pub mod input;
 pub mod json;
 pub mod json_fast;
 pub mod line;
+pub mod order;
 pub mod render_json;
 pub mod render_text;
 pub mod report;
@@ -65,7 +67,8 @@ pub struct ReplayArgs {
     pub logs: Vec<PathBuf>,
 }
 
-/// Runs the command: the report on stdout, the speed on stderr.
+/// Runs the command: the report on stdout, the speed on stderr. A log cut short still prints
+/// the report of what was read, then returns [`ReplayError::CutShort`] (exit 3).
 pub fn run_cli(args: ReplayArgs) -> Result<(), ReplayError> {
     let env = crate::config::env_from_process();
     let mut configs = vec![(
@@ -86,6 +89,7 @@ pub fn run_cli(args: ReplayArgs) -> Result<(), ReplayError> {
     };
     let started = std::time::Instant::now();
     let mut reports = replay(&configs, &args.logs, &opts)?;
+    let cut_short = reports.first().and_then(|r| r.input.cut_short.clone());
     let secs = started.elapsed().as_secs_f64();
     let lines = reports.first().map_or(0, |r| r.input.lines);
     eprintln!(
@@ -108,7 +112,15 @@ pub fn run_cli(args: ReplayArgs) -> Result<(), ReplayError> {
     let mut stdout = std::io::stdout().lock();
     match writeln!(stdout, "{out}").and_then(|()| stdout.flush()) {
         // `replay … | head` closing the pipe early is not a failure.
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(ReplayError::Write(e)),
-        _ => Ok(()),
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(ReplayError::Write(e)),
+        _ => {}
+    }
+    match cut_short {
+        Some(c) => Err(ReplayError::CutShort {
+            file: c.file,
+            after_line: c.after_line,
+            error: c.error,
+        }),
+        None => Ok(()),
     }
 }

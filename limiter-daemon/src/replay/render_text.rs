@@ -1,5 +1,5 @@
 //! The report as text for a terminal: the input's summary, the tier × reason table, lockouts
-//! by level, the most refused identities and networks, and for `--compare` one table of every
+//! by level and by why (cause, reason, what was locked), the most refused identities and networks, and for `--compare` one table of every
 //! count under both configs.
 
 use std::fmt::Write as _;
@@ -57,6 +57,13 @@ fn input(i: &Input, out: &mut String) {
         "{} lines{span}: {} replayed, {} malformed, {} out of order (replayed at the latest time seen)",
         i.lines, i.requests, i.malformed, i.out_of_order
     );
+    if let Some(c) = &i.cut_short {
+        let _ = writeln!(
+            out,
+            "INCOMPLETE: {} could not be read past line {} ({}); the report covers the lines before it",
+            c.file, c.after_line, c.error
+        );
+    }
     if !i.malformed_first.is_empty() {
         let _ = writeln!(
             out,
@@ -138,6 +145,26 @@ fn body(r: &Report, out: &mut String) {
             .map(|l| format!("level {}: {}", l.level, l.count))
             .collect();
         let _ = writeln!(out, "\nlockouts earned: {}", levels.join(", "));
+        let rows: Vec<Vec<String>> = r
+            .locked
+            .iter()
+            .map(|g| {
+                vec![
+                    g.cause.to_string(),
+                    g.reason.clone(),
+                    g.lockouts.to_string(),
+                    g.locked.join(", "),
+                ]
+            })
+            .collect();
+        if !rows.is_empty() {
+            out.push_str("lockouts by why:\n");
+            out.push_str(&table(
+                &["cause", "reason", "lockouts", "first locked"],
+                &rows,
+                2..3,
+            ));
+        }
     }
     if r.keys_presented > 0 {
         let _ = writeln!(

@@ -18,6 +18,17 @@ pub struct SkippedLine {
     pub why: &'static str,
 }
 
+/// Where reading stopped early: a log that could not be read past a line (a truncated gzip,
+/// an I/O error). The report covers the lines before it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CutShort {
+    pub file: String,
+    /// The last line read whole.
+    pub after_line: u64,
+    pub error: String,
+}
+
 /// What reading the logs found, whatever the config.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -36,6 +47,8 @@ pub struct Input {
     /// The first and last timestamps replayed (RFC 3339, UTC).
     pub from: Option<String>,
     pub to: Option<String>,
+    /// `Some` when a log could not be read to its end; the replay stopped there.
+    pub cut_short: Option<CutShort>,
 }
 
 /// One tier × reason (`reason` absent: admitted at once).
@@ -52,6 +65,27 @@ pub struct Row {
 pub struct LockoutRow {
     pub level: u32,
     pub count: u64,
+}
+
+/// Lockouts made for one cause and reason, and the first few addresses or prefixes locked.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LockedRow {
+    /// `burst` (the address's own) or `network` (its network's burst).
+    pub cause: &'static str,
+    /// `burst`, or the network: `network 203.0.113.0/24 burst`.
+    pub reason: String,
+    pub lockouts: u64,
+    /// The first few locked (an address bare, a prefix with its length).
+    pub locked: Vec<String>,
+}
+
+/// An address prints bare, a prefix with its length.
+fn net_text(net: &ipnet::IpNet) -> String {
+    if net.prefix_len() == net.max_prefix_len() {
+        net.addr().to_string()
+    } else {
+        net.to_string()
+    }
 }
 
 /// An identity or network among those refused most.
@@ -75,6 +109,8 @@ pub struct Report {
     pub totals: Outcomes,
     /// Lockouts earned, by escalation level.
     pub lockouts: Vec<LockoutRow>,
+    /// Lockouts earned, by why (most first; the `top` groups).
+    pub locked: Vec<LockedRow>,
     /// Requests that presented an API key.
     pub keys_presented: u64,
     pub top_identities: Vec<Top>,
@@ -136,6 +172,25 @@ impl Report {
                 .into_iter()
                 .map(|(level, count)| LockoutRow { level, count })
                 .collect(),
+            locked: {
+                let mut groups: Vec<LockedRow> = tally
+                    .locked
+                    .into_iter()
+                    .map(|((cause, reason), g)| LockedRow {
+                        cause,
+                        reason,
+                        lockouts: g.lockouts,
+                        locked: g.shown.iter().map(net_text).collect(),
+                    })
+                    .collect();
+                groups.sort_by(|a, b| {
+                    b.lockouts
+                        .cmp(&a.lockouts)
+                        .then_with(|| a.reason.cmp(&b.reason))
+                });
+                groups.truncate(top_n);
+                groups
+            },
             keys_presented: tally.keys_presented,
             top_identities: top(tally.identities.into_iter(), top_n),
             top_networks: top(tally.networks.into_iter(), top_n),

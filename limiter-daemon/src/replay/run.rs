@@ -8,8 +8,11 @@
 //! - API keys cannot be verified (the log has no key store): with the lookups never landing, a
 //!   well-formed key is metered as the daemon meters a key whose lookup is in flight, one rung
 //!   down (the session rung), counted by address.
-//! - The clock never goes backwards: a line stamped earlier than one before it is decided at
-//!   the latest time seen, and counted as out of order.
+//! - The clock never goes backwards: a line stamped a little earlier than one before it is
+//!   decided at the latest time seen, and counted as out of order; a line stamped far from the
+//!   lines around it is malformed and does not move the clock (the rule is [`super::order`]'s).
+//! - A log that cannot be read to its end (a truncated gzip, an I/O error) ends the run there:
+//!   the report covers the lines read before it and says where it was cut short.
 //! - One line buffer and one header map per config are reused: a line without credentials
 //!   allocates nothing here.
 
@@ -22,10 +25,11 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use super::client::{client, network_of, parse_addr};
 use super::combined::{self, ExtraField};
 use super::error::ReplayError;
-use super::input::LogReader;
+use super::input::{LogReader, NextLine};
 use super::json;
 use super::line::{LogLine, Malformed};
-use super::report::{Input, Report, SkippedLine};
+use super::order::{Order, Place};
+use super::report::{CutShort, Input, Report, SkippedLine};
 use super::tally::Tally;
 use crate::clock::ManualClock;
 use crate::config::Config;
@@ -123,6 +127,7 @@ impl Side {
             method: &line.method,
             path: &line.target,
             headers: &self.headers,
+            unattributed: false,
         });
         let nets = &self.cfg.networks;
         let net = network_of(ip, nets.ipv4_prefix, nets.ipv6_prefix);
@@ -143,8 +148,65 @@ fn parse<'a>(text: &'a str, opts: &Options) -> Result<LogLine<'a>, Malformed> {
     }
 }
 
+/// A line held until the next one confirms its time (see [`super::order`]).
+struct Held {
+    text: String,
+    file: String,
+    line: u64,
+}
+
+/// The state of one run: the sides, what reading found, the first time decided.
+struct Run<'o> {
+    sides: Vec<Side>,
+    input: Input,
+    first: Option<u64>,
+    opts: &'o Options,
+}
+
+impl Run<'_> {
+    fn skip(&mut self, file: &dyn std::fmt::Display, line: u64, why: Malformed) {
+        self.input.malformed += 1;
+        if self.input.malformed_first.len() < MALFORMED_SHOWN {
+            self.input.malformed_first.push(SkippedLine {
+                file: file.to_string(),
+                line,
+                why: why.as_str(),
+            });
+        }
+    }
+
+    fn decide(&mut self, line: &LogLine<'_>, peer: IpAddr, at: u64, late: bool) {
+        if late {
+            self.input.out_of_order += 1;
+        }
+        self.first.get_or_insert(at);
+        self.input.requests += 1;
+        for side in &mut self.sides {
+            side.decide(line, peer, at, self.opts.xff);
+        }
+    }
+
+    /// A held line, confirmed (decide it at `at`) or not.
+    fn settled(&mut self, held: Held, res: Result<u64, Malformed>) {
+        let at = match res {
+            Ok(at) => at,
+            Err(why) => return self.skip(&held.file, held.line, why),
+        };
+        // It parsed when it was read; parsing the copy again cannot fail.
+        let parsed = parse(&held.text, self.opts)
+            .ok()
+            .and_then(|l| parse_addr(&l.addr).map(|peer| (l, peer)));
+        match parsed {
+            Some((l, peer)) => self.decide(&l, peer, at, false),
+            None => self.skip(&held.file, held.line, Malformed::Syntax),
+        }
+    }
+}
+
 /// Replays `logs` (in the order given, as one stream) under each of `configs` (a name for the
-/// report, and the config); one report per config, in order.
+/// report, and the config); one report per config, in order. A log that cannot be opened is an
+/// error; one that cannot be read to its end gives the reports of what was read, with
+/// [`Input::cut_short`] set.
 pub fn replay(
     configs: &[(String, Config)],
     logs: &[PathBuf],
@@ -152,64 +214,90 @@ pub fn replay(
 ) -> Result<Vec<Report>, ReplayError> {
     // One secret for every side: a caller is the same hashed identity in both columns.
     let hasher = IdentityHasher::hmac(&rand::random::<[u8; 32]>());
-    let mut sides: Vec<Side> = configs
-        .iter()
-        .map(|(name, cfg)| Side::new(name.clone(), cfg, hasher.clone()))
-        .collect();
-    let mut input = Input::default();
-    let (mut first, mut last): (Option<u64>, Option<u64>) = (None, None);
+    let mut run = Run {
+        sides: configs
+            .iter()
+            .map(|(name, cfg)| Side::new(name.clone(), cfg, hasher.clone()))
+            .collect(),
+        input: Input::default(),
+        first: None,
+        opts,
+    };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let mut order: Order<Held> = Order::new(now_ms);
     let mut buf = Vec::with_capacity(4096);
-    for path in logs {
+    'logs: for path in logs {
         let mut reader = LogReader::open(path)?;
-        while reader.next_line(&mut buf)? {
-            let skip = |why: Malformed, input: &mut Input| {
-                input.malformed += 1;
-                if input.malformed_first.len() < MALFORMED_SHOWN {
-                    input.malformed_first.push(SkippedLine {
-                        file: reader.path().display().to_string(),
-                        line: reader.line_no,
-                        why: why.as_str(),
+        loop {
+            let next = match reader.next_line(&mut buf) {
+                Ok(n) => n,
+                Err(ReplayError::Read { path, line, source }) => {
+                    run.input.cut_short = Some(CutShort {
+                        file: path.display().to_string(),
+                        after_line: line.saturating_sub(1),
+                        error: source.to_string(),
                     });
+                    break 'logs;
                 }
+                Err(e) => return Err(e),
             };
+            let file = reader.path().display();
+            match next {
+                NextLine::End => break,
+                NextLine::TooLong => {
+                    run.input.lines += 1;
+                    run.skip(&file, reader.line_no, Malformed::TooLong);
+                    continue;
+                }
+                NextLine::Line => {}
+            }
             let Ok(text) = std::str::from_utf8(&buf) else {
-                input.lines += 1;
-                skip(Malformed::Encoding, &mut input);
+                run.input.lines += 1;
+                run.skip(&file, reader.line_no, Malformed::Encoding);
                 continue;
             };
             if text.trim().is_empty() {
                 continue;
             }
-            input.lines += 1;
+            run.input.lines += 1;
             let line = match parse(text, opts) {
                 Ok(l) => l,
                 Err(why) => {
-                    skip(why, &mut input);
+                    run.skip(&file, reader.line_no, why);
                     continue;
                 }
             };
             let Some(peer) = parse_addr(&line.addr) else {
-                skip(Malformed::Address, &mut input);
+                run.skip(&file, reader.line_no, Malformed::Address);
                 continue;
             };
-            let now = match last {
-                Some(l) if line.time_ms < l => {
-                    input.out_of_order += 1;
-                    l
-                }
-                _ => line.time_ms,
-            };
-            first.get_or_insert(now);
-            last = Some(now);
-            input.requests += 1;
-            for side in &mut sides {
-                side.decide(&line, peer, now, opts.xff);
+            if let Some((held, res)) = order.settle(line.time_ms) {
+                run.settled(held, res);
+            }
+            match order.place(line.time_ms) {
+                Place::Now { at, late } => run.decide(&line, peer, at, late),
+                Place::Hold => order.hold(
+                    line.time_ms,
+                    Held {
+                        text: text.to_string(),
+                        file: file.to_string(),
+                        line: reader.line_no,
+                    },
+                ),
+                Place::Skip(why) => run.skip(&file, reader.line_no, why),
             }
         }
     }
-    input.set_span(first, last);
-    Ok(sides
+    if let Some((held, res)) = order.finish() {
+        run.settled(held, res);
+    }
+    run.input.set_span(run.first, order.clock());
+    let (input, top) = (run.input, opts.top);
+    Ok(run
+        .sides
         .into_iter()
-        .map(|s| Report::new(s.name, input.clone(), s.tally, opts.top))
+        .map(|s| Report::new(s.name, input.clone(), s.tally, top))
         .collect())
 }

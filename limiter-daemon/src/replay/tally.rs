@@ -1,13 +1,14 @@
 //! Counting one config's decisions as the replay makes them: per tier and reason, lockouts by
-//! level, and refusals per identity and per network. Called once per request, so it keeps
-//! fixed-size counters and touches a map only for a refusal.
+//! level and by why they were made (cause and reason, a few of the locked addresses or
+//! prefixes named), and refusals per identity and per network. Called once per request, so it
+//! keeps fixed-size counters and touches a map only for a refusal or a lockout.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use crate::model::{Decision, Reason, Tier, Verdict};
+use crate::model::{Decision, LockCause, Reason, Tier, Verdict};
 
 /// What became of the requests of one tier and reason (`None`: admitted without delay).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -88,6 +89,26 @@ impl Refusals {
     }
 }
 
+/// Addresses or prefixes a group of lockouts names, at most.
+pub const LOCKED_SHOWN: usize = 5;
+
+/// Lockouts made for one cause and reason (`burst`, or `network 203.0.113.0/24 burst`).
+#[derive(Clone, Debug, Default)]
+pub struct LockGroup {
+    pub lockouts: u64,
+    /// The first [`LOCKED_SHOWN`] distinct addresses or prefixes locked.
+    pub shown: Vec<IpNet>,
+}
+
+impl LockGroup {
+    fn add(&mut self, net: IpNet) {
+        self.lockouts += 1;
+        if self.shown.len() < LOCKED_SHOWN && !self.shown.contains(&net) {
+            self.shown.push(net);
+        }
+    }
+}
+
 /// One config's counts so far.
 #[derive(Debug, Default)]
 pub struct Tally {
@@ -95,6 +116,8 @@ pub struct Tally {
     pub rows: Vec<(Tier, Option<Reason>, Outcomes)>,
     /// Lockouts made, by escalation level.
     pub lockouts: BTreeMap<u32, u64>,
+    /// Lockouts made, by (cause, reason).
+    pub locked: BTreeMap<(&'static str, String), LockGroup>,
     pub identities: HashMap<Who, Refusals>,
     pub networks: HashMap<IpNet, Refusals>,
     /// Requests that presented an API key (metered as a key whose lookup has not landed).
@@ -102,6 +125,49 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// The lockouts `d` made: its caller's own (a burst), or what its network's strike locked
+    /// (each address that sent, or the prefix).
+    fn record_lockouts(&mut self, d: &Decision, group: IpAddr) {
+        let net_locked = d.network.as_ref().filter(|n| !n.locked.is_empty());
+        if let Some(n) = net_locked {
+            let g = self
+                .locked
+                .entry((
+                    LockCause::Network.as_str(),
+                    format!("network {} burst", n.name),
+                ))
+                .or_default();
+            let addresses = n
+                .locked
+                .iter()
+                .all(|l| l.net.prefix_len() == l.net.max_prefix_len());
+            for l in &n.locked {
+                g.add(l.net);
+                if addresses {
+                    *self.lockouts.entry(l.level).or_default() += 1;
+                }
+            }
+            if !addresses {
+                // One prefix lockout (an ASN range may be several CIDRs).
+                if let Some(level) = d.lockout_level {
+                    *self.lockouts.entry(level).or_default() += 1;
+                }
+            }
+            return;
+        }
+        if let Some(level) = d.lockout_level {
+            *self.lockouts.entry(level).or_default() += 1;
+            let cause = match d.reason() {
+                Some(Reason::Network) => LockCause::Network,
+                _ => LockCause::Burst,
+            };
+            self.locked
+                .entry((cause.as_str(), cause.as_str().to_string()))
+                .or_default()
+                .add(IpNet::from(group));
+        }
+    }
+
     fn row(&mut self, tier: Tier, reason: Option<Reason>) -> &mut Outcomes {
         let i = match self
             .rows
@@ -122,9 +188,7 @@ impl Tally {
         if d.key_status.is_some() {
             self.keys_presented += 1;
         }
-        if let Some(level) = d.lockout_level {
-            *self.lockouts.entry(level).or_default() += 1;
-        }
+        self.record_lockouts(d, group);
         match d.verdict() {
             Verdict::Allow => self.row(d.tier, None).allowed += 1,
             Verdict::Delay { delay, .. } => {

@@ -36,6 +36,11 @@ pub trait FleetRemote: Store {
     /// Follows the lockout stream until `cancel`, feeding `sink` (reloading it at start and
     /// after a gap that cannot be resumed). Runs on the store's own I/O runtime.
     fn follow(&self, sink: Arc<dyn LockoutEvents>, cancel: CancellationToken);
+    /// Why the follower started by [`FleetRemote::follow`] is not following now (`None`: it
+    /// is, or it has not started).
+    fn follower_error(&self) -> Option<String> {
+        None
+    }
     /// Runs `task` on the store's own I/O runtime (the writer and the connector live there, so
     /// they run whether or not the caller has a runtime).
     fn spawn(&self, task: Pin<Box<dyn Future<Output = ()> + Send + 'static>>);

@@ -16,6 +16,7 @@ pub mod open;
 pub mod remote;
 pub mod state_file;
 pub mod traits;
+pub mod unreadable;
 pub mod valkey;
 pub mod windows;
 

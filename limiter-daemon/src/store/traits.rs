@@ -13,6 +13,7 @@ use super::count::{CountOutcome, CountRequest, Usage};
 use super::error::{CorruptFile, StoreError};
 use super::fleet::LockoutEvents;
 use super::gate::Gate;
+use super::unreadable::{RecordKind, UnreadableRecord};
 use crate::identity::hash::{IdKey, IdentityHasher};
 use crate::model::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
 
@@ -75,6 +76,12 @@ pub trait CountStore: Send + Sync + 'static {
         0
     }
 
+    /// Why this host does not follow the fleet's lockout stream now, so other hosts'
+    /// lockouts do not reach it (readiness, the operator page). `None`: it does, or there is
+    /// no fleet.
+    fn not_following(&self) -> Option<String> {
+        None
+    }
     /// Writes the in-memory counters to disk so a restart keeps them (blocking I/O: call it off
     /// the request path). `None`: this store keeps its counters elsewhere (Valkey).
     fn persist_counters(&self, _now_ms: u64) -> Result<Option<usize>, StoreError> {
@@ -104,6 +111,21 @@ pub trait RecordStore: Send + Sync + 'static {
     fn put_list_entry(&self, kind: ListKind, entry: ListEntry) -> Result<(), StoreError>;
     fn remove_list_entry(&self, kind: ListKind, net: &IpNet) -> Result<bool, StoreError>;
 
+    /// The records of `kind` the store holds but cannot read (skipped by every other call),
+    /// for the admin API. The default: a store whose records always read (the embedded one
+    /// sets a whole corrupt file aside at start instead).
+    fn unreadable(&self, _kind: RecordKind) -> Result<Vec<UnreadableRecord>, StoreError> {
+        Ok(Vec::new())
+    }
+    /// Deletes the unreadable record of `kind` named `name` (a list's raw field, a key's id);
+    /// `false` when there is no unreadable record by that name (a readable one is left alone).
+    fn remove_unreadable(&self, _kind: RecordKind, _name: &str) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+    /// Unreadable records met since start, per kind (the `kind` label; metrics).
+    fn unreadable_counts(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
     /// Delivers lockout events made by other hosts of a fleet to `sink` from now on (a store
     /// shared by a fleet follows its lockout stream). The default: no fleet, nothing to do.
     fn follow_fleet(&self, _sink: Arc<dyn LockoutEvents>) {}

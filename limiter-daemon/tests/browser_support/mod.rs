@@ -17,6 +17,9 @@ use serde_json::{json, Value};
 use tungstenite::{Message, WebSocket};
 
 pub const DEADLINE: Duration = Duration::from_secs(20);
+/// Chromium's own start, slower than anything the page does: four browsers starting at once on
+/// a loaded 2-core machine took over 20 s to write their DevTools port.
+const LAUNCH_DEADLINE: Duration = Duration::from_secs(90);
 
 /// The chromium binary: `LIMITER_CHROMIUM`, else `chromium` on PATH.
 fn binary() -> Option<PathBuf> {
@@ -103,7 +106,7 @@ impl Browser {
             .expect("start chromium");
         // Chromium writes the port it picked into the profile.
         let port_file = profile.path().join("DevToolsActivePort");
-        let port: u16 = poll("chromium's DevTools port", || {
+        let port: u16 = poll_for(LAUNCH_DEADLINE, "chromium's DevTools port", || {
             std::fs::read_to_string(&port_file)
                 .ok()
                 .and_then(|t| t.lines().next().and_then(|l| l.trim().parse().ok()))
@@ -248,8 +251,12 @@ fn get(addr: std::net::SocketAddr, path: &str) -> Option<String> {
     }
 }
 
-fn poll<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + DEADLINE;
+fn poll<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
+    poll_for(DEADLINE, what, f)
+}
+
+fn poll_for<T>(deadline: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + deadline;
     loop {
         if let Some(v) = f() {
             return v;

@@ -112,6 +112,7 @@ pub fn burst_retry_after_is_the_truth(engine: &Engine, clock: &ManualClock, peer
             method: "GET",
             path: "/",
             headers: &headers,
+            unattributed: false,
         })
     };
     let rejected = (0..10_000)
@@ -262,6 +263,7 @@ impl Rig {
             method,
             path,
             headers,
+            unattributed: false,
         })
     }
 
@@ -315,6 +317,7 @@ pub fn drive(engine: &Engine, clock: &ManualClock, peer: &str, schedule: &[u64])
                 method: "GET",
                 path: "/",
                 headers: &headers,
+                unattributed: false,
             })
         })
         .collect()

@@ -353,6 +353,7 @@ pub struct Seen {
     pub method: String,
     pub path: String,
     pub headers: HeaderMap,
+    pub unattributed: bool,
 }
 
 pub struct Scripted<F> {
@@ -367,6 +368,7 @@ impl<F: Fn(&RequestView<'_>) -> Decision + Send + Sync + 'static> Decider for Sc
             method: req.method.to_string(),
             path: req.path.to_string(),
             headers: req.headers.clone(),
+            unattributed: req.unattributed,
         });
         (self.f)(req)
     }

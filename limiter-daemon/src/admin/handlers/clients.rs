@@ -1,12 +1,13 @@
 //! `GET /admin/v1/clients/{ip}`: one address's windows (use, limit, reset), strikes, lockout,
 //! list membership, and what the kernel holds for it.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::Json;
 use serde_json::{json, Value};
 
 use super::blocking::blocking;
 use super::time_text::{rfc3339, secs_left};
+use crate::admin::path::AdminPath;
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;
 use crate::kernel::cli::parse_ip;
@@ -21,7 +22,7 @@ fn kernel_tier(index: u32) -> &'static str {
 
 pub async fn show(
     State(state): State<AdminState>,
-    Path(ip): Path<String>,
+    AdminPath(ip): AdminPath<String>,
 ) -> Result<Json<Value>, AdminError> {
     let ip = parse_ip(&ip).map_err(|m| AdminError::bad("ip", m))?;
     let (report, now) = blocking(&state, move |e| (e.client(ip), e.clock().now_ms())).await?;

@@ -47,6 +47,7 @@ pub async fn explain(
             method: described.method.as_str(),
             path: &described.path,
             headers: &described.headers,
+            unattributed: false,
         })
     })
     .await?;

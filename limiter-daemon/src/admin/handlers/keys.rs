@@ -1,7 +1,7 @@
 //! `/admin/v1/keys`: issue (the whole key in the answer, this once; the store keeps its hash),
 //! list and show (never a secret or its hash), revoke (metered down on the next request).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
@@ -10,8 +10,10 @@ use serde_json::{json, Value};
 use super::blocking::blocking;
 use super::time_text::rfc3339;
 use crate::admin::body::JsonBody;
+use crate::admin::path::AdminPath;
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;
+use crate::engine::error::EngineError;
 use crate::engine::keys::IssueKey;
 use crate::model::{KeyRecord, Tier};
 
@@ -94,17 +96,22 @@ pub async fn issue(
 }
 
 pub async fn list(State(state): State<AdminState>) -> Result<Json<Value>, AdminError> {
-    let mut keys = blocking(&state, |e| e.keys().list())
-        .await?
-        .map_err(|e| AdminError::engine(e, "id"))?;
+    let (keys, bad) = blocking(&state, |e| (e.keys().list(), e.keys().unreadable())).await?;
+    let mut keys = keys.map_err(|e| AdminError::engine(e, "id"))?;
+    let bad = bad.map_err(|e| AdminError::engine(e, "id"))?;
     keys.sort_by_key(|k| k.created_ms);
     let items: Vec<Value> = keys.iter().map(record_json).collect();
-    Ok(Json(json!({ "items": items })))
+    // Records the store cannot read: by their id (what DELETE takes) and raw key.
+    let unreadable: Vec<Value> = bad
+        .iter()
+        .map(|r| json!({ "id": r.id, "key": r.key, "error": r.error }))
+        .collect();
+    Ok(Json(json!({ "items": items, "unreadable": unreadable })))
 }
 
 pub async fn show(
     State(state): State<AdminState>,
-    Path(id): Path<String>,
+    AdminPath(id): AdminPath<String>,
 ) -> Result<Json<Value>, AdminError> {
     let lookup = id.clone();
     let rec = blocking(&state, move |e| e.keys().get(&lookup))
@@ -121,15 +128,32 @@ pub async fn show(
 
 pub async fn revoke(
     State(state): State<AdminState>,
-    Path(id): Path<String>,
+    AdminPath(id): AdminPath<String>,
 ) -> Result<Json<Value>, AdminError> {
     let lookup = id.clone();
     let rec = blocking(&state, move |e| {
-        e.keys().revoke(&lookup)?;
-        e.keys().get(&lookup)
+        let revoked = e.keys().revoke(&lookup);
+        // A record the store cannot read cannot be revoked: it is deleted (its key then
+        // does not authenticate, as it did not before).
+        if matches!(revoked, Ok(false) | Err(EngineError::BadKeyId { .. }))
+            && e.keys().remove_unreadable(&lookup)?
+        {
+            return Ok(Err(()));
+        }
+        revoked?;
+        e.keys().get(&lookup).map(Ok)
     })
     .await?
     .map_err(|e| AdminError::engine(e, "id"))?;
+    let rec = match rec {
+        Ok(rec) => rec,
+        Err(()) => {
+            tracing::info!(%id, "unreadable API key record removed");
+            return Ok(Json(
+                json!({ "id": id, "removed": true, "unreadable": true }),
+            ));
+        }
+    };
     match rec {
         Some(r) => {
             tracing::info!(id = %r.id, "API key revoked");

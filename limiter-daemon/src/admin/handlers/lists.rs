@@ -1,7 +1,7 @@
 //! `/admin/v1/lists/{allow,deny}`: list, add and remove CIDRs, in the store and the kernel's
 //! tries at once. Allow entries do not expire; deny entries may (`for`).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
@@ -11,10 +11,12 @@ use super::blocking::blocking;
 use super::lockouts::net_text;
 use super::time_text::{rfc3339, secs_left};
 use crate::admin::body::JsonBody;
+use crate::admin::path::AdminPath;
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;
 use crate::kernel::cli::{parse_cidr, parse_duration};
 use crate::model::{ListEntry, ListKind};
+use crate::store::unreadable::UnreadableRecord;
 
 fn kind(s: &str) -> Result<ListKind, AdminError> {
     match s {
@@ -36,19 +38,33 @@ fn entry_json(e: &ListEntry, now: u64) -> Value {
     })
 }
 
+/// An entry the store holds but cannot read: its raw field (what DELETE takes) and why.
+pub fn unreadable_json(r: &UnreadableRecord) -> Value {
+    json!({ "field": r.field, "key": r.key, "error": r.error })
+}
+
 pub async fn list(
     State(state): State<AdminState>,
-    Path(k): Path<String>,
+    AdminPath(k): AdminPath<String>,
 ) -> Result<Json<Value>, AdminError> {
     let k = kind(&k)?;
-    let (entries, now) = blocking(&state, move |e| (e.lists().list(k), e.clock().now_ms())).await?;
+    let (entries, bad, now) = blocking(&state, move |e| {
+        (
+            e.lists().list(k),
+            e.lists().unreadable(k),
+            e.clock().now_ms(),
+        )
+    })
+    .await?;
     let entries = entries.map_err(|e| AdminError::engine(e, "cidr"))?;
+    let bad = bad.map_err(|e| AdminError::engine(e, "cidr"))?;
     let items: Vec<Value> = entries
         .iter()
         .filter(|e| e.is_active(now))
         .map(|e| entry_json(e, now))
         .collect();
-    Ok(Json(json!({ "items": items })))
+    let unreadable: Vec<Value> = bad.iter().map(unreadable_json).collect();
+    Ok(Json(json!({ "items": items, "unreadable": unreadable })))
 }
 
 #[derive(Deserialize)]
@@ -63,7 +79,7 @@ pub struct AddEntry {
 
 pub async fn add(
     State(state): State<AdminState>,
-    Path(k): Path<String>,
+    AdminPath(k): AdminPath<String>,
     JsonBody(req): JsonBody<AddEntry>,
 ) -> Result<(StatusCode, Json<Value>), AdminError> {
     let k = kind(&k)?;
@@ -100,16 +116,44 @@ pub async fn add(
     Ok((StatusCode::CREATED, Json(entry_json(&entry, now))))
 }
 
+/// Deletes the unreadable entry under the raw field `field`, if there is one.
+async fn remove_unreadable(
+    state: &AdminState,
+    k: ListKind,
+    field: &str,
+) -> Result<Option<Json<Value>>, AdminError> {
+    let f = field.to_string();
+    let removed = blocking(state, move |e| e.lists().remove_unreadable(k, &f))
+        .await?
+        .map_err(|e| AdminError::engine(e, "cidr"))?;
+    Ok(removed.then(|| {
+        tracing::info!(field, list = ?k, "unreadable list entry removed");
+        Json(json!({ "field": field, "removed": true, "unreadable": true }))
+    }))
+}
+
 pub async fn remove(
     State(state): State<AdminState>,
-    Path((k, cidr)): Path<(String, String)>,
+    AdminPath((k, cidr)): AdminPath<(String, String)>,
 ) -> Result<Json<Value>, AdminError> {
     let k = kind(&k)?;
-    let net = parse_cidr(&cidr).map_err(|m| AdminError::bad("cidr", m))?;
+    let net = match parse_cidr(&cidr) {
+        Ok(net) => net,
+        // Not a network: perhaps the raw field of an entry the store cannot read.
+        Err(m) => {
+            return match remove_unreadable(&state, k, &cidr).await? {
+                Some(done) => Ok(done),
+                None => Err(AdminError::bad("cidr", m)),
+            }
+        }
+    };
     let removed = blocking(&state, move |e| e.lists().remove(k, &net))
         .await?
         .map_err(|e| AdminError::engine(e, "cidr"))?;
     if !removed {
+        if let Some(done) = remove_unreadable(&state, k, &cidr).await? {
+            return Ok(done);
+        }
         return Err(AdminError::not_found(
             "cidr",
             format!(

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use ipnet::IpNet;
@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use super::blocking::blocking;
 use super::time_text::{rfc3339, secs_left};
 use crate::admin::body::JsonBody;
+use crate::admin::path::AdminPath;
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;
 use crate::engine::lockouts::{LockTarget, LockoutItem};
@@ -39,6 +40,7 @@ pub fn item_json(i: &LockoutItem, now_ms: u64) -> Value {
         "level": i.level,
         "reason": i.reason,
         "source": i.source,
+        "cause": i.cause.as_str(),
     })
 }
 
@@ -125,7 +127,7 @@ pub async fn add(
 
 pub async fn remove(
     State(state): State<AdminState>,
-    Path(ip): Path<String>,
+    AdminPath(ip): AdminPath<String>,
 ) -> Result<Json<Value>, AdminError> {
     let target = target("ip", &ip)?;
     let lifted = blocking(&state, move |e| e.lockouts().lift_target(target))

@@ -16,7 +16,9 @@ pub fn refusal(err: &ConfigError) -> AdminError {
     let (field, line) = match err {
         ConfigError::InvalidAt { field, line, .. } => (field.clone(), Some(*line)),
         ConfigError::Invalid { field, .. } => (field.clone(), None),
-        ConfigError::Parse { line, .. } => ("config".to_string(), *line),
+        ConfigError::Parse { line, field, .. } => {
+            (field.clone().unwrap_or_else(|| "config".to_string()), *line)
+        }
         ConfigError::Env { var, .. } => (var.clone(), None),
         ConfigError::Io { .. } => ("config".to_string(), None),
     };

@@ -62,12 +62,13 @@ pub async fn show(
         ));
     };
     // Listing lockouts may be a store round trip.
-    let (lockouts, degraded, errors) = blocking(&state, |e| {
+    let (lockouts, degraded, errors, adrift) = blocking(&state, |e| {
         let store = e.store();
         (
             e.lockouts().list().map(|l| l.len()),
             store.degraded(),
             store.remote_errors(),
+            store.not_following(),
         )
     })
     .await?;
@@ -98,6 +99,6 @@ pub async fn show(
         "untracked": recent.untracked,
         "held": held,
         "lockoutsActive": lockouts,
-        "store": {"degraded": degraded, "errors": errors},
+        "store": {"degraded": degraded, "errors": errors, "followerError": adrift},
     })))
 }

@@ -1,6 +1,7 @@
 //! `GET /v1/auth` for nginx `auth_request`: nginx asks before serving each request.
 //!
-//! - Client: `X-Real-IP` when the TCP peer is a trusted peer (nginx), else the peer itself.
+//! - Client: `X-Real-IP` when the TCP peer is a trusted peer (nginx), else the peer itself. A
+//!   trusted peer's `X-Real-IP` that is no address makes an unattributed caller of that peer.
 //! - Request: path from `X-Original-URI` (required), method from `X-Original-Method` (GET when
 //!   absent); the original request's other headers (cookie, authorization, API key) identify
 //!   the caller.
@@ -27,6 +28,7 @@ use crate::http::proxy::admit::{admission, Admission};
 use crate::http::proxy::limits::too_large;
 use crate::http::render::problem;
 use crate::http::render::response::{problem as rejection_problem, write_headers};
+use crate::identity::client_ip::Client;
 use crate::model::Action;
 
 pub const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
@@ -36,7 +38,7 @@ pub const X_ORIGINAL_METHOD: HeaderName = HeaderName::from_static("x-original-me
 pub const X_LIMITER_PROBLEM: HeaderName = HeaderName::from_static("x-limiter-problem");
 
 /// The client behind the subrequest (see [`crate::identity::client_ip::real_ip`]).
-pub fn client_ip(state: &ApiState, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+pub fn client_ip(state: &ApiState, peer: IpAddr, headers: &HeaderMap) -> Client {
     crate::identity::client_ip::real_ip(peer, headers.get(&X_REAL_IP), &state.trusted_peers)
 }
 
@@ -72,10 +74,11 @@ pub async fn auth(
     headers.remove(&X_ORIGINAL_METHOD);
 
     let d = match state.decider.decide_async(&RequestView {
-        peer: client,
+        peer: client.ip(),
         method: &method,
         path: &path,
         headers: &headers,
+        unattributed: matches!(client, Client::Unattributed(_)),
     }) {
         Decided::Ready(d) => d,
         Decided::Pending(f) => f.await,

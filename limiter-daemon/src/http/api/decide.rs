@@ -10,15 +10,18 @@
 //! and `shadow` says what enforcing would have done: `{"action", "reason", "delayMs"}`. Malformed input → 400 naming the field;
 //! more header values or bytes than `[http] max_header_count` / `max_header_bytes` → 431; a body
 //! over `[http] api_max_body` → 413 (the body is parsed in [`crate::http::api::decide_body`]).
+//! A body not sent as `application/json` → 415, and a browser's request from another origin →
+//! 403, both naming the field ([`crate::http::api::browser`]): a page must not strike addresses.
 
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use http::{HeaderMap, StatusCode};
+use http::{HeaderMap, StatusCode, Uri};
 use serde_json::{json, Map, Value};
 
 use crate::engine::decider::{Decided, RequestView};
+use crate::http::api::browser::{cross_site, json_content_type};
 use crate::http::api::decide_body::{parse, DescribeError};
 use crate::http::api::state::ApiState;
 use crate::http::render::problem;
@@ -60,10 +63,37 @@ fn malformed(err: &DescribeError) -> Response {
     p.into_response().map(axum::body::Body::from)
 }
 
+/// A request no browser page may make: 403 from another origin, 415 without a JSON body (see
+/// [`crate::http::api::browser`]). Checked before the body is read.
+fn browser_refusal(headers: &HeaderMap, uri: &Uri) -> Option<Response> {
+    let p = if let Some(c) = cross_site(headers, uri) {
+        problem::Problem::new(StatusCode::FORBIDDEN, None, c.detail)
+            .with("field", c.field.to_ascii_lowercase())
+    } else {
+        let (json, ct) = json_content_type(headers);
+        if json {
+            return None;
+        }
+        problem::Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            None,
+            format!("Send the body with `Content-Type: application/json` (got {ct:?})."),
+        )
+        .with("field", "content-type")
+    };
+    Some(p.into_response().map(axum::body::Body::from))
+}
+
 pub async fn decide(
     State(state): State<ApiState>,
+    request_headers: HeaderMap,
+    uri: Uri,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    if let Some(refused) = browser_refusal(&request_headers, &uri) {
+        return refused;
+    }
+    drop(request_headers);
     let body = match body {
         Ok(b) => b,
         Err(rejection) => return unreadable(&rejection, state.limits.max_body),
@@ -79,6 +109,7 @@ pub async fn decide(
         method: &described.method,
         path: &described.path,
         headers: &described.headers,
+        unattributed: false,
     }) {
         Decided::Ready(d) => d,
         Decided::Pending(f) => f.await,

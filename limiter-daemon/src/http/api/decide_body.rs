@@ -153,6 +153,7 @@ impl Fields<'_> {
         let ip_text = self.ip.ok_or(DescribeError::Missing("ip"))?;
         let ip: IpAddr = ip_text
             .parse()
+            .map(crate::model::address::canonical_ip)
             .map_err(|_| invalid("ip", format!("{ip_text:?} is not an IPv4 or IPv6 address")))?;
         let method = match self.method {
             None => Method::GET,

@@ -174,6 +174,7 @@ async fn serve_loop(
             method: &plan.method,
             path: plan.path(buf),
             headers: &plan.fields,
+            unattributed: false,
         };
         let admission = admit(&front.state, &view).await;
         // Only `up` is needed from here on.

@@ -110,6 +110,7 @@ pub(crate) async fn decide_before_hyper(
         method: &method,
         path: uri.path(),
         headers: &headers,
+        unattributed: false,
     };
     let admission = admit(state, &view).await;
     let Admission::Hold(decision, permit) = admission else {

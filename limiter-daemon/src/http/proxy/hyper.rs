@@ -103,6 +103,7 @@ pub async fn handle(
                 method: req.method(),
                 path: req.uri().path(),
                 headers: req.headers(),
+                unattributed: false,
             };
             admit(state, &view).await
         }

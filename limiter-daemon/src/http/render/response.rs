@@ -332,6 +332,12 @@ pub fn detail(d: &Decision) -> String {
     let w = binding_window(d);
     let limit = w.map(|w| w.limit);
     match (d.reason(), limit) {
+        // An unattributed caller (`via:`) is never struck: its burst is shared by every request
+        // whose forwarding field named no client.
+        (Some(Reason::Burst), Some(n)) if d.identity.starts_with("via:") => format!(
+            "More than {n} units in 60 seconds from callers this proxy could not name (tier \
+             {tier}); they share one budget and are never locked out. Retry in {wait} s."
+        ),
         (Some(Reason::Burst), Some(n)) => format!(
             "More than {n} units in 60 seconds from this caller (tier {tier}); repeated bursts \
              lead to a lockout. Retry in {wait} s."
@@ -349,8 +355,8 @@ pub fn detail(d: &Decision) -> String {
              top of the UTC hour, in {wait} s."
         ),
         (Some(Reason::Locked), _) if d.lock_cause == Some(LockCause::Network) => format!(
-            "This caller's network is locked out after a burst from many of its addresses; \
-             the lockout ends in {wait} s. Retrying earlier extends nothing but is refused."
+            "This caller is locked out after a burst from its network; the lockout ends in \
+             {wait} s. Retrying earlier extends nothing but is refused."
         ),
         (Some(Reason::Locked), _) if d.lock_cause == Some(LockCause::Manual) => format!(
             "This caller is locked out by the operator; the lockout ends in {wait} s. \

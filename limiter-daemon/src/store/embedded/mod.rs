@@ -50,10 +50,8 @@ impl EmbeddedStore {
     /// by [`Store::corrupt_files`]; the store opens regardless.
     pub fn open(settings: &StoreSettings, now_ms: u64) -> Result<Self, StoreError> {
         let dir = &settings.state_dir;
-        std::fs::create_dir_all(dir).map_err(|source| StoreError::StateDir {
-            path: dir.clone(),
-            source,
-        })?;
+        state_file::private_dir(dir)?;
+        state_file::remove_stale_temps(dir);
         let mut persisted = Persisted::open(dir, now_ms)?;
         let mut corrupt = std::mem::take(&mut persisted.corrupt);
         let hasher = match settings.hash {
@@ -133,7 +131,7 @@ fn load_or_create_secret(
         Err(source) => return Err(StoreError::Read { path, source }),
     }
     let secret: [u8; 32] = rand::random();
-    state_file::write_bytes(&path, hex::encode(secret).as_bytes(), true)?;
+    state_file::write_bytes(&path, hex::encode(secret).as_bytes())?;
     tracing::info!(file = %path.display(), "generated the identity hashing secret");
     Ok(secret.to_vec())
 }

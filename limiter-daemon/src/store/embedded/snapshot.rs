@@ -83,7 +83,7 @@ fn decode(r: &[u8]) -> (IdKey, Entry) {
 /// Writes every identity with something counted at `now_ms` to `dir`. Returns how many.
 pub fn write(dir: &Path, counters: &Counters, now_ms: u64) -> Result<usize, StoreError> {
     let mut written = 0u64;
-    state_file::write_with(&dir.join(SNAPSHOT_FILE), true, |w| {
+    state_file::write_with(&dir.join(SNAPSHOT_FILE), |w| {
         let mut sha = Sha256::new();
         let mut put = |w: &mut dyn Write, bytes: &[u8]| {
             sha.update(bytes);

@@ -27,6 +27,7 @@ use crate::store::fleet::{LockoutEvent, LockoutEvents, RemoteStats};
 use crate::store::fleet_remote::FleetRemote;
 use crate::store::gate::Gate;
 use crate::store::traits::{CountStore, Counting, RecordStore};
+use crate::store::unreadable::{RecordKind, UnreadableRecord};
 
 /// How long a strike record is remembered after its quiet period began (as in the store).
 const STRIKE_MEMORY_MS: u64 = 7 * 86_400_000;
@@ -395,6 +396,13 @@ impl CountStore for FleetStore {
         self.breaker.is_open()
     }
 
+    fn not_following(&self) -> Option<String> {
+        if !self.following.load(Ordering::Acquire) {
+            return None;
+        }
+        self.remote.follower_error()
+    }
+
     fn remote_errors(&self) -> u64 {
         self.errors.load(Ordering::Relaxed)
     }
@@ -488,6 +496,18 @@ impl RecordStore for FleetStore {
 
     fn corrupt_files(&self) -> Vec<CorruptFile> {
         self.remote.corrupt_files()
+    }
+
+    fn unreadable(&self, kind: RecordKind) -> Result<Vec<UnreadableRecord>, StoreError> {
+        self.remote.unreadable(kind)
+    }
+
+    fn remove_unreadable(&self, kind: RecordKind, name: &str) -> Result<bool, StoreError> {
+        self.remote.remove_unreadable(kind, name)
+    }
+
+    fn unreadable_counts(&self) -> Vec<(&'static str, u64)> {
+        self.remote.unreadable_counts()
     }
 
     fn flush(&self, timeout: Duration) -> bool {

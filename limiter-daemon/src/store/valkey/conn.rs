@@ -49,6 +49,8 @@ pub struct Target {
     info: ConnectionInfo,
     tls: Option<TlsCertificates>,
     password_setting: Option<&'static str>,
+    /// Read again for every new connection, so a rotated password is picked up.
+    password_file: Option<PathBuf>,
     ca_file: Option<PathBuf>,
 }
 
@@ -166,6 +168,7 @@ impl Target {
             info,
             tls,
             password_setting: access.password.as_ref().map(|p| p.setting),
+            password_file: access.password.as_ref().and_then(|p| p.file.clone()),
             ca_file: access.ca_file.clone(),
         })
     }
@@ -174,10 +177,34 @@ impl Target {
         &self.address
     }
 
+    /// The connection settings with the password as the password file holds it now (a
+    /// rotation is picked up by the next connection); the one read at start when the file
+    /// cannot be read.
+    fn info(&self) -> ConnectionInfo {
+        let Some(path) = &self.password_file else {
+            return self.info.clone();
+        };
+        match std::fs::read_to_string(path) {
+            Ok(text) => {
+                let redis = self
+                    .info
+                    .redis_settings()
+                    .clone()
+                    .set_password(text.trim_end_matches(['\r', '\n']));
+                self.info.clone().set_redis_settings(redis)
+            }
+            Err(e) => {
+                tracing::warn!(file = %path.display(), error = %e, "store.valkey_password_file: cannot read it again; using the password read at start");
+                self.info.clone()
+            }
+        }
+    }
+
     fn client(&self) -> Result<redis::Client, StoreError> {
+        let info = self.info();
         match &self.tls {
-            Some(certs) => redis::Client::build_with_tls(self.info.clone(), certs.clone()),
-            None => redis::Client::open(self.info.clone()),
+            Some(certs) => redis::Client::build_with_tls(info, certs.clone()),
+            None => redis::Client::open(info),
         }
         .map_err(|e| self.explain("connect", &e))
     }
@@ -236,7 +263,7 @@ impl Target {
 
     /// A cluster-async connection seeded with this node.
     pub async fn cluster(&self, response_timeout: Duration) -> Result<Conn, StoreError> {
-        let mut b = ClusterClientBuilder::new(vec![self.info.clone()])
+        let mut b = ClusterClientBuilder::new(vec![self.info()])
             .connection_timeout(CONNECT_TIMEOUT)
             .response_timeout(response_timeout)
             .retries(2)
@@ -298,6 +325,13 @@ impl Target {
         }
         err(op, format!("{}: {text}", self.address))
     }
+}
+
+/// An error the operator must fix in the settings (a refused or missing password, an
+/// untrusted certificate: see [`Target::explain`]), not a server that is away.
+pub fn is_access_error(e: &StoreError) -> bool {
+    let text = e.to_string();
+    text.contains("(WRONGPASS)") || text.contains("(NOAUTH)") || text.contains(" is not trusted: ")
 }
 
 /// The shared connection: cheap to clone (every clone multiplexes over the same socket).
@@ -419,6 +453,7 @@ mod tests {
             password: Some(ValkeyPassword {
                 value: "hunter2-secret".into(),
                 setting: "store.valkey_password_file",
+                file: None,
             }),
             ..Access::default()
         };

@@ -49,6 +49,10 @@ impl FleetRemote for ValkeyStore {
         drop(ValkeyStore::follow(self, sink, cancel));
     }
 
+    fn follower_error(&self) -> Option<String> {
+        ValkeyStore::follower_error(self)
+    }
+
     fn spawn(&self, task: Pin<Box<dyn Future<Output = ()> + Send + 'static>>) {
         drop(self.handle().spawn(task));
     }

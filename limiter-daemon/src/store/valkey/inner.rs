@@ -4,13 +4,13 @@
 //! their own files.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
 
 use super::conn::{err, Conn, Target, Topology};
 use super::layout::Layout;
 use super::{script, secret};
 use crate::identity::hash::{IdentityHasher, Namespace};
 use crate::store::error::StoreError;
+use crate::store::unreadable::Unreadable;
 
 /// What the store's tasks share.
 pub(super) struct Inner {
@@ -21,33 +21,56 @@ pub(super) struct Inner {
     pub(super) hasher: IdentityHasher,
     /// The fleet secret this process hashes with, to reconcile with Valkey's at connect.
     pub(super) fleet_secret: Option<Vec<u8>>,
-    /// Set once by the first successful connect.
-    pub(super) conn: OnceLock<(Conn, Topology)>,
+    /// Set by the first successful connect; replaced by a later connect when it stopped
+    /// answering (see [`Inner::connect`]).
+    pub(super) conn: parking_lot::RwLock<Option<(Conn, Topology)>>,
     pub(super) connecting: tokio::sync::Mutex<()>,
     pub(super) secret_mismatches: AtomicU64,
     pub(super) errors: AtomicU64,
     pub(super) host: String,
+    /// Records found unreadable (skipped), logged once each and counted.
+    pub(super) unreadable: Unreadable,
+    /// Why the lockout stream follower is not following now (`None`: it is, or has not
+    /// started).
+    pub(super) follower_error: parking_lot::Mutex<Option<String>>,
 }
 
 impl Inner {
     /// The shared connection, or an error at once before the first connect.
     pub(super) fn conn(&self, op: &'static str) -> Result<Conn, StoreError> {
-        self.conn.get().map(|(c, _)| c.clone()).ok_or_else(|| {
-            err(
-                op,
-                format!("not connected to {} yet", self.target.address()),
-            )
-        })
+        self.conn
+            .read()
+            .as_ref()
+            .map(|(c, _)| c.clone())
+            .ok_or_else(|| {
+                err(
+                    op,
+                    format!("not connected to {} yet", self.target.address()),
+                )
+            })
     }
 
     pub(super) fn topology(&self) -> Topology {
-        self.conn.get().map_or(Topology::Standalone, |(_, t)| *t)
+        self.conn
+            .read()
+            .as_ref()
+            .map_or(Topology::Standalone, |(_, t)| *t)
     }
 
     pub(super) async fn connect(&self) -> Result<(), StoreError> {
         let _one_at_a_time = self.connecting.lock().await;
-        if self.conn.get().is_some() {
-            return Ok(());
+        let current = self.conn.read().as_ref().map(|(c, _)| c.clone());
+        if let Some(mut c) = current {
+            // The connection reconnects by itself after a drop, but a reconnect the server
+            // refused (a rotated password) leaves it failing for good with that error: one
+            // that does not answer is replaced by a new one, made with the password file as
+            // it is now.
+            match redis::cmd("PING").query_async::<String>(&mut c).await {
+                Ok(_) => return Ok(()),
+                Err(e) => {
+                    tracing::info!(error = %self.target.explain("ping", &e), "the shared Valkey connection does not answer; making a new one");
+                }
+            }
         }
         let (mut conn, topology) = self.target.shared().await?;
         // Loaded up front so the first decision does not pay for NOSCRIPT; `invoke` reloads
@@ -81,8 +104,8 @@ impl Inner {
                 );
             }
         }
-        // Set only here, under the mutex: the first connect wins and stays.
-        let _first = self.conn.set((conn, topology));
+        // Set only here, under the mutex.
+        *self.conn.write() = Some((conn, topology));
         Ok(())
     }
 }

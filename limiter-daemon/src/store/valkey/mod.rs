@@ -16,6 +16,7 @@
 //! What this backend does not do itself: fall back when the server is down (the engine wraps
 //! it in [`crate::store::remote::FleetStore`]).
 
+mod checked;
 pub mod conn;
 pub mod fleet_remote;
 mod inner;

@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use redis::Value;
 
+use super::checked::parse;
 use super::conn::{check, err, Topology};
 use super::inner::Inner;
 use super::script::iso8601;
@@ -20,6 +21,7 @@ use crate::model::{
 use crate::store::count::Usage;
 use crate::store::error::StoreError;
 use crate::store::fleet::LockoutEvent;
+use crate::store::unreadable::{check_list_entry, check_lockout, RecordKind, UnreadableRecord};
 use crate::store::windows;
 
 const STRIKE_TTL_MS: u64 = 7 * 86_400_000;
@@ -86,17 +88,6 @@ fn json<T: serde::de::DeserializeOwned>(
 }
 
 impl Inner {
-    async fn get_json<T: serde::de::DeserializeOwned>(
-        &self,
-        op: &'static str,
-        key: &str,
-    ) -> Result<Option<T>, StoreError> {
-        let mut c = self.conn(op)?;
-        let body: Option<Vec<u8>> =
-            check(op, redis::cmd("GET").arg(key).query_async(&mut c).await)?;
-        body.map(|b| json(op, key, &b)).transpose()
-    }
-
     /// Every key matching `pattern`: SCAN on a standalone server (never blocks it); KEYS on a
     /// cluster, which the client sends to every primary and combines (admin listings only).
     pub(super) async fn matching(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
@@ -213,31 +204,67 @@ impl Inner {
         )
     }
 
-    async fn key_at(&self, key: &str) -> Result<Option<KeyRecord>, StoreError> {
+    /// The key record at `key`: absent, read, or unreadable.
+    pub(super) async fn key_at(
+        &self,
+        key: &str,
+    ) -> Result<Result<Option<KeyRecord>, UnreadableRecord>, StoreError> {
         let mut c = self.conn("key")?;
         let got: redis::RedisResult<HashMap<String, String>> =
             redis::cmd("HGETALL").arg(key).query_async(&mut c).await;
-        match got {
+        let read = match got {
             Ok(f) if f.is_empty() => Ok(None),
-            Ok(f) => key_from_fields(key, &f).map(Some),
+            Ok(f) => key_from_fields(key, &f)
+                .map(Some)
+                .map_err(|e| UnreadableRecord {
+                    kind: RecordKind::Key,
+                    key: key.to_string(),
+                    field: None,
+                    id: None,
+                    error: e.to_string(),
+                }),
             // Written as a JSON string before keys were hashes.
-            Err(e) if e.code() == Some("WRONGTYPE") => self.get_json("key", key).await,
-            Err(e) => Err(err("key", e.to_string())),
-        }
+            Err(e) if e.code() == Some("WRONGTYPE") => self.get_raw("key", key).await?,
+            Err(e) => return Err(err("key", e.to_string())),
+        };
+        let id = key.strip_prefix(&self.layout.name("key:"));
+        Ok(read.map_err(|r| UnreadableRecord {
+            id: id.map(str::to_string),
+            ..r
+        }))
     }
 
+    /// An unreadable key record reads as none: its key does not authenticate.
     pub(super) async fn key(&self, id: &str) -> Result<Option<KeyRecord>, StoreError> {
-        self.key_at(&self.layout.key_record(id)).await
+        Ok(self
+            .key_at(&self.layout.key_record(id))
+            .await?
+            .unwrap_or_else(|r| {
+                self.unreadable.found(&r);
+                None
+            }))
     }
 
-    pub(super) async fn keys(&self) -> Result<Vec<KeyRecord>, StoreError> {
-        let mut v = Vec::new();
+    /// Every key record, read one by one: those that read, and those that do not.
+    pub(super) async fn keys_read(
+        &self,
+    ) -> Result<(Vec<KeyRecord>, Vec<UnreadableRecord>), StoreError> {
+        let (mut v, mut bad) = (Vec::new(), Vec::new());
         for k in self.matching(&self.layout.name("key:*")).await? {
-            if let Some(r) = self.key_at(&k).await? {
-                v.push(r);
+            match self.key_at(&k).await? {
+                Ok(Some(r)) => v.push(r),
+                Ok(None) => {}
+                Err(r) => bad.push(r),
             }
         }
         v.sort_by(|a, b| a.id.cmp(&b.id));
+        bad.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok((v, bad))
+    }
+
+    pub(super) async fn keys(&self) -> Result<Vec<KeyRecord>, StoreError> {
+        let (v, bad) = self.keys_read().await?;
+        bad.iter().for_each(|r| self.unreadable.found(r));
         Ok(v)
     }
 
@@ -307,7 +334,11 @@ impl Inner {
             "remove_lockout",
             redis::cmd("GETDEL").arg(&key).query_async(&mut c).await,
         )?;
-        let was = body.map(|b| json("remove_lockout", &key, &b)).transpose()?;
+        let was = body.and_then(|b| {
+            parse(RecordKind::Lockout, &key, None, &b, check_lockout)
+                .map_err(|r| self.unreadable.forget(&r))
+                .ok()
+        });
         self.publish(&LockoutEvent::Lifted {
             ip,
             host: host.to_string(),
@@ -316,29 +347,69 @@ impl Inner {
         Ok(was)
     }
 
-    /// Every lockout Valkey holds (each key expires with its lockout), with its strikes.
-    pub(super) async fn active_lockouts(
+    /// Every lockout Valkey holds (each key expires with its lockout), with its strikes: those
+    /// that read, and those that do not.
+    pub(super) async fn lockouts_read(
         &self,
-    ) -> Result<Vec<(Lockout, Option<StrikeRecord>)>, StoreError> {
-        let mut v = Vec::new();
+    ) -> Result<(Vec<(Lockout, Option<StrikeRecord>)>, Vec<UnreadableRecord>), StoreError> {
+        let (mut v, mut bad) = (Vec::new(), Vec::new());
         for k in self.matching(&self.layout.name("lockout:*")).await? {
-            if let Some(l) = self.get_json::<Lockout>("lockouts", &k).await? {
-                let s = self.strikes(l.ip).await?;
-                v.push((l, s));
+            match self.get_raw::<Lockout>("lockouts", &k).await? {
+                Ok(Some(l)) => {
+                    let s = self.strikes(l.ip).await?;
+                    v.push((l, s));
+                }
+                Ok(None) => {}
+                Err(r) => bad.push(r),
             }
         }
         v.sort_by_key(|(l, _)| (l.since_ms, l.ip));
+        bad.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok((v, bad))
+    }
+
+    /// Every lockout that reads (one that does not is noted and skipped).
+    pub(super) async fn active_lockouts(
+        &self,
+    ) -> Result<Vec<(Lockout, Option<StrikeRecord>)>, StoreError> {
+        let (v, bad) = self.lockouts_read().await?;
+        bad.iter().for_each(|r| self.unreadable.found(r));
         Ok(v)
     }
 
-    pub(super) async fn list(&self, kind: ListKind) -> Result<Vec<ListEntry>, StoreError> {
+    /// A list's entries read one by one: those that read, and those that do not.
+    pub(super) async fn list_read(
+        &self,
+        kind: ListKind,
+    ) -> Result<(Vec<ListEntry>, Vec<UnreadableRecord>), StoreError> {
         let key = self.layout.list(kind);
         let mut c = self.conn("list")?;
         let flat: Vec<(String, Vec<u8>)> = check(
             "list",
             redis::cmd("HGETALL").arg(&key).query_async(&mut c).await,
         )?;
-        flat.iter().map(|(_, b)| json("list", &key, b)).collect()
+        let (mut v, mut bad) = (Vec::new(), Vec::new());
+        for (field, b) in &flat {
+            match parse(
+                RecordKind::List(kind),
+                &key,
+                Some(field),
+                b,
+                check_list_entry,
+            ) {
+                Ok(e) => v.push(e),
+                Err(r) => bad.push(r),
+            }
+        }
+        bad.sort_by(|a, b| a.field.cmp(&b.field));
+        Ok((v, bad))
+    }
+
+    /// A list's entries that read (one that does not is noted and skipped).
+    pub(super) async fn list(&self, kind: ListKind) -> Result<Vec<ListEntry>, StoreError> {
+        let (v, bad) = self.list_read(kind).await?;
+        bad.iter().for_each(|r| self.unreadable.found(r));
+        Ok(v)
     }
 
     pub(super) async fn put_list_entry(

@@ -5,12 +5,11 @@
 //! its whole life, chosen before it connects; at connect the two copies are reconciled
 //! ([`settle`]), and a disagreement is logged loudly and counted, never silently resolved.
 
-use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
 use super::conn::{check, err, Conn};
 use crate::store::error::StoreError;
+use crate::store::state_file;
 
 /// A secret as stored (hex), or why not.
 pub fn decode(text: &str) -> Result<Vec<u8>, StoreError> {
@@ -44,28 +43,12 @@ pub fn read_local(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
 /// Writes the local copy, readable by the daemon's user only (written aside, then renamed, so
 /// a crash never leaves half a secret).
 pub fn write_local(path: &Path, secret: &[u8]) -> Result<(), StoreError> {
-    let failed = |source| StoreError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|source| StoreError::StateDir {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+        state_file::private_dir(dir)?;
+        state_file::remove_stale_temps(dir);
     }
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(failed)?;
-    f.write_all(hex::encode(secret).as_bytes())
-        .and_then(|()| f.sync_all())
-        .map_err(failed)?;
-    std::fs::rename(&tmp, path).map_err(failed)
+    // The state files' one writer: a new temporary file, never a followed symlink.
+    state_file::write_bytes(path, hex::encode(secret).as_bytes())
 }
 
 /// Valkey's copy, if any.

@@ -21,11 +21,13 @@ use super::valkey_store::ValkeyStore;
 use crate::model::{Lockout, StrikeRecord};
 use crate::store::error::StoreError;
 use crate::store::fleet::{LockoutEvent, LockoutEvents};
+use crate::store::unreadable::{check_event, RecordKind, UnreadableRecord};
 
 /// Entries the stream keeps (approximately: Valkey trims whole nodes).
 pub const MAX_LEN: usize = 10_000;
 /// How long one `XREAD` blocks; the follower's connection times out a little after.
 const BLOCK_MS: usize = 1000;
+const MIN_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 /// A stream entry ID, ordered as Valkey orders them.
@@ -69,12 +71,13 @@ impl Inner {
     }
 
     /// Follows until cancelled or an error (the caller reconnects). `last` is the ID to resume
-    /// from (`None`: reload first).
+    /// from (`None`: reload first). `followed` is set once a read of the stream succeeded.
     async fn follow_on(
         &self,
         conn: &mut Conn,
         sink: &dyn LockoutEvents,
         last: &mut Option<String>,
+        followed: &mut bool,
         cancel: &CancellationToken,
     ) -> Result<(), StoreError> {
         if let Some(id) = last.as_deref() {
@@ -107,21 +110,45 @@ impl Inner {
                 () = cancel.cancelled() => return Ok(()),
                 r = cmd.query_async::<Option<StreamReadReply>>(conn) => check("follow", r)?,
             };
+            if !*followed {
+                *followed = true;
+                *self.follower_error.lock() = None;
+            }
             for k in read.map(|r| r.keys).unwrap_or_default() {
                 for entry in k.ids {
-                    match entry
-                        .get::<String>("event")
-                        .map(|b| serde_json::from_str::<LockoutEvent>(&b))
-                    {
-                        Some(Ok(event)) => sink.apply(&event),
-                        _ => {
-                            tracing::warn!(id = %entry.id, "unreadable lockout stream entry; skipped")
-                        }
+                    match self.event(&key, &entry) {
+                        Ok(event) => sink.apply(&event),
+                        // One bad entry is skipped; the next ones apply.
+                        Err(r) => self.unreadable.found(&r),
                     }
                     *last = Some(entry.id);
                 }
             }
         }
+    }
+}
+
+impl Inner {
+    /// One stream entry's event, read and within bounds, or the entry as skipped (by its ID).
+    fn event(
+        &self,
+        key: &str,
+        entry: &redis::streams::StreamId,
+    ) -> Result<LockoutEvent, UnreadableRecord> {
+        let skipped = |error: String| UnreadableRecord {
+            kind: RecordKind::Stream,
+            key: key.to_string(),
+            field: Some(entry.id.clone()),
+            id: None,
+            error,
+        };
+        let body = entry
+            .get::<Vec<u8>>("event")
+            .ok_or_else(|| skipped("no `event` field".into()))?;
+        let event: LockoutEvent =
+            serde_json::from_slice(&body).map_err(|e| skipped(e.to_string()))?;
+        check_event(&event).map_err(skipped)?;
+        Ok(event)
     }
 }
 
@@ -163,7 +190,9 @@ impl ValkeyStore {
 
     /// Follows the lockout stream into `sink` on the store's runtime, on a connection of its
     /// own, until `cancel`: reloads at start and after a gap, resumes after a reconnect,
-    /// reconnects with backoff. `sink` runs on the store's I/O thread: it must not call the
+    /// reconnects with backoff. The backoff grows while no read succeeds, also when the
+    /// connection itself is made (an error after connecting must not make it a tight loop);
+    /// meanwhile [`ValkeyStore::follower_error`] says why it is not following. `sink` runs on the store's I/O thread: it must not call the
     /// store's blocking methods (they fail there rather than wait on themselves).
     pub fn follow(
         &self,
@@ -173,25 +202,32 @@ impl ValkeyStore {
         let inner = self.inner.clone();
         self.handle().spawn(async move {
             let mut last = None;
-            let mut backoff = Duration::from_millis(50);
+            let mut backoff = MIN_BACKOFF;
             let mut failing = false;
             while !cancel.is_cancelled() {
                 let timeout = Duration::from_millis(BLOCK_MS as u64) + Duration::from_secs(2);
+                let mut followed = false;
                 let r = match inner.target.own(timeout).await {
                     Ok(mut conn) => {
-                        backoff = Duration::from_millis(50);
-                        failing = false;
-                        inner.follow_on(&mut conn, &*sink, &mut last, &cancel).await
+                        inner
+                            .follow_on(&mut conn, &*sink, &mut last, &mut followed, &cancel)
+                            .await
                     }
                     Err(e) => Err(e),
                 };
+                if followed {
+                    // It followed until this error: a fresh start.
+                    backoff = MIN_BACKOFF;
+                    failing = false;
+                }
                 match r {
                     Ok(()) => return,
                     Err(e) => {
                         if !failing {
-                            tracing::warn!(error = %e, "lockout stream follower: reconnecting");
+                            tracing::warn!(event = "lockout_stream_not_following", error = %e, "lockout stream follower: reconnecting (with backoff, up to 2 s, until it follows again)");
                         }
                         failing = true;
+                        *inner.follower_error.lock() = Some(e.to_string());
                     }
                 }
                 tokio::select! {

@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use ipnet::IpNet;
 
@@ -22,6 +22,7 @@ use crate::store::count::{CountOutcome, CountRequest, Usage};
 use crate::store::error::StoreError;
 use crate::store::gate::Gate;
 use crate::store::traits::{lockout_then_count, CountStore, Counting, RecordStore};
+use crate::store::unreadable::{RecordKind, Unreadable, UnreadableRecord};
 
 /// The name of the store's I/O thread (sync calls made on it would wait on themselves).
 const IO_THREAD: &str = "valkey-io";
@@ -65,8 +66,15 @@ impl ValkeyStore {
             (HashMode::Sha256, _) => (IdentityHasher::sha256(), None),
             (HashMode::Hmac, Some(s)) => (IdentityHasher::hmac(s), None),
             (HashMode::Hmac, None) => {
-                let s = Self::choose_secret(&rt, &target, &layout, opts.secret_file.as_deref())?;
-                (IdentityHasher::hmac(&s), Some(s))
+                match Self::choose_secret(&rt, &target, &layout, opts.secret_file.as_deref()) {
+                    Ok(s) => (IdentityHasher::hmac(&s), Some(s)),
+                    Err(e) => {
+                        // Dropped in place, a runtime panics when this thread is inside
+                        // another (the daemon's start): the error must reach the operator.
+                        rt.shutdown_background();
+                        return Err(e);
+                    }
+                }
             }
         };
         Ok(ValkeyStore {
@@ -77,11 +85,13 @@ impl ValkeyStore {
                 lockout_script: records::lockout_script(),
                 hasher,
                 fleet_secret,
-                conn: OnceLock::new(),
+                conn: parking_lot::RwLock::new(None),
                 connecting: tokio::sync::Mutex::new(()),
                 secret_mismatches: AtomicU64::new(0),
                 errors: AtomicU64::new(0),
                 host: opts.host,
+                unreadable: Unreadable::default(),
+                follower_error: parking_lot::Mutex::new(None),
             }),
             rt: Some(rt),
         })
@@ -112,7 +122,9 @@ impl ValkeyStore {
         });
         let s = match theirs {
             Some(Ok(Ok(Some(s)))) => s,
-            Some(Ok(Err(e))) if e.to_string().contains("store.valkey_") => return Err(e),
+            // Refused credentials or an untrusted certificate: the operator must fix them
+            // (a fresh secret here would split the fleet's counts).
+            Some(Ok(Err(e))) if super::conn::is_access_error(&e) => return Err(e),
             // Not reachable (or a cluster, empty): this host starts the fleet's secret.
             _ => secret::fresh(),
         };
@@ -155,12 +167,18 @@ impl ValkeyStore {
 
     /// Connected yet?
     pub fn is_connected(&self) -> bool {
-        self.inner.conn.get().is_some()
+        self.inner.conn.read().is_some()
     }
 
     /// Standalone server or cluster; `None` before the first connect.
     pub fn topology(&self) -> Option<Topology> {
-        self.inner.conn.get().map(|(_, t)| *t)
+        self.inner.conn.read().as_ref().map(|(_, t)| *t)
+    }
+
+    /// Why the lockout stream follower is not following now: `None` while it follows (or
+    /// before it started).
+    pub fn follower_error(&self) -> Option<String> {
+        self.inner.follower_error.lock().clone()
     }
 
     /// This host's name on the lockout stream.
@@ -347,5 +365,22 @@ impl RecordStore for ValkeyStore {
         self.run("remove_list_entry", move |i| async move {
             i.remove_list_entry(kind, net).await
         })
+    }
+
+    fn unreadable(&self, kind: RecordKind) -> Result<Vec<UnreadableRecord>, StoreError> {
+        self.run("unreadable", move |i| async move {
+            i.unreadable_now(kind).await
+        })
+    }
+
+    fn remove_unreadable(&self, kind: RecordKind, name: &str) -> Result<bool, StoreError> {
+        let name = name.to_string();
+        self.run("remove_unreadable", move |i| async move {
+            i.remove_unreadable(kind, &name).await
+        })
+    }
+
+    fn unreadable_counts(&self) -> Vec<(&'static str, u64)> {
+        self.inner.unreadable.counts()
     }
 }
