@@ -124,7 +124,9 @@ fn sign(claims: &[u8]) -> Option<String> {
 }
 
 fn resolve(rig: &Rig, keys: &KeyCache, peer: IpAddr, headers: &HeaderMap) -> Caller {
-    let caller = rig.resolver.resolve(&rig.cfg, keys, peer, headers, NOW_MS);
+    let caller = rig
+        .resolver
+        .resolve(&rig.cfg, keys, peer, false, headers, NOW_MS);
     // The store key is derived without trouble whatever the subject.
     let _ = caller.id_key(&rig.hasher);
     caller
@@ -215,6 +217,20 @@ fn check(rig: &Rig, peer: IpAddr, headers: &HeaderMap, caller: &Caller, signed: 
     let cookie = has_session_cookie(headers, &id.session_cookie);
     let base = if cookie { Tier::Session } else { Tier::Anon };
     match &caller.subject {
+        Subject::Unattributed => {
+            // Only a trusted proxy's field can name no client, and it names no one: the caller
+            // is the proxy's shared anonymous identity, whatever credential-less fields it sent.
+            assert!(trusted, "an untrusted peer's request was unattributed");
+            assert!(headers.contains_key(id.forwarded_header.as_str()));
+            assert_eq!(
+                caller.tier,
+                Tier::Anon,
+                "an unattributed caller was elevated"
+            );
+            assert!(caller.crawler.is_none());
+            assert!(!caller.counts_against_networks());
+            assert!(!caller.may_be_struck());
+        }
         Subject::Ip => {
             let expected = if caller.key_status == Some(KeyStatus::Pending) {
                 base.max(Tier::Sponsor.below())
