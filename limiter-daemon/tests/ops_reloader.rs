@@ -44,6 +44,7 @@ fn the_hook_applies_lists_changes_and_refuses_with_field_and_line() {
             engine: Arc::clone(&engine),
             kernel: None,
             gate: None,
+            tunnels: None,
             metrics: Arc::clone(&metrics),
         },
     ));

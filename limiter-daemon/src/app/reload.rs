@@ -20,6 +20,7 @@ use crate::config::log::LogFormat;
 use crate::config::{env_from_process, Config, ConfigError};
 use crate::engine::Engine;
 use crate::http::proxy::hold::HoldGate;
+use crate::http::proxy::tunnel::registry::Tunnels;
 use crate::kernel::KernelMaps;
 use crate::metrics::Metrics;
 
@@ -34,6 +35,8 @@ pub struct ReloadTargets {
     pub kernel: Option<Arc<KernelMaps>>,
     /// `None`: no HTTP server (nothing held).
     pub gate: Option<Arc<HoldGate>>,
+    /// `None`: no HTTP server (no tunnels).
+    pub tunnels: Option<Arc<Tunnels>>,
     pub metrics: Arc<Metrics>,
 }
 
@@ -151,6 +154,12 @@ impl Reloader {
             gate.set_bounds(
                 new.http.max_held.get(),
                 new.http.max_held_per_identity.get(),
+            );
+        }
+        if let Some(tunnels) = &self.targets.tunnels {
+            tunnels.set_bounds(
+                new.http.max_tunnels.get(),
+                new.http.max_tunnels_per_identity.get(),
             );
         }
         let mut changed = changes(current, &text);

@@ -191,6 +191,7 @@ async fn serve(
             engine,
             kernel: kernel_maps,
             gate: Some(server.hold_gate()),
+            tunnels: Some(server.tunnels()),
             metrics: Arc::clone(&metrics),
         },
     ));

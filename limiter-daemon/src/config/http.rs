@@ -42,6 +42,13 @@ pub struct RawHttp {
     pub max_held: Option<usize>,
     /// Requests held for a scan delay at once for one identity (default 8).
     pub max_held_per_identity: Option<usize>,
+    /// Tunnels (upgraded connections: WebSocket) open at once, over all callers (default
+    /// 10000); one more upgrade is answered 503 with `Retry-After`.
+    pub max_tunnels: Option<usize>,
+    /// Tunnels open at once for one identity (default 16) → 503 past it.
+    pub max_tunnels_per_identity: Option<usize>,
+    /// A tunnel that moved no byte either way for this long is closed (default 300s).
+    pub tunnel_idle_timeout: Option<String>,
     /// Most request header fields accepted (default 64) → 431 past it.
     pub max_header_count: Option<usize>,
     /// Most bytes of request header fields accepted, names + values (default 16384) → 431.
@@ -97,6 +104,9 @@ pub struct HttpSettings {
     pub upstream_max_connections: NonZeroUsize,
     pub max_held: NonZeroUsize,
     pub max_held_per_identity: NonZeroUsize,
+    pub max_tunnels: NonZeroUsize,
+    pub max_tunnels_per_identity: NonZeroUsize,
+    pub tunnel_idle_timeout: Duration,
     pub max_header_count: NonZeroUsize,
     pub max_header_bytes: NonZeroUsize,
     /// Ceiling on a `/v1/decide` body (see [`api_max_body`]).
@@ -311,6 +321,18 @@ impl HttpSettings {
                 format!("{max_held_per_identity} is more than http.max_held ({max_held})"),
             ));
         }
+        let max_tunnels = non_zero("http.max_tunnels", raw.max_tunnels, 10_000)?;
+        let max_tunnels_per_identity = non_zero(
+            "http.max_tunnels_per_identity",
+            raw.max_tunnels_per_identity,
+            16,
+        )?;
+        if max_tunnels_per_identity > max_tunnels {
+            return Err(ConfigError::invalid(
+                "http.max_tunnels_per_identity",
+                format!("{max_tunnels_per_identity} is more than http.max_tunnels ({max_tunnels})"),
+            ));
+        }
         let max_header_count = non_zero("http.max_header_count", raw.max_header_count, 64)?;
         if max_header_count.get() > MAX_HEADER_COUNT {
             return Err(ConfigError::invalid(
@@ -360,6 +382,13 @@ impl HttpSettings {
             )?,
             max_held,
             max_held_per_identity,
+            max_tunnels,
+            max_tunnels_per_identity,
+            tunnel_idle_timeout: duration(
+                "http.tunnel_idle_timeout",
+                raw.tunnel_idle_timeout,
+                Duration::from_secs(300),
+            )?,
             max_header_count,
             max_header_bytes,
             api_max_body: api_max_body(raw.api_max_body, max_header_bytes)?,

@@ -8,6 +8,7 @@
 //! - [`reloads`]: config reloads by result and the hash of the file in force.
 //! - [`sources`]: values read at scrape time (held requests, upstream failures, lockouts
 //!   active, store degraded, kernel verdict counters and map fill).
+//! - [`tunnels`]: the proxy's tunnels (open, opened, refused, closed by reason), read at scrape.
 //! - [`talkers`]: the last five minutes per caller (top talkers, tier mix) for the admin API.
 //! - [`readiness`]: what `/readyz` answers and why.
 //! - [`server`]: the listener serving `/metrics`, `/healthz` and `/readyz`.
@@ -26,6 +27,7 @@ pub mod reloads;
 pub mod server;
 pub mod sources;
 pub mod talkers;
+pub mod tunnels;
 
 pub use decider::MeteredDecider;
 pub use readiness::Readiness;

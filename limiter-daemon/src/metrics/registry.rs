@@ -37,6 +37,9 @@ impl Metrics {
         let reloads = ReloadMetrics::register(&mut registry);
         let sources = Arc::new(Sources::default());
         registry.register_collector(Box::new(SourceCollector(Arc::clone(&sources))));
+        registry.register_collector(Box::new(super::tunnels::TunnelCollector(Arc::clone(
+            &sources,
+        ))));
         Arc::new(Metrics {
             registry,
             decisions,
@@ -51,6 +54,7 @@ impl Metrics {
         let _ = self.sources.http.set(HttpSource {
             gate: server.hold_gate(),
             upstream: server.upstream_counters(),
+            tunnels: server.tunnels(),
         });
     }
 

@@ -19,6 +19,7 @@ use prometheus_client::metrics::MetricType;
 use crate::config::kernel::KernelMode;
 use crate::engine::Engine;
 use crate::http::proxy::hold::HoldGate;
+use crate::http::proxy::tunnel::registry::Tunnels;
 use crate::http::upstream::error::UpstreamCounters;
 use crate::kernel::events::EventStats;
 use crate::kernel::KernelMaps;
@@ -53,6 +54,7 @@ impl fmt::Debug for KernelSource {
 pub struct HttpSource {
     pub gate: Arc<HoldGate>,
     pub upstream: Arc<UpstreamCounters>,
+    pub tunnels: Arc<Tunnels>,
 }
 
 /// Every scrape-time source, each set once.

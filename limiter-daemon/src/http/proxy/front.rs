@@ -254,7 +254,7 @@ async fn hand_over(
         async move { Ok::<_, Infallible>(handle(&state, peer, req, decided).await) }
     });
     let io = TokioIo::new(Rewind { read, stream });
-    let mut conn = pin!(front.hyper.serve_connection(io, svc));
+    let mut conn = pin!(front.hyper.serve_connection(io, svc).with_upgrades());
     let ended = tokio::select! {
         ended = conn.as_mut() => ended,
         () = front.stop.cancelled() => {
@@ -459,6 +459,8 @@ mod tests {
             },
             grace_over: CancellationToken::new(),
             self_service: None,
+            tunnels: crate::http::proxy::tunnel::registry::Tunnels::new(1, 1),
+            tunnel_idle: Duration::from_secs(1),
         });
         let front = Arc::new(Front {
             state,

@@ -23,6 +23,8 @@ use crate::http::proxy::hold::{HoldGate, HoldPermit};
 use crate::http::proxy::limits::{too_large, HeaderLimits};
 use crate::http::proxy::request_rules;
 use crate::http::proxy::self_service;
+use crate::http::proxy::tunnel::registry::Tunnels;
+use crate::http::proxy::tunnel::{self, Upgrade};
 use crate::http::render::problem;
 use crate::http::render::response::{hold_cut_short, write_headers, Hints};
 use crate::http::upstream::client::Upstream;
@@ -40,6 +42,10 @@ pub struct ProxyState {
     pub grace_over: CancellationToken,
     /// `[http] self_service_path` (`None`: off).
     pub self_service: Option<Arc<str>>,
+    /// Open tunnels (upgraded connections), shared by every proxy thread.
+    pub tunnels: Arc<Tunnels>,
+    /// `[http] tunnel_idle_timeout`.
+    pub tunnel_idle: std::time::Duration,
 }
 
 /// Decides on `view`: reject, hold (within the bounds) or forward; the self-service path is
@@ -117,6 +123,11 @@ pub async fn handle(
         },
         Admission::Answer(resp) => return resp.map(full),
     };
+    // `h2c` is dropped with the other hop-by-hop fields below: the request is answered over
+    // HTTP/1.1, never tunnelled.
+    if tunnel::upgrade_of(&req) == Upgrade::Tunnel {
+        return tunnel::open::open(state, peer, decision, req).await;
+    }
 
     let (mut parts, body) = req.into_parts();
     let client_version = parts.version;

@@ -19,3 +19,4 @@ pub mod request_rules;
 pub mod sched;
 pub mod self_service;
 pub mod server;
+pub mod tunnel;

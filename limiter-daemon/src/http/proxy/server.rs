@@ -36,6 +36,7 @@ use crate::http::proxy::front::{self, Front};
 use crate::http::proxy::hold::HoldGate;
 use crate::http::proxy::hyper::ProxyState;
 use crate::http::proxy::limits::HeaderLimits;
+use crate::http::proxy::tunnel::registry::Tunnels;
 use crate::http::render::response::Hints;
 use crate::http::upstream::client::Upstream;
 use crate::http::upstream::error::UpstreamCounters;
@@ -73,6 +74,7 @@ pub struct HttpServer {
     hints: Hints,
     api: ApiState,
     gate: Arc<HoldGate>,
+    tunnels: Arc<Tunnels>,
     upstream_counters: Arc<UpstreamCounters>,
     settings: HttpSettings,
 }
@@ -142,6 +144,10 @@ impl HttpServer {
             hints,
             api,
             gate,
+            tunnels: Tunnels::new(
+                settings.max_tunnels.get(),
+                settings.max_tunnels_per_identity.get(),
+            ),
             upstream_counters: Arc::new(UpstreamCounters::default()),
             settings: settings.clone(),
         })
@@ -164,6 +170,11 @@ impl HttpServer {
     /// Held-request gauge and refusal counter, for metrics.
     pub fn hold_gate(&self) -> Arc<HoldGate> {
         Arc::clone(&self.gate)
+    }
+
+    /// Open tunnels and their counters, for metrics and reloads.
+    pub fn tunnels(&self) -> Arc<Tunnels> {
+        Arc::clone(&self.tunnels)
     }
 
     /// Upstream failures by kind, for metrics.
@@ -197,6 +208,11 @@ impl HttpServer {
             ));
         }
         api_tasks.close();
+        let sweeper = tokio::spawn(crate::http::proxy::tunnel::lockout::sweep(
+            Arc::clone(&self.tunnels),
+            Arc::clone(&self.decider),
+            stop.clone(),
+        ));
         shutdown.await;
         tracing::info!("HTTP shutdown requested");
         stop.cancel();
@@ -207,6 +223,7 @@ impl HttpServer {
                 tracing::error!("a proxy worker thread panicked");
             }
         }
+        let _ = sweeper.await;
         Ok(())
     }
 
@@ -254,6 +271,7 @@ impl HttpServer {
                 .collect::<Result<Vec<_>, ServeError>>()?;
             let decider = Arc::clone(&self.decider);
             let gate = Arc::clone(&self.gate);
+            let tunnels = Arc::clone(&self.tunnels);
             let hints = self.hints.clone();
             let counters = Arc::clone(&self.upstream_counters);
             let settings = self.settings.clone();
@@ -280,6 +298,8 @@ impl HttpServer {
                             limits,
                             grace_over: CancellationToken::new(),
                             self_service: settings.self_service_path.as_deref().map(Arc::from),
+                            tunnels,
+                            tunnel_idle: settings.tunnel_idle_timeout,
                         });
                         let loops = TaskTracker::new();
                         for l in listeners {
@@ -387,15 +407,22 @@ async fn proxy_loop(
     drop(listener);
     front.stop.cancel();
     connections.close();
+    // Tunnels run on tasks of their own: drained like connections, closed at the grace's end.
+    let tunnels = &front.state.tunnels.tasks;
+    tunnels.close();
+    let drained = || async {
+        connections.wait().await;
+        tunnels.wait().await;
+    };
     tokio::select! {
-        () = connections.wait() => return,
+        () = drained() => return,
         () = tokio::time::sleep(settings.shutdown_grace) => {}
     }
     // Held requests are answered 503 rather than cut off: their clients learn when to come
     // back instead of seeing an empty reply.
     front.state.grace_over.cancel();
     tokio::select! {
-        () = connections.wait() => {}
+        () = drained() => {}
         () = tokio::time::sleep(ANSWER_AFTER_GRACE) => {
             tracing::warn!("proxy requests still running after the shutdown grace; dropping them");
         }
