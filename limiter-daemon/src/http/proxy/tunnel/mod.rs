@@ -50,9 +50,7 @@ pub fn upgrade_of<B>(req: &Request<B>) -> Upgrade {
         return Upgrade::H2c;
     }
     let has_body = h.contains_key(TRANSFER_ENCODING)
-        || h
-            .get(CONTENT_LENGTH)
-            .is_some_and(|v| v.as_bytes() != b"0");
+        || h.get(CONTENT_LENGTH).is_some_and(|v| v.as_bytes() != b"0");
     if has_body {
         return Upgrade::None;
     }
@@ -73,14 +71,23 @@ mod tests {
 
     #[test]
     fn upgrades_are_told_apart() {
-        let ws = [("connection", "keep-alive, Upgrade"), ("upgrade", "websocket")];
+        let ws = [
+            ("connection", "keep-alive, Upgrade"),
+            ("upgrade", "websocket"),
+        ];
         assert_eq!(upgrade_of(&req(&ws)), Upgrade::Tunnel);
         assert_eq!(
-            upgrade_of(&req(&[("connection", "Upgrade, HTTP2-Settings"), ("upgrade", "h2c")])),
+            upgrade_of(&req(&[
+                ("connection", "Upgrade, HTTP2-Settings"),
+                ("upgrade", "h2c")
+            ])),
             Upgrade::H2c
         );
         assert_eq!(upgrade_of(&req(&[("upgrade", "websocket")])), Upgrade::None);
-        assert_eq!(upgrade_of(&req(&[("connection", "upgrade")])), Upgrade::None);
+        assert_eq!(
+            upgrade_of(&req(&[("connection", "upgrade")])),
+            Upgrade::None
+        );
         let mut with_body = ws.to_vec();
         with_body.push(("content-length", "3"));
         assert_eq!(upgrade_of(&req(&with_body)), Upgrade::None);
