@@ -109,6 +109,14 @@ fn ws(n: u8, proxy: SocketAddr) -> Result<(Ws, http::HeaderMap), (u16, http::Hea
     }
 }
 
+/// The refusal of an upgrade from 127.0.0.`n`: its status and fields.
+fn refused(n: u8, proxy: SocketAddr) -> (u16, http::HeaderMap) {
+    match ws(n, proxy) {
+        Ok(_) => panic!("the upgrade from 127.0.0.{n} was let through"),
+        Err(refusal) => refusal,
+    }
+}
+
 /// The next data message, waiting up to 5 s.
 fn next(ws: &mut Ws) -> Message {
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -198,12 +206,12 @@ fn websocket_through_the_own_loop_path() {
     // Per identity: two tunnels, the third refused 503 with Retry-After.
     let (mut b1, _) = ws(3, proxy).unwrap();
     let (_b2, _) = ws(3, proxy).unwrap();
-    let (status, fields) = ws(3, proxy).err().expect("a third tunnel for 127.0.0.3");
+    let (status, fields) = refused(3, proxy);
     assert_eq!(status, 503);
     assert_eq!(fields["retry-after"], "30");
     // In all: four open (one from .2, two from .3, one from .4); a fifth is refused.
     let (_c, _) = ws(4, proxy).unwrap();
-    let (status, _) = ws(5, proxy).err().expect("a fifth tunnel in all");
+    let (status, _) = refused(5, proxy);
     assert_eq!(status, 503);
     echo(&mut b1);
     drop((b1, _b2, _c));
@@ -240,7 +248,7 @@ fn websocket_through_the_own_loop_path() {
         let _ = s.read_to_string(&mut out);
         assert!(out.starts_with("HTTP/1.1 200"), "{out}");
     }
-    let (status, fields) = ws(6, proxy).err().expect("an upgrade past the burst");
+    let (status, fields) = refused(6, proxy);
     assert_eq!(status, 429);
     assert!(fields.contains_key("ratelimit"), "{fields:?}");
     assert!(fields.contains_key("retry-after"), "{fields:?}");
