@@ -45,6 +45,7 @@ fn the_hook_applies_lists_changes_and_refuses_with_field_and_line() {
             kernel: None,
             gate: None,
             tunnels: None,
+            tls: None,
             metrics: Arc::clone(&metrics),
         },
     ));

@@ -37,6 +37,8 @@ pub struct ReloadTargets {
     pub gate: Option<Arc<HoldGate>>,
     /// `None`: no HTTP server (no tunnels).
     pub tunnels: Option<Arc<Tunnels>>,
+    /// `None`: no HTTP server (no TLS listeners).
+    pub tls: Option<Arc<crate::http::tls::TlsCerts>>,
     pub metrics: Arc<Metrics>,
 }
 
@@ -161,6 +163,11 @@ impl Reloader {
                 new.http.max_tunnels.get(),
                 new.http.max_tunnels_per_identity.get(),
             );
+        }
+        if let Some(tls) = &self.targets.tls {
+            // The files were read and checked with the rest of the config: a bad one refused
+            // the reload above, and the old certificates stay.
+            tls.replace(new.http.tls.clone());
         }
         let mut changed = changes(current, &text);
         if changed.is_empty()

@@ -192,6 +192,7 @@ async fn serve(
             kernel: kernel_maps,
             gate: Some(server.hold_gate()),
             tunnels: Some(server.tunnels()),
+            tls: Some(server.tls()),
             metrics: Arc::clone(&metrics),
         },
     ));

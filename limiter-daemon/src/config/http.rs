@@ -23,6 +23,11 @@ use crate::model::duration_text::{self, Units};
 pub struct RawHttp {
     /// Reverse-proxy listeners (default: none; needs `upstream`).
     pub proxy_listen: Option<Vec<String>>,
+    /// Reverse-proxy listeners that terminate TLS with the `[[http.tls]]` certificates
+    /// (default: none; needs `upstream` and at least one `[[http.tls]]`).
+    pub tls_listen: Option<Vec<String>>,
+    /// The certificates of `tls_listen`, chosen by SNI (see [`super::tls`]).
+    pub tls: Option<Vec<super::tls::RawTls>>,
     /// Decision API + nginx `auth_request` listeners (default: none; e.g. `127.0.0.1:8081`).
     pub api_listen: Option<Vec<String>>,
     /// Where the proxy forwards: `http://host:port` (plain HTTP, no path).
@@ -95,6 +100,8 @@ pub struct RawHttp {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HttpSettings {
     pub proxy_listen: Vec<SocketAddr>,
+    pub tls_listen: Vec<SocketAddr>,
+    pub tls: Vec<super::tls::TlsCert>,
     pub api_listen: Vec<SocketAddr>,
     pub upstream: Option<Upstream>,
     pub connect_timeout: Duration,
@@ -296,6 +303,20 @@ impl HttpSettings {
                 "required when http.proxy_listen is set (where should the proxy forward?)",
             ));
         }
+        let tls_listen = addrs("http.tls_listen", raw.tls_listen, &[])?;
+        let tls = super::tls::validate(raw.tls)?;
+        if !tls_listen.is_empty() && upstream.is_none() {
+            return Err(ConfigError::invalid(
+                "http.upstream",
+                "required when http.tls_listen is set (where should the proxy forward?)",
+            ));
+        }
+        if !tls_listen.is_empty() && tls.is_empty() {
+            return Err(ConfigError::invalid(
+                "http.tls",
+                "at least one [[http.tls]] entry (cert_file, key_file) is needed by http.tls_listen",
+            ));
+        }
         let trusted_peers = raw
             .trusted_peers
             .unwrap_or_else(|| vec!["127.0.0.0/8".into(), "::1/128".into()])
@@ -357,6 +378,8 @@ impl HttpSettings {
         };
         Ok(HttpSettings {
             proxy_listen,
+            tls_listen,
+            tls,
             api_listen: addrs("http.api_listen", raw.api_listen, &[])?,
             upstream,
             connect_timeout: duration(

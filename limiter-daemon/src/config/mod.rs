@@ -37,6 +37,7 @@ pub mod routes;
 pub mod store;
 pub mod table;
 pub mod tiers;
+pub mod tls;
 pub mod upgrade;
 
 pub use admin::AdminSettings;

@@ -22,6 +22,7 @@ pub mod h1;
 pub mod listen;
 pub mod proxy;
 pub mod render;
+pub mod tls;
 pub mod upstream;
 
 pub use crate::engine::decider::{Decider, RequestView};

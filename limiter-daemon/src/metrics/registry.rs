@@ -55,6 +55,7 @@ impl Metrics {
             gate: server.hold_gate(),
             upstream: server.upstream_counters(),
             tunnels: server.tunnels(),
+            tls: server.tls(),
         });
     }
 

@@ -55,6 +55,7 @@ pub struct HttpSource {
     pub gate: Arc<HoldGate>,
     pub upstream: Arc<UpstreamCounters>,
     pub tunnels: Arc<Tunnels>,
+    pub tls: Arc<crate::http::tls::TlsCerts>,
 }
 
 /// Every scrape-time source, each set once.

@@ -1,5 +1,6 @@
 //! The proxy's tunnels (upgraded connections, WebSocket) at scrape time: open now, opened,
-//! refused at the bound, and closed by reason. Read from the HTTP server's tunnel registry.
+//! refused at the bound, and closed by reason; and the TLS listeners' handshakes by result.
+//! Read from the HTTP server's tunnel registry and certificate set.
 
 use std::fmt;
 use std::sync::Arc;
@@ -51,6 +52,20 @@ impl Collector for TunnelCollector {
         )?;
         for r in CloseReason::ALL {
             ConstCounter::new(t.closed(r)).encode(fam.encode_family(&[("reason", r.label())])?)?;
+        }
+        drop(fam);
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        let mut fam = enc.encode_descriptor(
+            "tls_handshakes",
+            "TLS handshakes on the proxy's tls_listen listeners, by result (ok, failed: refused, broken or not done within header_read_timeout)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (result, v) in [
+            ("ok", load(&h.tls.handshakes)),
+            ("failed", load(&h.tls.handshake_failures)),
+        ] {
+            ConstCounter::new(v).encode(fam.encode_family(&[("result", result)])?)?;
         }
         Ok(())
     }

@@ -90,7 +90,15 @@ pub(crate) async fn serve(front: Arc<Front>, mut stream: TcpStream, peer: Socket
     }
     // Boxed: hyper's connection is large, and inline it would size every connection's future,
     // held ones included.
-    Box::pin(hand_over(&front, stream, buf.freeze(), peer.ip(), decided)).await;
+    Box::pin(hand_over(
+        &front,
+        stream,
+        buf.freeze(),
+        peer.ip(),
+        decided,
+        false,
+    ))
+    .await;
 }
 
 /// How [`serve_loop`] ended.
@@ -238,20 +246,24 @@ async fn refuse(stream: &mut TcpStream, resp: &Response<Bytes>, out: &mut Vec<u8
 }
 
 /// Serves the rest of the connection with hyper, `read` (what the loop had read) first.
-/// `decided`: what [`held::decide_before_hyper`] made of the first request.
-async fn hand_over(
+/// `decided`: what [`held::decide_before_hyper`] made of the first request. `https`: the
+/// connection came over TLS (`X-Forwarded-Proto: https` upstream).
+pub(crate) async fn hand_over<S>(
     front: &Arc<Front>,
-    stream: TcpStream,
+    stream: S,
     read: Bytes,
     peer: IpAddr,
     decided: Option<Admission>,
-) {
+    https: bool,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let state = Arc::clone(&front.state);
     let decided = parking_lot::Mutex::new(decided);
     let svc = service_fn(move |req| {
         let state = Arc::clone(&state);
         let decided = decided.lock().take();
-        async move { Ok::<_, Infallible>(handle(&state, peer, req, decided).await) }
+        async move { Ok::<_, Infallible>(handle(&state, peer, req, decided, https).await) }
     });
     let io = TokioIo::new(Rewind { read, stream });
     let mut conn = pin!(front.hyper.serve_connection(io, svc).with_upgrades());
@@ -268,12 +280,12 @@ async fn hand_over(
 }
 
 /// A stream with bytes already read off it put back in front.
-struct Rewind {
+struct Rewind<S> {
     read: Bytes,
-    stream: TcpStream,
+    stream: S,
 }
 
-impl AsyncRead for Rewind {
+impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
@@ -289,7 +301,7 @@ impl AsyncRead for Rewind {
     }
 }
 
-impl AsyncWrite for Rewind {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,

@@ -91,8 +91,9 @@ pub async fn hold(
 pub async fn handle(
     state: &ProxyState,
     peer: IpAddr,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
     decided: Option<Admission>,
+    https: bool,
 ) -> Response<ProxyBody> {
     if let Some(resp) = broken_rule(&req) {
         return resp.map(full);
@@ -123,6 +124,13 @@ pub async fn handle(
         },
         Admission::Answer(resp) => return resp.map(full),
     };
+    if https {
+        // Set, not appended: only this hop knows how the client came in.
+        req.headers_mut().insert(
+            http::header::HeaderName::from_static("x-forwarded-proto"),
+            http::HeaderValue::from_static("https"),
+        );
+    }
     // `h2c` is dropped with the other hop-by-hop fields below: the request is answered over
     // HTTP/1.1, never tunnelled.
     if tunnel::upgrade_of(&req) == Upgrade::Tunnel {

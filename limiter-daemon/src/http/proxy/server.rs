@@ -38,6 +38,7 @@ use crate::http::proxy::hyper::ProxyState;
 use crate::http::proxy::limits::HeaderLimits;
 use crate::http::proxy::tunnel::registry::Tunnels;
 use crate::http::render::response::Hints;
+use crate::http::tls::TlsCerts;
 use crate::http::upstream::client::Upstream;
 use crate::http::upstream::error::UpstreamCounters;
 
@@ -69,6 +70,10 @@ const ANSWER_AFTER_GRACE: Duration = Duration::from_secs(2);
 pub struct HttpServer {
     /// Kept as std listeners: each proxy thread registers a clone with its own runtime.
     proxy_listeners: Vec<std::net::TcpListener>,
+    /// `tls_listen`'s, kept like `proxy_listeners`.
+    tls_listeners: Vec<std::net::TcpListener>,
+    /// The `[[http.tls]]` certificates (replaced on reload).
+    tls: Arc<TlsCerts>,
     api_listeners: Vec<TcpListener>,
     decider: Arc<dyn Decider>,
     hints: Hints,
@@ -125,6 +130,20 @@ impl HttpServer {
                 proxy_listeners.push(l);
             }
         }
+        let mut tls_listeners = Vec::new();
+        if settings.upstream.is_some() {
+            for &addr in &settings.tls_listen {
+                let l =
+                    bind_one(addr, PROXY_ROLE)?
+                        .into_std()
+                        .map_err(|source| ServeError::Bind {
+                            addr,
+                            role: "http.tls_listen",
+                            source,
+                        })?;
+                tls_listeners.push(l);
+            }
+        }
         let mut api_listeners = Vec::new();
         for &addr in &settings.api_listen {
             api_listeners.push(bind_one(addr, "http.api_listen")?);
@@ -139,6 +158,8 @@ impl HttpServer {
         };
         Ok(HttpServer {
             proxy_listeners,
+            tls_listeners,
+            tls: TlsCerts::new(settings.tls.clone()),
             api_listeners,
             decider,
             hints,
@@ -158,6 +179,19 @@ impl HttpServer {
             .iter()
             .map(|l| l.local_addr().map_err(ServeError::LocalAddr))
             .collect()
+    }
+
+    /// The bound `tls_listen` addresses.
+    pub fn tls_addrs(&self) -> Result<Vec<SocketAddr>, ServeError> {
+        self.tls_listeners
+            .iter()
+            .map(|l| l.local_addr().map_err(ServeError::LocalAddr))
+            .collect()
+    }
+
+    /// The TLS certificates in force and the handshake counters, for reloads and metrics.
+    pub fn tls(&self) -> Arc<TlsCerts> {
+        Arc::clone(&self.tls)
     }
 
     pub fn api_addrs(&self) -> Result<Vec<SocketAddr>, ServeError> {
@@ -195,6 +229,7 @@ impl HttpServer {
         // would go on completing handshakes into a backlog nobody accepts after stop, so a
         // client would hang instead of being refused.
         self.proxy_listeners.clear();
+        self.tls_listeners.clear();
         let api_tasks = TaskTracker::new();
         let app = router(self.api.clone());
         let limits = ListenLimits::from_settings(&self.settings);
@@ -234,7 +269,7 @@ impl HttpServer {
         let Some(up) = self.settings.upstream.clone() else {
             return Ok(Vec::new());
         };
-        if self.proxy_listeners.is_empty() {
+        if self.proxy_listeners.is_empty() && self.tls_listeners.is_empty() {
             return Ok(Vec::new());
         }
         let threads = self
@@ -254,24 +289,28 @@ impl HttpServer {
             let listeners = self
                 .proxy_listeners
                 .iter()
-                .map(|l| {
+                .map(|l| (l, false))
+                .chain(self.tls_listeners.iter().map(|l| (l, true)))
+                .map(|(l, tls)| {
                     if index == 0 {
                         let c = l
                             .try_clone()
                             .map_err(|source| ServeError::Worker { index, source })?;
                         c.set_nonblocking(true)
                             .map_err(|source| ServeError::Worker { index, source })?;
-                        return Ok(c);
+                        return Ok((c, tls));
                     }
                     let addr = l.local_addr().map_err(ServeError::LocalAddr)?;
                     bind_one(addr, PROXY_ROLE)?
                         .into_std()
+                        .map(|l| (l, tls))
                         .map_err(|source| ServeError::Worker { index, source })
                 })
                 .collect::<Result<Vec<_>, ServeError>>()?;
             let decider = Arc::clone(&self.decider);
             let gate = Arc::clone(&self.gate);
             let tunnels = Arc::clone(&self.tunnels);
+            let certs = Arc::clone(&self.tls);
             let hints = self.hints.clone();
             let counters = Arc::clone(&self.upstream_counters);
             let settings = self.settings.clone();
@@ -302,7 +341,11 @@ impl HttpServer {
                             tunnel_idle: settings.tunnel_idle_timeout,
                         });
                         let loops = TaskTracker::new();
-                        for l in listeners {
+                        for (l, tls) in listeners {
+                            let tls = tls.then(|| {
+                                let acceptor = tokio_rustls::TlsAcceptor::from(certs.server_config());
+                                (acceptor, Arc::clone(&certs))
+                            });
                             match TcpListener::from_std(l) {
                                 Ok(l) => {
                                     loops.spawn(proxy_loop(
@@ -310,6 +353,7 @@ impl HttpServer {
                                         Arc::clone(&state),
                                         settings.clone(),
                                         stop.clone(),
+                                        tls,
                                     ));
                                 }
                                 Err(err) => {
@@ -349,10 +393,16 @@ pub async fn serve_bound(
     for a in server.proxy_addrs()? {
         tracing::info!(addr = %a, upstream = ?settings.upstream.as_ref().map(|u| u.authority.to_string()), "reverse proxy listening");
     }
+    for a in server.tls_addrs()? {
+        tracing::info!(addr = %a, "reverse proxy listening (TLS)");
+    }
     for a in server.api_addrs()? {
         tracing::info!(addr = %a, "decision API and /v1/auth listening");
     }
-    if server.proxy_listeners.is_empty() && server.api_listeners.is_empty() {
+    if server.proxy_listeners.is_empty()
+        && server.tls_listeners.is_empty()
+        && server.api_listeners.is_empty()
+    {
         tracing::warn!(
             "no HTTP listener configured ([http] proxy_listen / api_listen): requests are not \
              metered; only the kernel dataplane enforces"
@@ -366,6 +416,7 @@ async fn proxy_loop(
     state: Arc<ProxyState>,
     settings: HttpSettings,
     stop: CancellationToken,
+    tls: Option<(tokio_rustls::TlsAcceptor, Arc<TlsCerts>)>,
 ) {
     let limits = state.limits;
     let mut hyper = hyper::server::conn::http1::Builder::new();
@@ -399,7 +450,20 @@ async fn proxy_loop(
                 if let Err(err) = stream.set_nodelay(true) {
                     tracing::debug!(error = %err, "cannot set TCP_NODELAY");
                 }
-                connections.spawn(front::serve(Arc::clone(&front), stream, peer));
+                match &tls {
+                    None => {
+                        connections.spawn(front::serve(Arc::clone(&front), stream, peer));
+                    }
+                    Some((acceptor, certs)) => {
+                        connections.spawn(crate::http::tls::serve::serve(
+                            Arc::clone(&front),
+                            acceptor.clone(),
+                            Arc::clone(certs),
+                            stream,
+                            peer,
+                        ));
+                    }
+                }
             }
             () = stop.cancelled() => break,
         }
