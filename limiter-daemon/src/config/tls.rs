@@ -54,7 +54,7 @@ fn load(i: usize, r: RawTls) -> Result<TlsCert, ConfigError> {
     let field = |f: &str| format!("http.tls[{i}].{f}");
     let read = |f: &str, p: &PathBuf| {
         std::fs::read(p).map_err(|e| {
-            ConfigError::invalid(&field(f), format!("cannot read {}: {e}", p.display()))
+            ConfigError::invalid(field(f), format!("cannot read {}: {e}", p.display()))
         })
     };
     let cert_pem = read("cert_file", &r.cert_file)?;
@@ -62,19 +62,19 @@ fn load(i: usize, r: RawTls) -> Result<TlsCert, ConfigError> {
         .collect::<Result<_, _>>()
         .map_err(|e| {
             ConfigError::invalid(
-                &field("cert_file"),
+                field("cert_file"),
                 format!("{} is not PEM certificates: {e}", r.cert_file.display()),
             )
         })?;
     if certs.is_empty() {
         return Err(ConfigError::invalid(
-            &field("cert_file"),
+            field("cert_file"),
             format!("{} holds no certificate", r.cert_file.display()),
         ));
     }
     if let Err(e) = webpki::EndEntityCert::try_from(&certs[0]) {
         return Err(ConfigError::invalid(
-            &field("cert_file"),
+            field("cert_file"),
             format!(
                 "{}: the first certificate does not parse: {e}",
                 r.cert_file.display()
@@ -84,14 +84,14 @@ fn load(i: usize, r: RawTls) -> Result<TlsCert, ConfigError> {
     let key_pem = read("key_file", &r.key_file)?;
     let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
         ConfigError::invalid(
-            &field("key_file"),
+            field("key_file"),
             format!("{} is not a PEM private key: {e}", r.key_file.display()),
         )
     })?;
     let provider = rustls::crypto::ring::default_provider();
     let key = CertifiedKey::from_der(certs, key, &provider).map_err(|e| {
         ConfigError::invalid(
-            &field("key_file"),
+            field("key_file"),
             format!(
                 "{} is not the key of {}: {e}",
                 r.key_file.display(),

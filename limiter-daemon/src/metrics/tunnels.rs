@@ -53,7 +53,6 @@ impl Collector for TunnelCollector {
         for r in CloseReason::ALL {
             ConstCounter::new(t.closed(r)).encode(fam.encode_family(&[("reason", r.label())])?)?;
         }
-        drop(fam);
         let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
         let mut fam = enc.encode_descriptor(
             "tls_handshakes",
