@@ -16,6 +16,7 @@ pub mod jwt;
 pub mod key_cache;
 pub mod owned_thread;
 pub mod session;
+pub mod web_bot_auth;
 
 use std::net::IpAddr;
 use std::sync::Arc;
