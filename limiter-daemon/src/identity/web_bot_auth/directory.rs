@@ -72,6 +72,8 @@ struct State {
 #[derive(Default)]
 pub struct DirectoryCache {
     state: Mutex<State>,
+    /// Wakes the fetcher ([`super::fetcher`]) when a fetch is queued.
+    queued: tokio::sync::Notify,
 }
 
 /// `Cache-Control`'s `max-age`, if any.
@@ -136,9 +138,15 @@ impl DirectoryCache {
                 *n += 1;
                 entry.in_flight = true;
                 s.queue.push_back((directory.to_owned(), source));
+                self.queued.notify_one();
             }
         }
         answer
+    }
+
+    /// Waits until a fetch may be queued (a wake-up, not a promise: check [`Self::next_fetch`]).
+    pub async fn wait_queued(&self) {
+        self.queued.notified().await;
     }
 
     /// The next directory to fetch, if any.

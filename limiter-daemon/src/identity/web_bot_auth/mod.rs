@@ -10,6 +10,7 @@
 
 pub mod base;
 pub mod directory;
+pub mod fetcher;
 pub mod fields;
 pub mod jwk;
 pub mod verify;
