@@ -191,6 +191,31 @@ pub fn dictionary_member(value: &[u8], key: &str) -> Option<String> {
     let member = dict.get(key)?.clone();
     let mut one = Dictionary::new();
     one.insert(sfv::Key::from_string("x".into()).ok()?, member);
-    // Serialized as `x=<member>`: strip the made-up name.
-    one.serialize().map(|s| s["x=".len()..].to_owned())
+    // Serialized as `x=<member>`, or `x` (plus parameters) for a bare `true`: strip the
+    // made-up name (`true` is written `?1` as a member value).
+    let text = one.serialize()?;
+    match text.strip_prefix("x=") {
+        Some(rest) => Some(rest.to_owned()),
+        None => text.strip_prefix('x').map(|rest| format!("?1{rest}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dictionary_members_as_a_signature_base_writes_them() {
+        assert_eq!(
+            dictionary_member(b"sig1=\"https://a.example\", b=2", "sig1").as_deref(),
+            Some("\"https://a.example\"")
+        );
+        // A bare `true` member (hostile input) must not panic.
+        assert_eq!(dictionary_member(b"sig1", "sig1").as_deref(), Some("?1"));
+        assert_eq!(
+            dictionary_member(b"sig1;a=1", "sig1").as_deref(),
+            Some("?1;a=1")
+        );
+        assert_eq!(dictionary_member(b"sig1=1", "sig2"), None);
+    }
 }
