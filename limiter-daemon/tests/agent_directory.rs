@@ -1,0 +1,358 @@
+//! Agents' key directories over real HTTPS: a local server with a test CA made by `openssl`
+//! here serves a directory, a redirect, an oversized body and (later) failures. The fetcher
+//! refuses loopback unless allowed, refuses an untrusted certificate, never follows the
+//! redirect, refuses the oversized body, and settles a signed request to verified behind the
+//! request; a failing refetch keeps the keys, and `Cache-Control: max-age` decides when the
+//! refetch happens (the clock is the test's). That a failure then backs off for 5 minutes is
+//! the directory cache's unit test (`identity::web_bot_auth::tests`).
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine as _;
+use http::{HeaderMap, Response};
+use http_body_util::Full;
+use hyper::body::Bytes;
+use limiter_daemon::identity::https_fetch::{self, FetchOptions};
+use limiter_daemon::identity::web_bot_auth::directory::DirectoryCache;
+use limiter_daemon::identity::web_bot_auth::{
+    base, fetcher, fields, jwk, verify_request, Outcome, Refusal, RequestParts,
+};
+use ring::signature::{Ed25519KeyPair, KeyPair};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_util::sync::CancellationToken;
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl must be installed (scripts/setup.sh)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `ca.pem` and a server certificate for 127.0.0.1 signed by it (`srv.pem`, `srv.key`).
+fn make_certs(dir: &Path) {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend(ec);
+    ca.extend([
+        "-days",
+        "2",
+        "-subj",
+        "/CN=test-ca",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+    ]);
+    openssl(dir, &ca);
+    let mut csr = vec!["req"];
+    csr.extend(ec);
+    csr.extend([
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        "srv.key",
+        "-out",
+        "srv.csr",
+    ]);
+    openssl(dir, &csr);
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+    )
+    .unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "srv.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+            "-out",
+            "srv.pem",
+        ],
+    );
+}
+
+#[derive(Default)]
+struct Served {
+    directory: Mutex<Vec<u8>>,
+    /// 200 while 0, else this status for the directory.
+    fail: AtomicU16,
+    hits: Mutex<Vec<String>>,
+}
+
+const WK: &str = "/.well-known/http-message-signatures-directory";
+
+async fn serve(dir: &Path, served: Arc<Served>) -> SocketAddr {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(dir.join("srv.pem"))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let key = PrivateKeyDer::from_pem_file(dir.join("srv.key")).unwrap();
+    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            let served = Arc::clone(&served);
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let svc =
+                    hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                        let served = Arc::clone(&served);
+                        async move {
+                            let path = req.uri().path().to_owned();
+                            served.hits.lock().unwrap().push(path.clone());
+                            let r = Response::builder();
+                            let r = match path.as_str() {
+                                "/redirect" => r
+                                    .status(302)
+                                    .header("location", WK)
+                                    .body(Full::new(Bytes::new())),
+                                "/big" => r.body(Full::new(Bytes::from(vec![b' '; 200_000]))),
+                                WK => match served.fail.load(Ordering::SeqCst) {
+                                    0 => r
+                                        .header("content-type", fetcher::MEDIA_TYPE)
+                                        .header("cache-control", "max-age=600")
+                                        .body(Full::new(Bytes::from(
+                                            served.directory.lock().unwrap().clone(),
+                                        ))),
+                                    s => r.status(s).body(Full::new(Bytes::new())),
+                                },
+                                _ => r.status(404).body(Full::new(Bytes::new())),
+                            };
+                            Ok::<_, std::convert::Infallible>(r.unwrap())
+                        }
+                    });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+fn sign(k: &Ed25519KeyPair, agent: &str, now_s: u64) -> HeaderMap {
+    let x = URL_SAFE_NO_PAD.encode(k.public_key().as_ref());
+    let mut h = HeaderMap::new();
+    h.insert(
+        "signature-agent",
+        format!("sig1=\"{agent}\"").parse().unwrap(),
+    );
+    let input = format!(
+        "sig1=(\"@authority\" \"signature-agent\");created={};expires={};keyid=\"{}\";tag=\"web-bot-auth\"",
+        now_s,
+        now_s + 3600,
+        jwk::thumbprint(&x)
+    );
+    h.insert("signature-input", input.parse().unwrap());
+    h.insert("signature", "sig1=:AAAA:".parse().unwrap());
+    let p = fields::presented(&h).unwrap();
+    let b = base::signature_base(&p, &parts(&h)).unwrap();
+    let sig = STANDARD.encode(k.sign(b.as_bytes()).as_ref());
+    h.insert("signature", format!("sig1=:{sig}:").parse().unwrap());
+    h
+}
+
+fn parts(h: &HeaderMap) -> RequestParts<'_> {
+    RequestParts {
+        method: Some("GET"),
+        scheme: Some("https"),
+        authority: Some("site.example"),
+        path_and_query: Some("/"),
+        headers: h,
+    }
+}
+
+fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn directories_over_https_redirects_oversize_failures_and_max_age() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_certs(tmp.path());
+    let served = Arc::new(Served::default());
+    let k = Ed25519KeyPair::from_seed_unchecked(&[3; 32]).unwrap();
+    let x = URL_SAFE_NO_PAD.encode(k.public_key().as_ref());
+    *served.directory.lock().unwrap() =
+        format!(r#"{{"keys":[{{"kty":"OKP","crv":"Ed25519","x":"{x}"}}]}}"#).into_bytes();
+    let addr = serve(tmp.path(), Arc::clone(&served)).await;
+    let base_url = format!("https://{addr}");
+    let ca = tmp.path().join("ca.pem");
+    let opts = |allow: bool, ca: Option<&Path>| {
+        let allow = if allow {
+            vec!["127.0.0.0/8".parse().unwrap()]
+        } else {
+            vec![]
+        };
+        FetchOptions::new(
+            Duration::from_secs(5),
+            fetcher::MAX_DIRECTORY_BYTES,
+            allow,
+            fetcher::MEDIA_TYPE,
+            ca,
+        )
+        .unwrap()
+    };
+    let good = opts(true, Some(&ca));
+    let url = format!("{base_url}{WK}");
+
+    let e = https_fetch::get(&url, &opts(false, Some(&ca)))
+        .await
+        .unwrap_err();
+    assert!(
+        e.contains("not allowed"),
+        "loopback refused by default: {e}"
+    );
+    let e = https_fetch::get(&url, &opts(true, None)).await.unwrap_err();
+    assert!(
+        e.contains("TLS"),
+        "an untrusted certificate is refused: {e}"
+    );
+    let e = https_fetch::get(&format!("http://{addr}{WK}"), &good)
+        .await
+        .unwrap_err();
+    assert!(e.contains("https"), "{e}");
+    let e = https_fetch::get(&format!("{base_url}/redirect"), &good)
+        .await
+        .unwrap_err();
+    assert_eq!(e, "status 302");
+    let e = https_fetch::get(&format!("{base_url}/big"), &good)
+        .await
+        .unwrap_err();
+    assert!(e.contains("over"), "oversize refused: {e}");
+    assert!(
+        !served.hits.lock().unwrap().iter().any(|p| p == WK),
+        "the redirect was not followed"
+    );
+
+    // Behind the request: unverified first, verified once the fetcher lands the directory.
+    let clock = Arc::new(AtomicU64::new(1_800_000_000_000));
+    let cache = Arc::new(DirectoryCache::new());
+    let stop = CancellationToken::new();
+    let c = Arc::clone(&clock);
+    tokio::spawn(fetcher::run(
+        Arc::clone(&cache),
+        good.clone(),
+        move || c.load(Ordering::SeqCst),
+        stop.clone(),
+    ));
+    let agent = base_url.clone();
+    let now = || clock.load(Ordering::SeqCst);
+    let ip: IpAddr = "203.0.113.7".parse().unwrap();
+    let h = sign(&k, &agent, now() / 1000);
+    assert_eq!(
+        verify_request(&parts(&h), &cache, ip, now()),
+        Outcome::Unverified
+    );
+    let cache2 = Arc::clone(&cache);
+    tokio::task::spawn_blocking(move || {
+        until("the directory", || {
+            cache2.summary().first().is_some_and(|s| s.1 == 1)
+        })
+    })
+    .await
+    .unwrap();
+    let dir_url = format!("{base_url}{WK}");
+    assert_eq!(
+        verify_request(&parts(&h), &cache, ip, now()),
+        Outcome::Verified {
+            directory: dir_url.clone()
+        }
+    );
+    let fetches = || {
+        served
+            .hits
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|p| *p == WK)
+            .count()
+    };
+    assert_eq!(fetches(), 1);
+
+    // max-age=600: no refetch at +599 s; at +600 s one, which fails (500) and keeps the keys.
+    served.fail.store(500, Ordering::SeqCst);
+    clock.fetch_add(599_000, Ordering::SeqCst);
+    let h = sign(&k, &agent, now() / 1000);
+    assert!(matches!(
+        verify_request(&parts(&h), &cache, ip, now()),
+        Outcome::Verified { .. }
+    ));
+    clock.fetch_add(1_000, Ordering::SeqCst);
+    assert!(matches!(
+        verify_request(&parts(&h), &cache, ip, now()),
+        Outcome::Verified { .. }
+    ));
+    let cache2 = Arc::clone(&cache);
+    tokio::task::spawn_blocking(move || {
+        until("the failed refetch", || cache2.summary()[0].2.is_some())
+    })
+    .await
+    .unwrap();
+    assert_eq!(fetches(), 2);
+    assert!(cache.summary()[0].2.as_deref().unwrap().contains("500"));
+    assert!(
+        matches!(
+            verify_request(&parts(&h), &cache, ip, now()),
+            Outcome::Verified { .. }
+        ),
+        "keys kept"
+    );
+    // A key from another directory is invalid.
+    let other = Ed25519KeyPair::from_seed_unchecked(&[4; 32]).unwrap();
+    let h = sign(&other, &agent, now() / 1000);
+    assert_eq!(
+        verify_request(&parts(&h), &cache, "198.51.100.9".parse().unwrap(), now()),
+        Outcome::Invalid(Refusal::UnknownKey)
+    );
+    stop.cancel();
+}
