@@ -363,3 +363,79 @@ fn in_chromium_the_page_shows_the_attached_kernels_counters_and_map_fill() {
     std::fs::write(&shot, &png).unwrap();
     eprintln!("screenshot: {}", shot.display());
 }
+
+/// A storm of anonymous callers from two /24s while the page is open, the daemon's history
+/// ring sampled on a compressed clock (`LIMITER_TEST_HISTORY_TICK_MS`: each 100 ms tick is
+/// stamped 5 s after the last, so 30 s of chart takes 0.6 s of wall time): the charts draw
+/// points spanning at least 30 s, decisions and the storm's refusals among them. Screenshot to
+/// `LIMITER_PAGE_SCREENSHOT` (docs/operator-page.png when refreshed by hand).
+#[test]
+fn in_chromium_the_page_charts_a_storm_over_time() {
+    let Some(mut b) = Browser::launch() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let env = vec![(
+        "LIMITER_TEST_HISTORY_TICK_MS".to_string(),
+        "100".to_string(),
+    )];
+    let d = Daemon::start_with(dir.path(), "", "", Vec::new(), env);
+    // The storm: 12 callers in each of two /24s, the first of each past the anonymous burst.
+    let storm: Vec<String> = ["198.51.100", "203.0.113"]
+        .iter()
+        .flat_map(|net| (10..22).map(move |h| format!("{net}.{h}")))
+        .collect();
+    for ip in &storm {
+        let n = if ip.ends_with(".10") { 125 } else { 5 };
+        traffic(&d, ip, n);
+    }
+    // The API holds the ring too: points a step apart, rates by action.
+    let h = eventually("seven samples in the ring", || {
+        let h = d.admin("GET", "/admin/v1/history", None).json();
+        (h["points"].as_array().unwrap().len() >= 7).then_some(h)
+    });
+    assert_eq!(h["stepSecs"], 5, "{h}");
+    assert_eq!(h["maxPoints"], 180, "{h}");
+    let pts = h["points"].as_array().unwrap();
+    assert_eq!(
+        pts[1]["atMs"].as_u64().unwrap() - pts[0]["atMs"].as_u64().unwrap(),
+        5000
+    );
+    b.navigate(&format!("http://{}/admin/", d.admin));
+    b.wait_for(
+        "the token form",
+        "document.getElementById('login') && !document.getElementById('login').hidden",
+    );
+    b.type_into("#token", &d.token());
+    b.click("#use-token");
+    // More storm while the page polls, so the lines rise inside the window drawn.
+    for ip in &storm {
+        traffic(&d, ip, 3);
+    }
+    let span = b.wait_for(
+        "the decisions chart to span 30 s with allow and reject drawn",
+        "(() => { const s = document.getElementById('chart-decisions'); \
+           const span = s.dataset.lastMs - s.dataset.firstMs; \
+           const lines = Array.from(s.querySelectorAll('polyline')).map((l) => l.dataset.series); \
+           return span >= 30000 && parseInt(s.dataset.points) >= 7 && \
+             lines.includes('allow') && lines.includes('reject') ? span : null; })()",
+    );
+    assert!(span.as_f64().unwrap() >= 30000.0, "{span}");
+    b.wait_for(
+        "the storm's burst refusals on the refusals chart",
+        "Array.from(document.querySelectorAll('#chart-refusals polyline')) \
+           .some((l) => l.dataset.series === 'burst')",
+    );
+    b.wait_for(
+        "the held chart drawn",
+        "!!document.querySelector('#chart-held polyline')",
+    );
+    let png = b.screenshot();
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+    let shot = std::env::var_os("LIMITER_PAGE_SCREENSHOT").map_or_else(
+        || std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("operator-page-storm.png"),
+        std::path::PathBuf::from,
+    );
+    std::fs::write(&shot, &png).unwrap();
+    eprintln!("screenshot: {}", shot.display());
+}
