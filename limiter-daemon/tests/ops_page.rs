@@ -430,7 +430,60 @@ fn in_chromium_the_page_charts_a_storm_over_time() {
         "the held chart drawn",
         "!!document.querySelector('#chart-held polyline')",
     );
+    // Callers by address: the storm's addresses in the talker table, both /24s in the
+    // networks table.
+    for ip in [
+        "198.51.100.10",
+        "203.0.113.10",
+        "198.51.100.11",
+        "203.0.113.21",
+    ] {
+        b.wait_for(
+            &format!("{ip} in the top talkers"),
+            &format!(
+                "Array.from(document.querySelectorAll('#top-volume tbody td.id')) \
+                   .some((td) => td.textContent === '{ip}')"
+            ),
+        );
+    }
+    for net in ["198.51.100.0/24", "203.0.113.0/24"] {
+        let row = b.wait_for(
+            &format!("{net} in the networks table"),
+            &format!(
+                "(() => {{ const r = Array.from(document.querySelectorAll('#top-networks tbody tr')) \
+                   .find((tr) => tr.cells[0].textContent === '{net}'); \
+                   return r ? r.innerText : null; }})()"
+            ),
+        );
+        assert!(row.as_str().unwrap().contains("12"), "12 callers: {row}");
+    }
+    // A click on a row's lock button locks that address (for the duration chosen).
+    let target = "203.0.113.15";
+    assert!(!lockout_ips(&d).contains(&target.to_string()));
+    b.eval("document.getElementById('lock-for').value = '10m'; true");
+    b.click(&format!("#top-volume button.lock[data-ip='{target}']"));
+    let lock = eventually("the click to lock the address in the daemon", || {
+        let r = d.admin("GET", "/admin/v1/lockouts", None).json();
+        r["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["ip"] == target)
+            .cloned()
+    });
+    assert_eq!(lock["reason"], "locked from the operator page", "{lock}");
+    let left = lock["remainingSecs"].as_u64().unwrap();
+    assert!((500..=600).contains(&left), "10 minutes chosen: {lock}");
+    // The row now offers an unlock, which lifts it.
+    b.wait_for(
+        "an unlock button on the locked row",
+        &format!("!!document.querySelector(\"#top-volume button.lift[data-ip='{target}']\")"),
+    );
     let png = b.screenshot();
+    b.click(&format!("#top-volume button.lift[data-ip='{target}']"));
+    eventually("the unlock click to lift the address", || {
+        (!lockout_ips(&d).contains(&target.to_string())).then_some(())
+    });
     assert!(png.starts_with(b"\x89PNG"), "not a PNG");
     let shot = std::env::var_os("LIMITER_PAGE_SCREENSHOT").map_or_else(
         || std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("operator-page-storm.png"),

@@ -27,6 +27,9 @@ pub struct RawAdmin {
     pub listen: Option<String>,
     /// A file whose content (trimmed) is the bearer token.
     pub token_file: Option<PathBuf>,
+    /// Show callers' addresses and networks on the operator page and in `limiterctl top`
+    /// (default `true`); `false` shows hashes only.
+    pub show_addresses: Option<bool>,
 }
 
 /// The validated `[admin]` section.
@@ -35,6 +38,8 @@ pub struct AdminSettings {
     /// `None`: no admin listener.
     pub listen: Option<SocketAddr>,
     pub token_file: Option<PathBuf>,
+    /// `[admin] show_addresses`: the stats answer carries addresses (else hashes).
+    pub show_addresses: bool,
 }
 
 impl Default for AdminSettings {
@@ -67,6 +72,7 @@ impl AdminSettings {
         Ok(AdminSettings {
             listen,
             token_file: raw.token_file,
+            show_addresses: raw.show_addresses.unwrap_or(true),
         })
     }
 }
