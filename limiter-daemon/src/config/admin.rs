@@ -85,15 +85,18 @@ mod tests {
     fn default_is_loopback_and_empty_turns_it_off() {
         let d = AdminSettings::default();
         assert_eq!(d.listen, Some(DEFAULT_LISTEN.parse().unwrap()));
+        assert!(d.show_addresses, "addresses are shown unless turned off");
         let off = AdminSettings::validate(RawAdmin {
             listen: Some(String::new()),
             token_file: None,
+            show_addresses: None,
         })
         .unwrap();
         assert_eq!(off.listen, None);
         let err = AdminSettings::validate(RawAdmin {
             listen: Some("localhost".into()),
             token_file: None,
+            show_addresses: None,
         })
         .unwrap_err();
         assert!(err.to_string().contains("admin.listen"), "{err}");

@@ -1,20 +1,17 @@
 //! [`History`]: the last 15 minutes at 5 s resolution, for the operator page's charts
 //! (`GET /admin/v1/history`), so a page opened mid-incident shows how the storm went.
 //!
-//! A sampler task reads the counters that already exist (decisions by action and refusal
+//! A sampler task ([`super::sampler`]) reads the counters that already exist (decisions by action and refusal
 //! reason, kernel verdicts, held requests) every [`STEP_SECS`] and pushes the totals into a
 //! ring of [`POINTS`] + 1 entries; a read turns consecutive totals into per-second rates.
 //! Nothing is recorded per request: the cost is the ring (fixed size, about 40 KB) and one
 //! read of each counter per step.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Mutex;
 
 use limiter_common::verdict;
-use tokio_util::sync::CancellationToken;
 
-use super::registry::Metrics;
 use crate::model::Reason;
 
 /// Seconds between samples.
@@ -113,70 +110,6 @@ impl History {
                 }
             })
             .collect()
-    }
-}
-
-/// The counters' totals now, stamped `at_ms`.
-pub fn sample(metrics: &Metrics, at_ms: u64) -> Totals {
-    let (allow, delay, rejects) = metrics.decisions.outcome_totals();
-    let mut verdicts = [0u64; VERDICTS];
-    if let Some(k) = metrics
-        .sources
-        .kernel
-        .get()
-        .and_then(|k| k.attached.as_ref())
-    {
-        if let Ok(c) = k.maps.counters() {
-            verdicts = c.0;
-        }
-    }
-    let held = metrics
-        .sources
-        .http
-        .get()
-        .map_or(0, |h| h.gate.held() as u64);
-    Totals {
-        at_ms,
-        allow,
-        delay,
-        rejects,
-        verdicts,
-        held,
-    }
-}
-
-/// How the sampler keeps time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pace {
-    /// A sample every [`STEP_SECS`] of wall time, stamped with the wall clock.
-    Real,
-    /// Test only (`LIMITER_TEST_HISTORY_TICK_MS`): a sample every `tick` of wall time, each
-    /// stamped [`STEP_SECS`] after the previous one, so a test sees 15 minutes of points
-    /// without waiting for them.
-    Compressed { tick: Duration },
-}
-
-/// Samples into `metrics.history` until `stop`.
-pub async fn run(metrics: Arc<Metrics>, pace: Pace, start_ms: u64, stop: CancellationToken) {
-    let tick = match pace {
-        Pace::Real => Duration::from_secs(STEP_SECS),
-        Pace::Compressed { tick } => tick,
-    };
-    let started = std::time::Instant::now();
-    let mut every = tokio::time::interval(tick);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut n: u64 = 0;
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            _ = every.tick() => {}
-        }
-        let at_ms = match pace {
-            Pace::Real => start_ms + started.elapsed().as_millis() as u64,
-            Pace::Compressed { .. } => start_ms + n * STEP_SECS * 1000,
-        };
-        n += 1;
-        metrics.history.record(sample(&metrics, at_ms));
     }
 }
 

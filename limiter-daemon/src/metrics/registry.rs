@@ -28,7 +28,7 @@ pub struct Metrics {
     pub sources: Arc<Sources>,
     /// The last five minutes per caller (not exported to Prometheus: unbounded labels).
     pub talkers: Talkers,
-    /// The last 15 minutes at 5 s, filled by [`super::history::run`].
+    /// The last 15 minutes at 5 s, filled by [`super::sampler::run`].
     pub history: History,
 }
 
