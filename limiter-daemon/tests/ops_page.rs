@@ -363,3 +363,132 @@ fn in_chromium_the_page_shows_the_attached_kernels_counters_and_map_fill() {
     std::fs::write(&shot, &png).unwrap();
     eprintln!("screenshot: {}", shot.display());
 }
+
+/// A storm of anonymous callers from two /24s while the page is open, the daemon's history
+/// ring sampled on a compressed clock (`LIMITER_TEST_HISTORY_TICK_MS`: each 100 ms tick is
+/// stamped 5 s after the last, so 30 s of chart takes 0.6 s of wall time): the charts draw
+/// points spanning at least 30 s, decisions and the storm's refusals among them. Screenshot to
+/// `LIMITER_PAGE_SCREENSHOT` (docs/operator-page.png when refreshed by hand).
+#[test]
+fn in_chromium_the_page_charts_a_storm_over_time() {
+    let Some(mut b) = Browser::launch() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let env = vec![(
+        "LIMITER_TEST_HISTORY_TICK_MS".to_string(),
+        "100".to_string(),
+    )];
+    let d = Daemon::start_with(dir.path(), "", "", Vec::new(), env);
+    // The storm: 12 callers in each of two /24s, the first of each past the anonymous burst.
+    let storm: Vec<String> = ["198.51.100", "203.0.113"]
+        .iter()
+        .flat_map(|net| (10..22).map(move |h| format!("{net}.{h}")))
+        .collect();
+    for ip in &storm {
+        let n = if ip.ends_with(".10") { 125 } else { 5 };
+        traffic(&d, ip, n);
+    }
+    // The API holds the ring too: points a step apart, rates by action.
+    let h = eventually("seven samples in the ring", || {
+        let h = d.admin("GET", "/admin/v1/history", None).json();
+        (h["points"].as_array().unwrap().len() >= 7).then_some(h)
+    });
+    assert_eq!(h["stepSecs"], 5, "{h}");
+    assert_eq!(h["maxPoints"], 180, "{h}");
+    let pts = h["points"].as_array().unwrap();
+    assert_eq!(
+        pts[1]["atMs"].as_u64().unwrap() - pts[0]["atMs"].as_u64().unwrap(),
+        5000
+    );
+    b.navigate(&format!("http://{}/admin/", d.admin));
+    b.wait_for(
+        "the token form",
+        "document.getElementById('login') && !document.getElementById('login').hidden",
+    );
+    b.type_into("#token", &d.token());
+    b.click("#use-token");
+    // More storm while the page polls, so the lines rise inside the window drawn.
+    for ip in &storm {
+        traffic(&d, ip, 3);
+    }
+    let span = b.wait_for(
+        "the decisions chart to span 30 s with allow and reject drawn",
+        "(() => { const s = document.getElementById('chart-decisions'); \
+           const span = s.dataset.lastMs - s.dataset.firstMs; \
+           const lines = Array.from(s.querySelectorAll('polyline')).map((l) => l.dataset.series); \
+           return span >= 30000 && parseInt(s.dataset.points) >= 7 && \
+             lines.includes('allow') && lines.includes('reject') ? span : null; })()",
+    );
+    assert!(span.as_f64().unwrap() >= 30000.0, "{span}");
+    b.wait_for(
+        "the storm's burst refusals on the refusals chart",
+        "Array.from(document.querySelectorAll('#chart-refusals polyline')) \
+           .some((l) => l.dataset.series === 'burst')",
+    );
+    b.wait_for(
+        "the held chart drawn",
+        "!!document.querySelector('#chart-held polyline')",
+    );
+    // Callers by address: the storm's addresses in the talker table, both /24s in the
+    // networks table.
+    for ip in [
+        "198.51.100.10",
+        "203.0.113.10",
+        "198.51.100.11",
+        "203.0.113.21",
+    ] {
+        b.wait_for(
+            &format!("{ip} in the top talkers"),
+            &format!(
+                "Array.from(document.querySelectorAll('#top-volume tbody td.id')) \
+                   .some((td) => td.textContent === '{ip}')"
+            ),
+        );
+    }
+    for net in ["198.51.100.0/24", "203.0.113.0/24"] {
+        let row = b.wait_for(
+            &format!("{net} in the networks table"),
+            &format!(
+                "(() => {{ const r = Array.from(document.querySelectorAll('#top-networks tbody tr')) \
+                   .find((tr) => tr.cells[0].textContent === '{net}'); \
+                   return r ? r.innerText : null; }})()"
+            ),
+        );
+        assert!(row.as_str().unwrap().contains("12"), "12 callers: {row}");
+    }
+    // A click on a row's lock button locks that address (for the duration chosen).
+    let target = "203.0.113.15";
+    assert!(!lockout_ips(&d).contains(&target.to_string()));
+    b.eval("document.getElementById('lock-for').value = '10m'; true");
+    b.click(&format!("#top-volume button.lock[data-ip='{target}']"));
+    let lock = eventually("the click to lock the address in the daemon", || {
+        let r = d.admin("GET", "/admin/v1/lockouts", None).json();
+        r["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["ip"] == target)
+            .cloned()
+    });
+    assert_eq!(lock["reason"], "locked from the operator page", "{lock}");
+    let left = lock["remainingSecs"].as_u64().unwrap();
+    assert!((500..=600).contains(&left), "10 minutes chosen: {lock}");
+    // The row now offers an unlock, which lifts it.
+    b.wait_for(
+        "an unlock button on the locked row",
+        &format!("!!document.querySelector(\"#top-volume button.lift[data-ip='{target}']\")"),
+    );
+    let png = b.screenshot();
+    b.click(&format!("#top-volume button.lift[data-ip='{target}']"));
+    eventually("the unlock click to lift the address", || {
+        (!lockout_ips(&d).contains(&target.to_string())).then_some(())
+    });
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+    let shot = std::env::var_os("LIMITER_PAGE_SCREENSHOT").map_or_else(
+        || std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("operator-page-storm.png"),
+        std::path::PathBuf::from,
+    );
+    std::fs::write(&shot, &png).unwrap();
+    eprintln!("screenshot: {}", shot.display());
+}

@@ -10,7 +10,9 @@ use axum::Router;
 
 use super::auth::require_token;
 use super::guard;
-use super::handlers::{clients, config, explain, kernel, keys, lists, lockouts, reload, stats};
+use super::handlers::{
+    clients, config, explain, history, kernel, keys, lists, lockouts, reload, stats,
+};
 use super::page;
 use super::problem::AdminError;
 use super::state::AdminState;
@@ -111,6 +113,10 @@ pub fn table() -> Vec<(RouteSpec, MethodRouter<AdminState>)> {
         (
             spec("GET", "/admin/v1/stats", "/admin/v1/stats"),
             get(stats::show),
+        ),
+        (
+            spec("GET", "/admin/v1/history", "/admin/v1/history"),
+            get(history::show),
         ),
     ]
 }

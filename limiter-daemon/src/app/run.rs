@@ -181,6 +181,22 @@ async fn serve(
     let hints = Hints::from_settings(&http);
     let server = HttpServer::bind(&http, hints, decider).await?;
     metrics.attach_http(&server);
+    // The charts' ring; a test compresses its time (see `sampler::Pace::Compressed`).
+    let pace = match std::env::var("LIMITER_TEST_HISTORY_TICK_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        Some(ms) => crate::metrics::sampler::Pace::Compressed {
+            tick: std::time::Duration::from_millis(ms),
+        },
+        None => crate::metrics::sampler::Pace::Real,
+    };
+    shutdown.spawn(crate::metrics::sampler::run(
+        Arc::clone(&metrics),
+        pace,
+        crate::clock::SystemClock.now_ms(),
+        shutdown.token(),
+    ));
     let admin_engine = Arc::clone(&engine);
     let reloader = Arc::new(Reloader::new(
         &reload.path,

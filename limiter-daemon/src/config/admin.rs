@@ -27,6 +27,9 @@ pub struct RawAdmin {
     pub listen: Option<String>,
     /// A file whose content (trimmed) is the bearer token.
     pub token_file: Option<PathBuf>,
+    /// Show callers' addresses and networks on the operator page and in `limiterctl top`
+    /// (default `true`); `false` shows hashes only.
+    pub show_addresses: Option<bool>,
 }
 
 /// The validated `[admin]` section.
@@ -35,6 +38,8 @@ pub struct AdminSettings {
     /// `None`: no admin listener.
     pub listen: Option<SocketAddr>,
     pub token_file: Option<PathBuf>,
+    /// `[admin] show_addresses`: the stats answer carries addresses (else hashes).
+    pub show_addresses: bool,
 }
 
 impl Default for AdminSettings {
@@ -67,6 +72,7 @@ impl AdminSettings {
         Ok(AdminSettings {
             listen,
             token_file: raw.token_file,
+            show_addresses: raw.show_addresses.unwrap_or(true),
         })
     }
 }
@@ -79,15 +85,18 @@ mod tests {
     fn default_is_loopback_and_empty_turns_it_off() {
         let d = AdminSettings::default();
         assert_eq!(d.listen, Some(DEFAULT_LISTEN.parse().unwrap()));
+        assert!(d.show_addresses, "addresses are shown unless turned off");
         let off = AdminSettings::validate(RawAdmin {
             listen: Some(String::new()),
             token_file: None,
+            show_addresses: None,
         })
         .unwrap();
         assert_eq!(off.listen, None);
         let err = AdminSettings::validate(RawAdmin {
             listen: Some("localhost".into()),
             token_file: None,
+            show_addresses: None,
         })
         .unwrap_err();
         assert!(err.to_string().contains("admin.listen"), "{err}");

@@ -2,12 +2,14 @@
 //! `/v1/decide`, `/v1/auth`) ask for decisions, so each decision is counted exactly once
 //! whatever surface renders it, and the surfaces themselves know nothing about metrics.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::Metrics;
 use crate::engine::decider::{Decided, Decider, RequestView};
 use crate::engine::standing::Standing;
+use crate::identity::client_ip::client_ip;
 use crate::model::Decision;
 
 pub struct MeteredDecider {
@@ -22,12 +24,21 @@ impl MeteredDecider {
 }
 
 impl MeteredDecider {
-    fn observe(&self, started: Instant, d: &Decision) {
+    fn observe(&self, started: Instant, d: &Decision, addr: IpAddr) {
         self.metrics
             .decisions
             .observe_decide_time(started.elapsed());
         self.metrics.decisions.observe(d);
-        self.metrics.talkers.observe(d);
+        self.metrics.talkers.observe(d, addr);
+    }
+
+    /// The client's address as the engine meters it (the forwarding header walked behind a
+    /// trusted proxy), for the talker table: only an anonymous caller's is kept.
+    fn address(&self, req: &RequestView<'_>) -> IpAddr {
+        match self.metrics.sources.engine.get() {
+            Some(e) => client_ip(req.peer, req.headers, &e.config().identity),
+            None => req.peer,
+        }
     }
 }
 
@@ -35,21 +46,22 @@ impl Decider for MeteredDecider {
     fn decide(&self, req: &RequestView<'_>) -> Decision {
         let started = Instant::now();
         let d = self.inner.decide(req);
-        self.observe(started, &d);
+        self.observe(started, &d, self.address(req));
         d
     }
 
     /// Timed from the call to the answer, the remote store's wait included.
     fn decide_async<'a>(&'a self, req: &RequestView<'_>) -> Decided<'a> {
         let started = Instant::now();
+        let addr = self.address(req);
         match self.inner.decide_async(req) {
             Decided::Ready(d) => {
-                self.observe(started, &d);
+                self.observe(started, &d, addr);
                 Decided::Ready(d)
             }
             Decided::Pending(f) => Decided::Pending(Box::pin(async move {
                 let d = f.await;
-                self.observe(started, &d);
+                self.observe(started, &d, addr);
                 d
             })),
         }

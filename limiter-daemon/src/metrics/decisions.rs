@@ -242,6 +242,20 @@ impl DecisionMetrics {
         out
     }
 
+    /// Decisions made so far (not shadowed), summed over tiers: `(allow, delay, rejects by
+    /// reason in [`Reason::ALL`] order)`, what the history ring samples.
+    pub fn outcome_totals(&self) -> (u64, u64, [u64; REASONS.len()]) {
+        let (mut allow, mut delay, mut reasons) = (0, 0, [0u64; REASONS.len()]);
+        for row in &self.decisions[0] {
+            allow += row[0].get();
+            delay += row[1].get();
+            for (r, c) in reasons.iter_mut().zip(&row[2..]) {
+                *r += c.get();
+            }
+        }
+        (allow, delay, reasons)
+    }
+
     /// Records how long deciding took.
     pub fn observe_decide_time(&self, took: Duration) {
         self.decide_time.observe(took);

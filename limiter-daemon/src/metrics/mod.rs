@@ -2,6 +2,8 @@
 //!
 //! - [`registry`]: [`Metrics`], the one registry built in `run` and shared; renders the text.
 //! - [`decisions`]: counters and the delay histogram fed from every [`Decision`] made.
+//! - [`history`]: the ring of samples (15 minutes at 5 s) behind the operator page's charts.
+//! - [`sampler`]: the task that fills the history ring every 5 s.
 //! - [`histogram`]: the lock-free duration histogram recorded on the request path.
 //! - [`decider`]: [`MeteredDecider`], the wrapper every HTTP surface's decisions pass through.
 //! - [`crawlers`]: the crawler ranges in force and the reverse-DNS lookups, read at scrape.
@@ -21,9 +23,11 @@ pub mod crawlers;
 pub mod decider;
 pub mod decisions;
 pub mod histogram;
+pub mod history;
 pub mod readiness;
 pub mod registry;
 pub mod reloads;
+pub mod sampler;
 pub mod server;
 pub mod sources;
 pub mod talkers;

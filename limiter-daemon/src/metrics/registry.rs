@@ -7,6 +7,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 
 use super::decisions::DecisionMetrics;
+use super::history::History;
 use super::reloads::ReloadMetrics;
 use super::sources::{HttpSource, KernelSource, SourceCollector, Sources};
 use super::talkers::Talkers;
@@ -27,6 +28,8 @@ pub struct Metrics {
     pub sources: Arc<Sources>,
     /// The last five minutes per caller (not exported to Prometheus: unbounded labels).
     pub talkers: Talkers,
+    /// The last 15 minutes at 5 s, filled by [`super::sampler::run`].
+    pub history: History,
 }
 
 impl Metrics {
@@ -46,6 +49,7 @@ impl Metrics {
             reloads,
             sources,
             talkers: Talkers::default(),
+            history: History::default(),
         })
     }
 

@@ -6,6 +6,7 @@ pub mod blocking;
 pub mod clients;
 pub mod config;
 pub mod explain;
+pub mod history;
 pub mod kernel;
 pub mod keys;
 pub mod lists;

@@ -1,6 +1,7 @@
 //! `GET /admin/v1/stats?top=N`: what the operator page shows live and Prometheus cannot give
 //! per caller: decisions so far by tier and action (the page derives rates from two polls),
-//! the last five minutes' top talkers by refusals and by volume and tier mix, held requests,
+//! the last five minutes' top talkers by refusals and by volume (with their addresses unless
+//! `[admin] show_addresses = false`), top networks (/24, /48) and tier mix, held requests,
 //! lockouts in force and the store's state.
 
 use std::collections::HashMap;
@@ -15,17 +16,38 @@ use super::blocking::blocking;
 use super::time_text::{rfc3339, wall_ms};
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;
-use crate::metrics::talkers::{Talker, WINDOW_SECS};
+use crate::metrics::talkers::{NetTalker, Talker, WINDOW_SECS};
 
 pub const DEFAULT_TOP: usize = 10;
 pub const MAX_TOP: usize = 100;
 
-fn talker_json(t: &Talker) -> Value {
+/// `address` is the caller's address when `[admin] show_addresses` allows it (else `null`).
+fn talker_json(t: &Talker, show: bool) -> Value {
     json!({
         "identity": t.identity,
+        "address": t.address.filter(|_| show).map(|a| a.to_string()),
         "tier": t.tier,
         "requests": t.requests,
         "refused": t.refused,
+    })
+}
+
+/// A network by name, or (`show_addresses = false`) by a hash that still tells rows apart.
+fn network_json(n: &NetTalker, show: bool) -> Value {
+    let name = if show {
+        n.network.to_string()
+    } else {
+        let d = crate::admin::state::digest(n.network.to_string().as_bytes());
+        format!(
+            "net:{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+            d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]
+        )
+    };
+    json!({
+        "network": name,
+        "requests": n.requests,
+        "refused": n.refused,
+        "callers": n.callers,
     })
 }
 
@@ -80,6 +102,7 @@ pub async fn show(
         .map(|(tier, action, count)| json!({"tier": tier, "action": action.as_str(), "count": count}))
         .collect();
     let recent = metrics.talkers.read(n);
+    let show = state.engine.config().admin.show_addresses;
     let held = metrics.sources.http.get().map(|h| {
         json!({
             "now": h.gate.held(),
@@ -94,8 +117,10 @@ pub async fn show(
         "decisions": decisions,
         "windowSecs": WINDOW_SECS,
         "tierMix": {"anon": anon, "session": session, "crawler": crawler, "sponsor": sponsor},
-        "topByRefusals": recent.by_refusals.iter().map(talker_json).collect::<Vec<_>>(),
-        "topByVolume": recent.by_volume.iter().map(talker_json).collect::<Vec<_>>(),
+        "showAddresses": show,
+        "topByRefusals": recent.by_refusals.iter().map(|t| talker_json(t, show)).collect::<Vec<_>>(),
+        "topByVolume": recent.by_volume.iter().map(|t| talker_json(t, show)).collect::<Vec<_>>(),
+        "topNetworks": recent.networks.iter().map(|t| network_json(t, show)).collect::<Vec<_>>(),
         "untracked": recent.untracked,
         "held": held,
         "lockoutsActive": lockouts,
