@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::fleet_store::FleetStore;
 use super::leases::Spend;
+use crate::model::WindowKind;
 use crate::store::count::{CountOutcome, CountRequest};
 use crate::store::error::StoreError;
 use crate::store::gate::Gate;
@@ -27,9 +28,20 @@ impl FleetStore {
     ) -> Option<Result<Gate, StoreError>> {
         let l = self.leases.as_ref()?;
         match l.spend(req) {
-            Spend::Local(o) => {
-                // This host's own burst copy sees every request, served here or not.
-                let _ = self.count_local_burst(req);
+            Spend::Local(mut o) => {
+                // This host's own burst copy sees every request, also those a held refusal
+                // answered here, which the store's count lacks: the larger count answers, as
+                // in `settle`.
+                if let Some(b) = self.count_local_burst(req) {
+                    let k = WindowKind::Burst;
+                    if b.uses[k].map(|w| w.used) > o.uses[k].map(|w| w.used) {
+                        o.uses[k] = b.uses[k];
+                        if b.refused[k] {
+                            o.refused[k] = true;
+                            o.admitted = false;
+                        }
+                    }
+                }
                 Some(Ok(Gate::Counted(o)))
             }
             Spend::Remote { want, back } => {
