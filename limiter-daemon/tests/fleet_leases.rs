@@ -91,7 +91,11 @@ fn four_hosts_never_admit_past_a_limit_and_admit_it_all_but_hosts_times_k() {
     let ids: Vec<(IdKey, u32, u32)> = (0..40u32)
         .map(|n| {
             let hourly = rng.gen_range(20..400);
-            let burst = if n % 4 == 0 { rng.gen_range(10..60) } else { 100_000 };
+            let burst = if n % 4 == 0 {
+                rng.gen_range(10..60)
+            } else {
+                100_000
+            };
             (h.id(Namespace::Ip, &n.to_be_bytes()), burst, hourly)
         })
         .collect();
@@ -111,7 +115,10 @@ fn four_hosts_never_admit_past_a_limit_and_admit_it_all_but_hosts_times_k() {
                     let i = rng.gen_range(0..ids.len());
                     let (id, burst, hourly) = ids[i];
                     tries[i].fetch_add(1, Ordering::Relaxed);
-                    if admitted(&store, &req(id, now + rng.gen_range(0..4_000), burst, hourly)) {
+                    if admitted(
+                        &store,
+                        &req(id, now + rng.gen_range(0..4_000), burst, hourly),
+                    ) {
                         counts[i].fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -123,7 +130,10 @@ fn four_hosts_never_admit_past_a_limit_and_admit_it_all_but_hosts_times_k() {
         let limit = (*burst).min(*hourly);
         let got = counts[i].load(Ordering::Relaxed);
         let sent = tries[i].load(Ordering::Relaxed);
-        assert!(got <= limit, "identity {i}: {got} admitted past its limit {limit}");
+        assert!(
+            got <= limit,
+            "identity {i}: {got} admitted past its limit {limit}"
+        );
         if sent >= 2 * limit {
             exhausted += 1;
             assert!(

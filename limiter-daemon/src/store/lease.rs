@@ -62,10 +62,7 @@ pub fn size(o: &CountOutcome, req: &CountRequest, outstanding: u32, hosts: u32, 
     let mut left = room(o, &req.limits, req.cost);
     for (i, n) in req.networks.iter().enumerate() {
         if let (Some(n), Some(u)) = (n, o.networks[i]) {
-            let as_outcome = CountOutcome {
-                uses: u.uses,
-                ..*o
-            };
+            let as_outcome = CountOutcome { uses: u.uses, ..*o };
             left = left.min(room(&as_outcome, &n.limits, req.cost));
         }
     }
@@ -77,7 +74,8 @@ pub fn size(o: &CountOutcome, req: &CountRequest, outstanding: u32, hosts: u32, 
 /// holder has a burst), every fixed window's rollover, and at most `ttl_ms`.
 pub fn expiry(req: &CountRequest, now_ms: u64, ttl_ms: u64) -> u64 {
     let mut until = now_ms + ttl_ms.clamp(1, DEFAULT_TTL_MS);
-    let holders = std::iter::once(&req.limits).chain(req.networks.iter().flatten().map(|n| &n.limits));
+    let holders =
+        std::iter::once(&req.limits).chain(req.networks.iter().flatten().map(|n| &n.limits));
     for limits in holders {
         for (k, limit) in limits.iter() {
             if limit.is_none() {

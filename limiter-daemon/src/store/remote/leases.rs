@@ -75,6 +75,10 @@ impl Held {
 }
 
 /// What a request's lookup found.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "matched at once on the request path; boxing the local answer would allocate"
+)]
 pub enum Spend {
     /// Admitted from a grant held here.
     Local(CountOutcome),
@@ -382,7 +386,8 @@ pub async fn run(leases: Arc<Leases>, remote: Arc<dyn FleetRemote>, cancel: Canc
                 }
             }
         };
-        let (answers, ()) = futures_util::future::join(futures_util::future::join_all(asks), back).await;
+        let (answers, ()) =
+            futures_util::future::join(futures_util::future::join_all(asks), back).await;
         for (r, a) in answers {
             match a {
                 Ok((o, g)) => leases.install_refill(r, &o, g),

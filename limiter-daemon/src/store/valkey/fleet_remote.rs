@@ -9,14 +9,14 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use super::lease;
 use super::valkey_store::ValkeyStore;
 use crate::model::{Lockout, StrikeRecord};
-use super::lease;
 use crate::store::count::{CountOutcome, CountRequest};
 use crate::store::error::StoreError;
 use crate::store::fleet::{LockoutEvent, LockoutEvents};
-use crate::store::lease::Unspent;
 use crate::store::fleet_remote::FleetRemote;
+use crate::store::lease::Unspent;
 use crate::store::StoreFuture;
 
 impl FleetRemote for ValkeyStore {
@@ -79,7 +79,9 @@ impl FleetRemote for ValkeyStore {
             }
             .await;
             if r.is_err() {
-                inner.errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                inner
+                    .errors
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             r
         })

@@ -141,4 +141,7 @@ pub async fn heartbeat(
     Ok(u32::try_from(n).unwrap_or(u32::MAX).max(1))
 }
 
-const _: () = assert!(NET_LEVELS == 2, "lease_all joins the caller and two networks");
+const _: () = assert!(
+    NET_LEVELS == 2,
+    "lease_all joins the caller and two networks"
+);
