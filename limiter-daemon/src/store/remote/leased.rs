@@ -74,6 +74,14 @@ impl FleetStore {
         };
         match a {
             Ok((o, g)) => {
+                // Refused by the store while a grant another request of this identity brought
+                // is held here: that grant answers (the store counted it; refusing would
+                // under-admit on one host).
+                if g == 0 {
+                    if let Spend::Local(o) = l.spend(req) {
+                        return Ok(Gate::Counted(o));
+                    }
+                }
                 let gate = self.settle(req, here, Ok(Gate::Counted(o)));
                 match &gate {
                     Ok(Gate::Counted(s)) if s.admitted => l.install(req, &o, g),

@@ -216,16 +216,26 @@ impl Leases {
                 h.drain(&mut back);
                 h.template = template(req);
             }
-            if let Some(old) = h.cur.take() {
-                h.unspent(&old, &mut back);
-            }
-            h.cur = (g >= 1).then(|| Grant {
+            let grant = (g >= 1).then(|| Grant {
                 first: *o,
                 at_ms: req.now_ms,
                 until_ms: expiry(req, req.now_ms, self.ttl_ms),
                 granted: g,
                 spent: 1,
             });
+            // Requests of one identity that missed at once each bring a grant: one that is
+            // still live is kept (spent first), the new one queued behind it.
+            match h.cur {
+                Some(old) if old.live(req.now_ms) && old.left() > 0 && h.next.is_none() => {
+                    h.next = grant;
+                }
+                _ => {
+                    if let Some(old) = h.cur.take() {
+                        h.unspent(&old, &mut back);
+                    }
+                    h.cur = grant;
+                }
+            }
             let outstanding = g.saturating_sub(1) + h.next.map_or(0, |n| n.left());
             h.k = if g == 0 {
                 1
