@@ -143,7 +143,7 @@ impl FleetStore {
         &self,
         ip: Option<IpAddr>,
         req: &CountRequest,
-        miss: &mut Option<super::leased::Miss>,
+        miss: &mut Option<super::leases::Miss>,
     ) -> Option<Result<Gate, StoreError>> {
         if let Some(l) = ip
             .and_then(|ip| self.replica.lockout(ip))

@@ -5,19 +5,13 @@
 use std::time::{Duration, Instant};
 
 use super::fleet_store::FleetStore;
-use super::leases::Spend;
+use super::leases::{Miss, Spend};
 use crate::model::WindowKind;
 use crate::store::count::{CountOutcome, CountRequest};
 use crate::store::error::StoreError;
 use crate::store::gate::Gate;
 use crate::store::lease::Unspent;
 use crate::store::traits::Counting;
-
-/// A request's identity held no live grant: the lease to ask for, and what to give back first.
-pub struct Miss {
-    pub want: u32,
-    pub back: Vec<Unspent>,
-}
 
 impl FleetStore {
     /// The answer from a grant this host holds, if it holds one; else `miss` says what to ask.

@@ -86,6 +86,12 @@ pub enum Spend {
     Remote { want: u32, back: Vec<Unspent> },
 }
 
+/// A request's identity held no live grant: the lease to ask for, and what to give back first.
+pub struct Miss {
+    pub want: u32,
+    pub back: Vec<Unspent>,
+}
+
 /// Counters of the leases (tests, the bench).
 #[derive(Debug, Default)]
 pub struct LeaseStats {
