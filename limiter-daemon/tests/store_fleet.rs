@@ -26,6 +26,10 @@ fn settings(on_failure: OnFailure) -> FleetSettings {
         probe_interval: Duration::from_secs(1),
         on_failure,
         max_identities: 4096,
+        // The in-memory remote grants no leases: every decision is one call, as before.
+        leases: true,
+        lease_max: 64,
+        lease_ttl: Duration::from_secs(1),
     }
 }
 

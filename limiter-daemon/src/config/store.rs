@@ -60,6 +60,13 @@ pub struct RawStore {
     /// What decisions do while the remote store is down: `local` (count in memory, default),
     /// `open` (admit), `closed` (503 with Retry-After).
     pub on_failure: Option<OnFailure>,
+    /// Leased budgets on Valkey (default false until the conformance suite passes with them): a host takes a share of a caller's budget at
+    /// once and admits from it locally (docs/fleet.md). `false`: one script per decision.
+    pub leases: Option<bool>,
+    /// The largest lease, in requests (default 64).
+    pub lease_max: Option<u32>,
+    /// A lease's longest life (default 1s, at most 1s): unspent units are then given back.
+    pub lease_ttl: Option<String>,
 }
 
 /// `[store] on_failure`: what a decision does while the remote store is down.
@@ -109,6 +116,9 @@ pub struct StoreSettings {
     pub decision_timeout: Duration,
     pub probe_interval: Duration,
     pub on_failure: OnFailure,
+    pub leases: bool,
+    pub lease_max: u32,
+    pub lease_ttl: Duration,
 }
 
 impl std::fmt::Debug for StoreSettings {
@@ -136,9 +146,17 @@ impl std::fmt::Debug for StoreSettings {
             .field("decision_timeout", &self.decision_timeout)
             .field("probe_interval", &self.probe_interval)
             .field("on_failure", &self.on_failure)
+            .field("leases", &self.leases)
+            .field("lease_max", &self.lease_max)
+            .field("lease_ttl", &self.lease_ttl)
             .finish()
     }
 }
+
+/// `[store] lease_max` by default: the largest lease, in requests.
+pub const DEFAULT_LEASE_MAX: u32 = 64;
+/// `[store] lease_ttl` by default, and the most it may be.
+pub const LEASE_TTL_MS: u64 = 1_000;
 
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/limiter";
 
@@ -309,7 +327,28 @@ impl StoreSettings {
         if raw.host_id.as_deref().is_some_and(|h| h.trim().is_empty()) {
             return Err(ConfigError::invalid("store.host_id", "must not be empty"));
         }
+        let lease_max = raw.lease_max.unwrap_or(DEFAULT_LEASE_MAX);
+        if !(1..=10_000).contains(&lease_max) {
+            return Err(ConfigError::invalid(
+                "store.lease_max",
+                "must be between 1 and 10000",
+            ));
+        }
+        let lease_ttl = duration(
+            "store.lease_ttl",
+            raw.lease_ttl,
+            Duration::from_millis(LEASE_TTL_MS),
+        )?;
+        if lease_ttl < Duration::from_millis(1) || lease_ttl > Duration::from_secs(1) {
+            return Err(ConfigError::invalid(
+                "store.lease_ttl",
+                "must be between 1ms and 1s (a lease's burst units die with their slot)",
+            ));
+        }
         Ok(StoreSettings {
+            leases: raw.leases.unwrap_or(false),
+            lease_max,
+            lease_ttl,
             valkey_username: raw.valkey_username,
             valkey_password,
             valkey_ca_file: raw.valkey_ca_file,

@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use super::count::{CountOutcome, CountRequest};
+use super::error::StoreError;
 use super::fleet::{LockoutEvent, LockoutEvents};
+use super::lease::Unspent;
 use super::traits::{Store, StoreFuture};
 use crate::model::{Lockout, StrikeRecord};
 
@@ -40,6 +43,40 @@ pub trait FleetRemote: Store {
     /// is, or it has not started).
     fn follower_error(&self) -> Option<String> {
         None
+    }
+    /// Whether this store grants leases ([`crate::store::lease`]); the default: it does not,
+    /// and every decision is one call.
+    fn leases(&self) -> bool {
+        false
+    }
+    /// Gives back `back`, then grants `req` a lease of up to `want` requests for the caller and
+    /// its networks: the first request's outcome and the requests granted. `refill`: no
+    /// request waits on it, and a refusal counts nothing.
+    fn lease_async(
+        &self,
+        _req: CountRequest,
+        _want: u32,
+        _refill: bool,
+        _back: Vec<Unspent>,
+    ) -> StoreFuture<'_, (CountOutcome, u32)> {
+        Box::pin(async { Err(StoreError::Open) })
+    }
+    /// [`FleetRemote::lease_async`], waiting for it (the synchronous decision path).
+    fn lease(
+        &self,
+        _req: CountRequest,
+        _want: u32,
+        _back: Vec<Unspent>,
+    ) -> Result<(CountOutcome, u32), StoreError> {
+        Err(StoreError::Open)
+    }
+    /// Gives back what leases did not spend, many holders at once.
+    fn give_back_async(&self, _back: Vec<Unspent>) -> StoreFuture<'_, ()> {
+        Box::pin(async { Ok(()) })
+    }
+    /// Records this host as live at `now_ms` (wall clock) and answers the live host count.
+    fn heartbeat_async(&self, _now_ms: u64) -> StoreFuture<'_, u32> {
+        Box::pin(async { Ok(1) })
     }
     /// Runs `task` on the store's own I/O runtime (the writer and the connector live there, so
     /// they run whether or not the caller has a runtime).

@@ -12,6 +12,7 @@ pub mod error;
 pub mod fleet;
 pub mod fleet_remote;
 pub mod gate;
+pub mod lease;
 pub mod open;
 pub mod remote;
 pub mod state_file;

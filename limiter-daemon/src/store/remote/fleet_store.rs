@@ -39,6 +39,10 @@ pub struct FleetSettings {
     pub probe_interval: Duration,
     pub on_failure: OnFailure,
     pub max_identities: usize,
+    /// Leased budgets (`[store] leases`, [`crate::store::lease`]), when the remote grants them.
+    pub leases: bool,
+    pub lease_max: u32,
+    pub lease_ttl: Duration,
 }
 
 impl FleetSettings {
@@ -48,6 +52,9 @@ impl FleetSettings {
             probe_interval: s.probe_interval,
             on_failure: s.on_failure,
             max_identities: s.max_identities,
+            leases: s.leases,
+            lease_max: s.lease_max,
+            lease_ttl: s.lease_ttl,
         }
     }
 }
@@ -80,6 +87,8 @@ pub struct FleetStore {
     pub(super) stats: FleetStats,
     pub(super) cancel: CancellationToken,
     pub(super) me: Weak<FleetStore>,
+    /// This host's leases, when leasing (`super::leased`).
+    pub(super) leases: Option<Arc<super::leases::Leases>>,
 }
 
 impl Drop for FleetStore {
@@ -130,10 +139,11 @@ impl FleetStore {
 
     /// The answer without the store, if there is one: the caller's lockout, a refusal that
     /// still holds, or (the breaker open) the degraded answer. `None`: ask the store.
-    fn local_answer(
+    pub(super) fn local_answer(
         &self,
         ip: Option<IpAddr>,
         req: &CountRequest,
+        miss: &mut Option<super::leases::Miss>,
     ) -> Option<Result<Gate, StoreError>> {
         if let Some(l) = ip
             .and_then(|ip| self.replica.lockout(ip))
@@ -145,12 +155,20 @@ impl FleetStore {
             self.stats.over_limit_hits.fetch_add(1, Ordering::Relaxed);
             return Some(Ok(Gate::Counted(self.with_local_burst(req, o))));
         }
+        // A grant held here answers even while the store is down: only then the fallback.
+        if let Some(a) = self.lease_answer(req, miss) {
+            return Some(a);
+        }
         if !self.connected() {
             // Never reached yet: the connector is trying; nothing to probe.
+            self.miss_unasked(miss);
             return Some(self.degraded_answer(req));
         }
         match self.breaker.path(req.now_ms) {
-            Path::Local => Some(self.degraded_answer(req)),
+            Path::Local => {
+                self.miss_unasked(miss);
+                Some(self.degraded_answer(req))
+            }
             Path::Remote | Path::Probe => None,
         }
     }
@@ -159,7 +177,7 @@ impl FleetStore {
     /// reaches counting is counted here too, remote or not, so when a held refusal is
     /// answered locally the burst it counts starts from what the store has seen from this
     /// host: the same answers as the store's on one host (a fleet's other hosts are not in it).
-    fn count_local_burst(&self, req: &CountRequest) -> Option<CountOutcome> {
+    pub(super) fn count_local_burst(&self, req: &CountRequest) -> Option<CountOutcome> {
         req.limits[WindowKind::Burst]?;
         let burst_only = CountRequest {
             limits: PerWindow::from_fn(|k| {
@@ -187,7 +205,7 @@ impl FleetStore {
 
     /// Settles the store's answer: the breaker, the over-limit cache, and the degraded answer
     /// when the store failed.
-    fn settle(
+    pub(super) fn settle(
         &self,
         req: &CountRequest,
         here: Option<CountOutcome>,
@@ -321,9 +339,11 @@ impl CountStore for FleetStore {
     }
 
     fn check_and_count(&self, req: &CountRequest) -> Result<CountOutcome, StoreError> {
-        let gate = match self.local_answer(None, req) {
+        let mut miss = None;
+        let gate = match self.local_answer(None, req, &mut miss) {
             Some(a) => a,
             None => {
+                self.miss_unasked(&mut miss);
                 self.stats.remote_calls.fetch_add(1, Ordering::Relaxed);
                 let here = self.count_local_burst(req);
                 let a = self.remote.check_and_count(req).map(Gate::Counted);
@@ -340,22 +360,31 @@ impl CountStore for FleetStore {
     }
 
     fn gate_and_count(&self, ip: IpAddr, req: &CountRequest) -> Result<Gate, StoreError> {
-        if let Some(a) = self.local_answer(Some(ip), req) {
+        let mut miss = None;
+        if let Some(a) = self.local_answer(Some(ip), req, &mut miss) {
             return a;
         }
         self.stats.remote_calls.fetch_add(1, Ordering::Relaxed);
         let here = self.count_local_burst(req);
+        if let Some(m) = miss {
+            let a = self.remote.lease(*req, m.want, m.back);
+            return self.settle_lease(req, here, a);
+        }
         let a = self.remote.check_and_count(req).map(Gate::Counted);
         self.settle(req, here, a)
     }
 
     fn gate_and_count_async(&self, ip: IpAddr, req: &CountRequest) -> Counting<'_> {
-        if let Some(a) = self.local_answer(Some(ip), req) {
+        let mut miss = None;
+        if let Some(a) = self.local_answer(Some(ip), req, &mut miss) {
             return Counting::Ready(a);
         }
         self.stats.remote_calls.fetch_add(1, Ordering::Relaxed);
         let here = self.count_local_burst(req);
         let req = *req;
+        if let Some(m) = miss {
+            return self.lease_pending(req, here, m);
+        }
         match self.remote.gate_and_count_async(ip, &req) {
             Counting::Ready(a) => Counting::Ready(self.settle(&req, here, a)),
             Counting::Pending(call) => {
@@ -511,7 +540,9 @@ impl RecordStore for FleetStore {
     }
 
     fn flush(&self, timeout: Duration) -> bool {
-        self.writer.wait_drained(timeout)
+        let deadline = std::time::Instant::now() + timeout;
+        let drained = self.writer.wait_drained(timeout);
+        drained & self.surrender_leases(deadline)
     }
 
     fn follow_fleet(&self, sink: Arc<dyn LockoutEvents>) {

@@ -44,9 +44,23 @@ impl FleetStore {
             errors: AtomicU64::new(0),
             stats: FleetStats::default(),
             cancel: CancellationToken::new(),
+            leases: (settings.leases && remote.leases()).then(|| {
+                Arc::new(super::leases::Leases::new(
+                    settings.lease_max,
+                    u64::try_from(settings.lease_ttl.as_millis()).unwrap_or(1000),
+                    settings.max_identities,
+                ))
+            }),
             remote,
             settings,
         });
+        if let Some(l) = &store.leases {
+            store.remote.spawn(Box::pin(super::leases::run(
+                Arc::clone(l),
+                Arc::clone(&store.remote),
+                store.cancel.child_token(),
+            )));
+        }
         store.remote.spawn(Box::pin(Arc::clone(&store.writer).run(
             Arc::clone(&store.remote),
             WRITE_DEADLINE,

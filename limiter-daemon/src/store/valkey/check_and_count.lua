@@ -6,15 +6,21 @@
 --       counter; n+1 the identity's first-seen key (`:ts`, ISO 8601)
 -- ARGV: now_ms, cost, now as ISO 8601 (UTC), dated (the window, 1-based, whose key carries no
 --       index and starts over when `:ts` names another UTC day: the daily count; 0 = none),
---       then 6 per window: limit (0 = not applied), refuses (1/0: 0 counts but never refuses),
+--       want (a lease: admit up to this many requests at once, store::lease::grant; 1 = one
+--       decision), refill (1: a lease topped up off the request path; refused, it counts
+--       nothing, for no request arrived), then 6 per window: limit (0 = not applied), refuses (1/0: 0 counts but never refuses),
 --       per request (1: counts 1; 0: counts cost), span ms, sliding (1/0), counts refused (1:
 --       counts every request that arrives, admitted or not; the burst)
--- Reply: {admitted 1/0, refusal flags (window i: bit i-1), then per window: used, reset ms}
+-- Reply: {admitted 1/0, refusal flags (window i: bit i-1), then per window: used, reset ms,
+--        then g, the requests granted (0 refused; 1..want admitted, each window counting g
+--        requests' worth, so valkey-cli shows granted units)}
 local now = tonumber(ARGV[1])
 local cost = tonumber(ARGV[2])
 local iso = ARGV[3]
 local dated = tonumber(ARGV[4])
-local n = (#ARGV - 4) / 6
+local want = tonumber(ARGV[5])
+local refill = ARGV[6] == '1'
+local n = (#ARGV - 6) / 6
 local ts_key = KEYS[n + 1]
 -- The day the first-seen key names: nil when absent, then today is assumed.
 local ts = nil
@@ -23,7 +29,7 @@ local slot_ms = 5000
 local slot = math.floor(now / slot_ms)
 local w = {}
 for i = 1, n do
-  local a = 4 + (i - 1) * 6
+  local a = 6 + (i - 1) * 6
   local add = cost
   if ARGV[a + 3] == '1' then add = 1 end
   w[i] = {
@@ -70,13 +76,27 @@ end
 local admitted = true
 local flags = 0
 local bit = 1
+-- g: the requests every refusing window still allows, at most `want`.
+local g = want
 for i = 1, n do
   local x = w[i]
-  if x.limit > 0 and x.refuses and x.used + x.add > x.limit then
-    admitted = false
-    flags = flags + bit
+  if x.limit > 0 and x.refuses then
+    if x.used + x.add > x.limit then
+      admitted = false
+      flags = flags + bit
+    end
+    local room = math.floor((x.limit - x.used) / x.add)
+    if room < g then g = room end
   end
   bit = bit * 2
+end
+if not admitted then g = 0 end
+if refill and not admitted then
+  -- No request arrived: nothing counts, not even the burst.
+  for i = 1, n do w[i].limit = 0 end
+end
+for i = 1, n do
+  if admitted then w[i].add = w[i].add * g end
 end
 -- Expiry is relative to the caller's clock, so the window maths follow the caller, not ours.
 local function rollover(span)
@@ -124,4 +144,5 @@ for i = 1, n do
   reply[2 * i + 1] = x.used
   reply[2 * i + 2] = string.format('%d', reset)
 end
+reply[2 * n + 3] = g
 return reply

@@ -9,10 +9,14 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use super::lease;
 use super::valkey_store::ValkeyStore;
 use crate::model::{Lockout, StrikeRecord};
+use crate::store::count::{CountOutcome, CountRequest};
+use crate::store::error::StoreError;
 use crate::store::fleet::{LockoutEvent, LockoutEvents};
 use crate::store::fleet_remote::FleetRemote;
+use crate::store::lease::Unspent;
 use crate::store::StoreFuture;
 
 impl FleetRemote for ValkeyStore {
@@ -51,6 +55,61 @@ impl FleetRemote for ValkeyStore {
 
     fn follower_error(&self) -> Option<String> {
         ValkeyStore::follower_error(self)
+    }
+
+    fn leases(&self) -> bool {
+        true
+    }
+
+    fn lease_async(
+        &self,
+        req: CountRequest,
+        want: u32,
+        refill: bool,
+        back: Vec<Unspent>,
+    ) -> StoreFuture<'_, (CountOutcome, u32)> {
+        let inner = &self.inner;
+        Box::pin(async move {
+            let r = async {
+                let conn = inner.conn("lease")?;
+                if !back.is_empty() {
+                    lease::give_back(&inner.scripts, &inner.layout, conn.clone(), &back).await?;
+                }
+                lease::lease_all(&inner.scripts, &inner.layout, conn, req, want, refill).await
+            }
+            .await;
+            if r.is_err() {
+                inner
+                    .errors
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            r
+        })
+    }
+
+    fn lease(
+        &self,
+        req: CountRequest,
+        want: u32,
+        back: Vec<Unspent>,
+    ) -> Result<(CountOutcome, u32), StoreError> {
+        self.run_lease(req, want, back)
+    }
+
+    fn give_back_async(&self, back: Vec<Unspent>) -> StoreFuture<'_, ()> {
+        let inner = &self.inner;
+        Box::pin(async move {
+            let conn = inner.conn("lease_return")?;
+            lease::give_back(&inner.scripts, &inner.layout, conn, &back).await
+        })
+    }
+
+    fn heartbeat_async(&self, now_ms: u64) -> StoreFuture<'_, u32> {
+        let inner = &self.inner;
+        Box::pin(async move {
+            let conn = inner.conn("heartbeat")?;
+            lease::heartbeat(&inner.layout, conn, &inner.host, now_ms).await
+        })
     }
 
     fn spawn(&self, task: Pin<Box<dyn Future<Output = ()> + Send + 'static>>) {

@@ -78,6 +78,7 @@ impl Inner {
         for s in [
             &self.scripts.count,
             &self.scripts.refund,
+            &self.scripts.lease_return,
             &self.lockout_script,
         ] {
             s.prepare_invoke()

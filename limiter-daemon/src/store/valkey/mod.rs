@@ -21,6 +21,7 @@ pub mod conn;
 pub mod fleet_remote;
 mod inner;
 pub mod layout;
+pub mod lease;
 pub mod options;
 mod records;
 pub mod script;

@@ -30,6 +30,8 @@ pub fn count_script() -> redis::Script {
 pub struct Scripts {
     pub count: redis::Script,
     pub refund: redis::Script,
+    /// Gives back what a lease did not spend (`lease_return.lua`).
+    pub lease_return: redis::Script,
 }
 
 impl Scripts {
@@ -37,6 +39,7 @@ impl Scripts {
         Scripts {
             count: count_script(),
             refund: redis::Script::new(REFUND),
+            lease_return: redis::Script::new(include_str!("lease_return.lua")),
         }
     }
 }
@@ -114,13 +117,27 @@ pub fn iso8601(now_ms: u64) -> String {
     humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(now_ms)).to_string()
 }
 
-/// Runs the count script for `req` on `conn`.
+/// Runs the count script for `req` on `conn`: one decision.
 pub async fn count(
+    script: &redis::Script,
+    layout: &Layout,
+    conn: Conn,
+    req: CountRequest,
+) -> Result<CountOutcome, StoreError> {
+    Ok(grant(script, layout, conn, req, 1, false).await?.0)
+}
+
+/// Runs the count script for `req` on `conn` as a lease of up to `want` requests
+/// ([`crate::store::lease::grant`]): the first request's outcome, and the requests granted.
+/// `refill`: no request is waiting, so a refusal counts nothing.
+pub async fn grant(
     script: &redis::Script,
     layout: &Layout,
     mut conn: Conn,
     req: CountRequest,
-) -> Result<CountOutcome, StoreError> {
+    want: u32,
+    refill: bool,
+) -> Result<(CountOutcome, u32), StoreError> {
     let mut inv = script.prepare_invoke();
     for k in layout.windows(&req.id, req.now_ms).0 {
         inv.key(k);
@@ -129,7 +146,9 @@ pub async fn count(
     inv.arg(req.now_ms)
         .arg(req.cost)
         .arg(iso8601(req.now_ms))
-        .arg(WindowKind::Daily.index() + 1);
+        .arg(WindowKind::Daily.index() + 1)
+        .arg(want.max(1))
+        .arg(u8::from(refill));
     for (kind, limit) in req.limits.iter() {
         let spec = kind.spec();
         inv.arg(limit.map_or(0, |l| l.max))
@@ -140,7 +159,18 @@ pub async fn count(
             .arg(u8::from(spec.counts_refused));
     }
     let r: Vec<Value> = check("check_and_count", inv.invoke_async(&mut conn).await)?;
-    Ok(outcome(&req, &r))
+    let g = clamp(int(&r, 2 + 2 * WindowKind::COUNT));
+    let mut o = outcome(&req, &r);
+    // The reply counts all `g` requests; the first one's answer is `g − 1` requests earlier.
+    if g > 1 {
+        for (i, w) in o.uses.0.iter_mut().enumerate() {
+            if let Some(w) = w {
+                let add = WindowKind::ALL[i].spec().counts.per_request(req.cost);
+                w.used = w.used.saturating_sub(add.saturating_mul(g - 1));
+            }
+        }
+    }
+    Ok((o, g))
 }
 
 /// The script's reply as the reference semantics' outcome.

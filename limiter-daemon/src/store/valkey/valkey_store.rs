@@ -191,6 +191,22 @@ impl ValkeyStore {
         &self.inner.layout
     }
 
+    /// A lease, waiting for it (see [`crate::store::fleet_remote::FleetRemote::lease`]).
+    pub(super) fn run_lease(
+        &self,
+        req: CountRequest,
+        want: u32,
+        back: Vec<crate::store::lease::Unspent>,
+    ) -> Result<(CountOutcome, u32), StoreError> {
+        self.run("lease", move |inner| async move {
+            let conn = inner.conn("lease")?;
+            if !back.is_empty() {
+                super::lease::give_back(&inner.scripts, &inner.layout, conn.clone(), &back).await?;
+            }
+            super::lease::lease_all(&inner.scripts, &inner.layout, conn, req, want, false).await
+        })
+    }
+
     pub(super) fn handle(&self) -> &tokio::runtime::Handle {
         // `rt` is only taken in drop.
         self.rt

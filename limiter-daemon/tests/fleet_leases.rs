@@ -1,0 +1,176 @@
+//! Leases on a real `valkey-server` (docs/fleet.md): four hosts (each its own `FleetStore`
+//! and connection) and 64 concurrent deciders over random identities and limits never admit
+//! past a limit fleet-wide, and admit at least the limit less hosts × k where every host
+//! sends until refused; a hot identity costs at most 0.1 commands per decision and a cold
+//! one one script call.
+
+mod valkey_support;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use limiter_daemon::config::store::OnFailure;
+use limiter_daemon::config::HashMode;
+use limiter_daemon::identity::hash::{IdKey, IdentityHasher, Namespace};
+use limiter_daemon::model::{PerWindow, WindowKind};
+use limiter_daemon::store::count::{CountRequest, Limit};
+use limiter_daemon::store::remote::{FleetSettings, FleetStore};
+use limiter_daemon::store::valkey::{ValkeyOptions, ValkeyStore};
+use limiter_daemon::store::{CountStore, Gate};
+use rand::{Rng, SeedableRng};
+use valkey_support::{commandstats, reset_stats};
+
+const SECRET: &[u8] = b"0123456789abcdef-leases";
+const LEASE_MAX: u32 = 16;
+
+fn now_ms() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+fn host(addr: &str, prefix: &str, name: &str) -> Arc<FleetStore> {
+    let mut opts = ValkeyOptions::new(addr, prefix);
+    opts.hash = HashMode::Hmac;
+    opts.hash_secret = Some(SECRET.to_vec());
+    opts.host = name.to_string();
+    let remote = Arc::new(ValkeyStore::new(opts).unwrap());
+    let s = FleetStore::start(
+        remote,
+        FleetSettings {
+            decision_timeout: Duration::from_secs(10),
+            probe_interval: Duration::from_secs(1),
+            on_failure: OnFailure::Local,
+            max_identities: 1 << 16,
+            leases: true,
+            lease_max: LEASE_MAX,
+            lease_ttl: Duration::from_secs(1),
+        },
+    );
+    assert!(s.wait_connected(Duration::from_secs(10)), "connected");
+    s
+}
+
+fn req(id: IdKey, now: u64, burst: u32, hourly: u32) -> CountRequest {
+    CountRequest::new(
+        id,
+        now,
+        1,
+        PerWindow::default()
+            .with(WindowKind::Burst, Some(Limit::refusing(burst)))
+            .with(WindowKind::Hourly, Some(Limit::refusing(hourly))),
+    )
+}
+
+fn admitted(s: &FleetStore, r: &CountRequest) -> bool {
+    let ip: IpAddr = "192.0.2.1".parse().unwrap();
+    match s.gate_and_count(ip, r).unwrap() {
+        Gate::Counted(o) => o.admitted,
+        Gate::Locked(l) => panic!("no lockouts here: {l:?}"),
+    }
+}
+
+#[test]
+fn four_hosts_never_admit_past_a_limit_and_admit_it_all_but_hosts_times_k() {
+    let Some(server) = limiter_tests::valkey::start() else {
+        return;
+    };
+    let hosts: Vec<Arc<FleetStore>> = (0..4)
+        .map(|i| host(&server.addr, "fl:", &format!("h{i}")))
+        .collect();
+    let h = IdentityHasher::hmac(SECRET);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(22);
+    // 40 identities, random hourly limits; a quarter of them with a tight burst too.
+    let ids: Vec<(IdKey, u32, u32)> = (0..40u32)
+        .map(|n| {
+            let hourly = rng.gen_range(20..400);
+            let burst = if n % 4 == 0 {
+                rng.gen_range(10..60)
+            } else {
+                100_000
+            };
+            (h.id(Namespace::Ip, &n.to_be_bytes()), burst, hourly)
+        })
+        .collect();
+    let ids = Arc::new(ids);
+    let counts: Arc<Vec<AtomicU32>> = Arc::new((0..40).map(|_| AtomicU32::new(0)).collect());
+    let tries: Arc<Vec<AtomicU32>> = Arc::new((0..40).map(|_| AtomicU32::new(0)).collect());
+    // The whole run inside one 5 s burst slot and one hour, so each limit is one budget.
+    let start = now_ms();
+    let now = start - start % 5_000;
+    std::thread::scope(|scope| {
+        for t in 0..64u64 {
+            let (ids, counts, tries) = (ids.clone(), counts.clone(), tries.clone());
+            let store = hosts[(t % 4) as usize].clone();
+            scope.spawn(move || {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(t);
+                for _ in 0..400 {
+                    let i = rng.gen_range(0..ids.len());
+                    let (id, burst, hourly) = ids[i];
+                    tries[i].fetch_add(1, Ordering::Relaxed);
+                    if admitted(
+                        &store,
+                        &req(id, now + rng.gen_range(0..4_000), burst, hourly),
+                    ) {
+                        counts[i].fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    let mut exhausted = 0;
+    for (i, (_, burst, hourly)) in ids.iter().enumerate() {
+        let limit = (*burst).min(*hourly);
+        let got = counts[i].load(Ordering::Relaxed);
+        let sent = tries[i].load(Ordering::Relaxed);
+        assert!(
+            got <= limit,
+            "identity {i}: {got} admitted past its limit {limit}"
+        );
+        if sent >= 2 * limit {
+            exhausted += 1;
+            assert!(
+                got + 4 * LEASE_MAX >= limit,
+                "identity {i}: {got} of {limit} admitted: more than hosts × k unspent"
+            );
+        }
+    }
+    assert!(exhausted > 10, "the bound is exercised: {exhausted}");
+}
+
+#[test]
+fn a_hot_identity_costs_a_tenth_of_a_command_and_a_cold_one_one_script() {
+    let Some(server) = limiter_tests::valkey::start() else {
+        return;
+    };
+    let s = host(&server.addr, "cmd:", "h");
+    let h = IdentityHasher::hmac(SECRET);
+    let addrs = [server.addr.as_str()];
+    let now = now_ms();
+    let hot = h.id(Namespace::Ip, b"hot");
+    reset_stats(&addrs);
+    for i in 0..1_000u64 {
+        assert!(admitted(&s, &req(hot, now + i / 4, 100_000, 100_000)));
+    }
+    let stats: HashMap<String, u64> = commandstats(&addrs);
+    let scripts = stats.get("evalsha").copied().unwrap_or(0);
+    assert!(
+        scripts as f64 / 1000.0 <= 0.1,
+        "a hot identity: {scripts} script calls for 1,000 decisions ({stats:?})"
+    );
+    // Cold: 200 identities, one request each: one script call each.
+    reset_stats(&addrs);
+    for n in 0..200u32 {
+        let id = h.id(Namespace::Ip, &n.to_be_bytes());
+        assert!(admitted(&s, &req(id, now, 100_000, 100_000)));
+    }
+    let stats = commandstats(&addrs);
+    assert_eq!(stats.get("evalsha").copied(), Some(200), "{stats:?}");
+}
