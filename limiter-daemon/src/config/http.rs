@@ -59,7 +59,8 @@ pub struct RawHttp {
     /// Connections open at once on each API, admin and metrics listener (default 1024); one
     /// more is answered 503 and closed.
     pub api_max_connections: Option<usize>,
-    /// Peers whose `X-Real-IP` is believed on `/v1/auth` (CIDRs; default loopback only).
+    /// Peers whose client field (`X-Real-IP`, `X-Forwarded-For`) is believed on `/v1/auth`
+    /// (CIDRs; default loopback only).
     pub trusted_peers: Option<Vec<String>>,
     /// Base URI of problem `type`s; the reason is appended (default: `about:blank`, no base).
     pub problem_type_base: Option<String>,
