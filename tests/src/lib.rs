@@ -3,6 +3,7 @@
 
 pub mod caddy;
 pub mod frames;
+pub mod haproxy;
 pub mod http1;
 pub mod isolated;
 pub mod netns;

@@ -36,16 +36,25 @@ pub struct World {
 /// The daemon's API with the real engine; only 127.0.0.1 (the front end) is a trusted peer,
 /// so 127.0.0.2 and 127.0.0.3 are clients.
 pub async fn world(http_extra: &str) -> World {
+    world_with("", None, http_extra).await
+}
+
+/// [`world`] with `config_extra` after [`CONFIG`] and the proxy forwarding to `upstream`.
+pub async fn world_with(
+    config_extra: &str,
+    upstream: Option<SocketAddr>,
+    http_extra: &str,
+) -> World {
     let state = tempfile::tempdir().unwrap();
     let text = format!(
-        "{CONFIG}\n[store]\nstate_dir = \"{}\"\n",
+        "{CONFIG}\n{config_extra}\n[store]\nstate_dir = \"{}\"\n",
         state.path().display()
     );
     let cfg = Config::from_toml_str(&text, Path::new("test.toml"), &EnvMap::new()).unwrap();
     let clock = ManualClock::new(T0);
     let engine = manual_engine(cfg, &clock, T0);
     let extra = format!("trusted_peers = [\"127.0.0.1/32\"]\n{http_extra}");
-    let d = start(settings(None, &extra), engine).await;
+    let d = start(settings(upstream, &extra), engine).await;
     World {
         d,
         _state: state,
