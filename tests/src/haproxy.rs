@@ -14,13 +14,18 @@ pub fn available() -> bool {
     Path::new(HAPROXY).exists()
 }
 
-/// The shipped `examples/haproxy/haproxy.cfg`, listening on `listen`'s port, in front of the
-/// daemon's proxy at `daemon`.
-pub fn forwardfor_example(listen: SocketAddr, daemon: SocketAddr) -> String {
+/// The shipped `examples/haproxy/haproxy.cfg`, its HTTP frontend on `listen`, its TCP
+/// (`send-proxy-v2`) one on `tcp`, in front of the daemon's proxy at `daemon`.
+pub fn example(listen: SocketAddr, tcp: SocketAddr, daemon: SocketAddr) -> String {
     let path = crate::workspace_root().join("examples/haproxy/haproxy.cfg");
     let text = std::fs::read_to_string(&path).expect("read examples/haproxy/haproxy.cfg");
-    assert!(text.contains("bind :80\n") && text.contains("127.0.0.1:8080"));
+    assert!(
+        text.contains("bind :80\n")
+            && text.contains("bind :81\n")
+            && text.contains("127.0.0.1:8080")
+    );
     text.replace("bind :80\n", &format!("bind {listen}\n"))
+        .replace("bind :81\n", &format!("bind {tcp}\n"))
         .replace("127.0.0.1:8080", &daemon.to_string())
 }
 

@@ -54,7 +54,10 @@ pub async fn world_with(
     let clock = ManualClock::new(T0);
     let engine = manual_engine(cfg, &clock, T0);
     let extra = format!("trusted_peers = [\"127.0.0.1/32\"]\n{http_extra}");
-    let d = start(settings(upstream, &extra), engine).await;
+    let mut http = settings(upstream, &extra);
+    // As the whole file does: PROXY headers are believed from `[identity] trusted_proxies`.
+    http.proxy_protocol_peers = engine.config().identity.trusted_proxies.clone();
+    let d = start(http, engine).await;
     World {
         d,
         _state: state,

@@ -32,6 +32,7 @@ use crate::http::api::router::router;
 use crate::http::api::state::{ApiLimits, ApiState};
 use crate::http::listen;
 use crate::http::listen::limits::ListenLimits;
+use crate::http::listen::proxy_protocol::{self, Mode as ProxyProtocol};
 use crate::http::proxy::front::{self, Front};
 use crate::http::proxy::hold::HoldGate;
 use crate::http::proxy::hyper::ProxyState;
@@ -379,7 +380,20 @@ async fn proxy_loop(
                 if let Err(err) = stream.set_nodelay(true) {
                     tracing::debug!(error = %err, "cannot set TCP_NODELAY");
                 }
-                connections.spawn(front::serve(Arc::clone(&front), stream, peer));
+                if settings.proxy_protocol == ProxyProtocol::Off {
+                    connections.spawn(front::serve(Arc::clone(&front), stream, peer));
+                } else {
+                    // The PROXY header names the client; read it before anything else.
+                    let (front, s) = (Arc::clone(&front), settings.clone());
+                    connections.spawn(async move {
+                        let (t, p) = (s.header_read_timeout, &s.proxy_protocol_peers);
+                        if let Some((stream, client)) =
+                            proxy_protocol::client(stream, peer, s.proxy_protocol, p, t).await
+                        {
+                            front::serve(front, stream, client).await;
+                        }
+                    });
+                }
             }
             () = stop.cancelled() => break,
         }
