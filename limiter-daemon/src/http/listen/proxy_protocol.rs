@@ -199,10 +199,11 @@ mod tests {
 
     #[test]
     fn v1_lines() {
-        let l = b"PROXY TCP4 203.0.113.7 10.0.0.1 5555 80\r\nGET / HTTP/1.1\r\n";
+        let head = b"PROXY TCP4 203.0.113.7 10.0.0.1 5555 80\r\n";
+        let l = [&head[..], b"GET / HTTP/1.1\r\n"].concat();
         assert_eq!(
-            parse(l),
-            Parsed::Header(40, Some("203.0.113.7:5555".parse().unwrap()))
+            parse(&l),
+            Parsed::Header(head.len(), Some("203.0.113.7:5555".parse().unwrap()))
         );
         let l6 = b"PROXY TCP6 2001:db8::1 ::1 1 2\r\n";
         assert_eq!(
