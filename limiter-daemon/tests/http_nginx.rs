@@ -27,8 +27,13 @@ async fn nginx_auth_request_allows_rejects_and_holds() {
         .unwrap();
     let url = |p: &str| format!("http://{listen}{p}");
 
-    // Allowed: reaches the upstream, carries the rate-limit headers.
-    let (parts, body) = get(&url("/page?x=1"), &[("x-test-who", "reader")]).await;
+    // Allowed: reaches the upstream, carries the rate-limit headers. A client's own
+    // X-Forwarded-Uri (Caddy's field) is dropped by the shipped config, not believed.
+    let (parts, body) = get(
+        &url("/page?x=1"),
+        &[("x-test-who", "reader"), ("x-forwarded-uri", "/other")],
+    )
+    .await;
     assert_eq!(parts.status, StatusCode::OK, "{}", nginx.error_log());
     assert_eq!(body, "ok");
     assert_eq!(header(&parts, "x-ratelimit-tier"), "anon");

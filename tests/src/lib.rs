@@ -1,7 +1,9 @@
 //! Shared harness for the end-to-end tests in `tests/tests/`: locating built binaries, deciding
 //! whether a privileged test may skip (never under `CI=true`), and polling with deadlines.
 
+pub mod caddy;
 pub mod frames;
+pub mod haproxy;
 pub mod http1;
 pub mod isolated;
 pub mod netns;

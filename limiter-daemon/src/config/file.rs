@@ -140,6 +140,7 @@ impl Config {
         TierTable::apply_env(&mut raw.tiers, env, &mut env_applied)?;
         QuotaSettings::apply_env(&mut raw.quota, env, &mut env_applied)?;
         let identity = IdentitySettings::validate(raw.identity)?;
+        let proxy_protocol_peers = identity.trusted_proxies.clone();
         let kernel = KernelSettings::validate(raw.kernel, identity.ipv6_prefix)?;
         let session_daily = raw.tiers.session.daily;
         let crawler_daily = raw.tiers.crawler.daily;
@@ -161,7 +162,11 @@ impl Config {
             upgrade,
             kernel,
             metrics: metrics::MetricsSettings::validate(raw.metrics)?,
-            http: HttpSettings::validate(raw.http)?,
+            http: {
+                let mut h = HttpSettings::validate(raw.http)?;
+                h.proxy_protocol_peers = proxy_protocol_peers;
+                h
+            },
             admin: AdminSettings::validate(raw.admin)?,
             log: log::LogSettings::validate(raw.log)?,
             env_applied,

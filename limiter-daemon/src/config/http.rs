@@ -71,7 +71,8 @@ pub struct RawHttp {
     /// Connections open at once on each API, admin and metrics listener (default 1024); one
     /// more is answered 503 and closed.
     pub api_max_connections: Option<usize>,
-    /// Peers whose `X-Real-IP` is believed on `/v1/auth` (CIDRs; default loopback only).
+    /// Peers whose client field (`X-Real-IP`, `X-Forwarded-For`) is believed on `/v1/auth`
+    /// (CIDRs; default loopback only).
     pub trusted_peers: Option<Vec<String>>,
     /// Base URI of problem `type`s; the reason is appended (default: `about:blank`, no base).
     pub problem_type_base: Option<String>,
@@ -85,6 +86,9 @@ pub struct RawHttp {
     /// Bodyless HTTP/1.1 requests are served by the proxy's own loop (default true); see
     /// `http::front`.
     pub own_loop: Option<bool>,
+    /// PROXY protocol on the proxy listeners: "off" (default), "optional", "required"; only
+    /// from `[identity] trusted_proxies`.
+    pub proxy_protocol: Option<String>,
     /// File holding the bearer token `/v1/decide` and `/v1/auth` require (default: none, no
     /// token asked; off loopback set one). See [`super::api_token`].
     pub api_token_file: Option<std::path::PathBuf>,
@@ -133,6 +137,10 @@ pub struct HttpSettings {
     /// Bodyless HTTP/1.1 requests skip hyper's server (see `crate::http::proxy::front`); `false`
     /// sends every request through hyper.
     pub own_loop: bool,
+    pub proxy_protocol: super::proxy_protocol::ProxyProtocol,
+    /// Peers whose PROXY header is believed: `[identity] trusted_proxies`, copied here when the
+    /// whole file is read (empty from [`HttpSettings::from_toml`]).
+    pub proxy_protocol_peers: Vec<IpNet>,
     /// `None`: `/v1/decide` and `/v1/auth` ask for no token.
     pub api_token: Option<ApiToken>,
     /// `None`: no self-service endpoint (the path is forwarded like any other).
@@ -448,6 +456,10 @@ impl HttpSettings {
             self_service_path: self_service_path(raw.self_service_path)?,
             batch_scheduling: raw.batch_scheduling.unwrap_or(true),
             own_loop: raw.own_loop.unwrap_or(true),
+            proxy_protocol: super::proxy_protocol::ProxyProtocol::parse(
+                raw.proxy_protocol.as_deref(),
+            )?,
+            proxy_protocol_peers: Vec::new(),
             shutdown_grace: duration(
                 "http.shutdown_grace",
                 raw.shutdown_grace,

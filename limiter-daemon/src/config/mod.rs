@@ -32,6 +32,7 @@ pub mod lockout;
 pub mod log;
 pub mod metrics;
 pub mod networks;
+pub mod proxy_protocol;
 pub mod quota;
 pub mod routes;
 pub mod store;

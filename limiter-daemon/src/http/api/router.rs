@@ -1,10 +1,12 @@
-//! The API listener's router: `POST /v1/decide` and `GET /v1/auth`, sharing one [`ApiState`],
+//! The API listener's router: `POST /v1/decide` and `/v1/auth` (with Envoy's `/v1/auth/envoy/…`), sharing one [`ApiState`],
 //! behind the bearer token when one is configured ([`crate::http::api::token`]).
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::routing::{any, post};
 use axum::Router;
 
+use crate::http::api::auth_convention::ENVOY_PREFIX;
+use crate::http::api::auth_request::auth;
 use crate::http::api::state::ApiState;
 
 pub fn router(state: ApiState) -> Router {
@@ -15,7 +17,10 @@ pub fn router(state: ApiState) -> Router {
             "/v1/decide",
             post(crate::http::api::decide::decide).layer(body_limit),
         )
-        .route("/v1/auth", get(crate::http::api::auth_request::auth))
+        // Any method: Envoy's ext_authz asks with the original request's own, under its prefix.
+        .route("/v1/auth", any(auth))
+        .route(ENVOY_PREFIX, any(auth))
+        .route(&format!("{ENVOY_PREFIX}/{{*original}}"), any(auth))
         // On every route, so a route added later is covered too.
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -45,7 +45,7 @@ pub struct ApiState {
     pub decider: Arc<dyn Decider>,
     pub gate: Arc<HoldGate>,
     pub hints: Arc<Hints>,
-    /// Peers whose `X-Real-IP` is believed.
+    /// Peers whose client field (`X-Real-IP`, `X-Forwarded-For`) is believed on `/v1/auth`.
     pub trusted_peers: Arc<Vec<IpNet>>,
     pub limits: ApiLimits,
     /// `[http] api_token_file`: required on every route when set (see [`super::token`]).

@@ -6,6 +6,7 @@
 //!   idle keep-alive timeout, as on the proxy), the body-read timeout, the connection cap.
 //! - [`body`]: the request body that ends in an error once its read deadline has passed.
 //! - [`serve`]: the accept loop and one connection's life (HTTP/1.1 only).
+//! - [`proxy_protocol`]: the PROXY protocol header a proxy listener may read first.
 //!
 //! Why not `axum::serve`: it sets no read timeout and no cap, so a client dripping one header
 //! byte every few seconds, or a half-sent body, held its connection (and the body buffered so
@@ -13,4 +14,5 @@
 
 pub mod body;
 pub mod limits;
+pub mod proxy_protocol;
 pub mod serve;

@@ -32,6 +32,7 @@ use crate::http::api::router::router;
 use crate::http::api::state::{ApiLimits, ApiState};
 use crate::http::listen;
 use crate::http::listen::limits::ListenLimits;
+use crate::http::listen::proxy_protocol::{self, Mode as ProxyProtocol};
 use crate::http::proxy::front::{self, Front};
 use crate::http::proxy::hold::HoldGate;
 use crate::http::proxy::hyper::ProxyState;
@@ -450,20 +451,29 @@ async fn proxy_loop(
                 if let Err(err) = stream.set_nodelay(true) {
                     tracing::debug!(error = %err, "cannot set TCP_NODELAY");
                 }
-                match &tls {
-                    None => {
-                        connections.spawn(front::serve(Arc::clone(&front), stream, peer));
+                // The PROXY header (when on) names the client and comes before anything else,
+                // TLS included; a refused header closes the connection.
+                let pp = (settings.proxy_protocol != ProxyProtocol::Off).then(|| settings.clone());
+                let (front, tls) = (Arc::clone(&front), tls.clone());
+                connections.spawn(async move {
+                    let (stream, client) = match pp {
+                        None => (stream, peer),
+                        Some(s) => {
+                        let (t, p) = (s.header_read_timeout, &s.proxy_protocol_peers);
+                        match proxy_protocol::client(stream, peer, s.proxy_protocol, p, t).await {
+                            Some(found) => found,
+                            None => return,
+                        }
+                        }
+                    };
+                    match tls {
+                        None => front::serve(front, stream, client).await,
+                        Some((acceptor, certs)) => {
+                            crate::http::tls::serve::serve(front, acceptor, certs, stream, client)
+                                .await
+                        }
                     }
-                    Some((acceptor, certs)) => {
-                        connections.spawn(crate::http::tls::serve::serve(
-                            Arc::clone(&front),
-                            acceptor.clone(),
-                            Arc::clone(certs),
-                            stream,
-                            peer,
-                        ));
-                    }
-                }
+                });
             }
             () = stop.cancelled() => break,
         }
