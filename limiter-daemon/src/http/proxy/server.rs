@@ -459,11 +459,12 @@ async fn proxy_loop(
                     let (stream, client) = match pp {
                         None => (stream, peer),
                         Some(s) => {
-                        let (t, p) = (s.header_read_timeout, &s.proxy_protocol_peers);
-                        match proxy_protocol::client(stream, peer, s.proxy_protocol, p, t).await {
-                            Some(found) => found,
-                            None => return,
-                        }
+                            let (t, p) = (s.header_read_timeout, &s.proxy_protocol_peers);
+                            let mode = s.proxy_protocol;
+                            match proxy_protocol::client(stream, peer, mode, p, t).await {
+                                Some(found) => found,
+                                None => return,
+                            }
                         }
                     };
                     match tls {
