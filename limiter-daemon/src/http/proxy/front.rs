@@ -37,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::decider::RequestView;
 use crate::http::h1::write::write_answer;
 use crate::http::proxy::forward::forward;
+use crate::http::proxy::h2::{StreamGuard, PREFACE};
 use crate::http::proxy::held;
 use crate::http::proxy::hyper::{admit, handle, Admission, ProxyState};
 use crate::http::proxy::inspect::{inspect, Inspected, Scope, MAX_FIELDS};
@@ -56,7 +57,8 @@ const OUT_KEPT: usize = 8 * 1024;
 pub(crate) struct Front {
     pub(crate) state: Arc<ProxyState>,
     /// Serves connections handed over (see the module docs).
-    pub(crate) hyper: hyper::server::conn::http1::Builder,
+    /// HTTP/1.1, and HTTP/2 unless `[http] http2 = false` (see [`crate::http::proxy::h2`]).
+    pub(crate) hyper: hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
     pub(crate) header_read_timeout: Duration,
     /// `[http] own_loop`.
     pub(crate) own_loop: bool,
@@ -124,7 +126,11 @@ async fn serve_loop(
     loop {
         let since = Instant::now();
         let plan = loop {
-            if !buf.is_empty() {
+            if !buf.is_empty() && buf.len() < PREFACE.len() && PREFACE.starts_with(buf) {
+                // Maybe HTTP/2 with prior knowledge: wait for the whole preface.
+            } else if buf.starts_with(PREFACE) {
+                return After::HandOver;
+            } else if !buf.is_empty() {
                 let inspected = inspect(
                     buf,
                     &Scope {
@@ -260,13 +266,18 @@ pub(crate) async fn hand_over<S>(
 {
     let state = Arc::clone(&front.state);
     let decided = parking_lot::Mutex::new(decided);
-    let svc = service_fn(move |req| {
+    let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
         let state = Arc::clone(&state);
         let decided = decided.lock().take();
-        async move { Ok::<_, Infallible>(handle(&state, peer, req, decided, https).await) }
+        let guard = StreamGuard::new(&state.h2, req.version() == http::Version::HTTP_2);
+        async move {
+            let resp = handle(&state, peer, req, decided, https).await;
+            guard.done();
+            Ok::<_, Infallible>(resp)
+        }
     });
     let io = TokioIo::new(Rewind { read, stream });
-    let mut conn = pin!(front.hyper.serve_connection(io, svc).with_upgrades());
+    let mut conn = pin!(front.hyper.serve_connection_with_upgrades(io, svc));
     let ended = tokio::select! {
         ended = conn.as_mut() => ended,
         () = front.stop.cancelled() => {
@@ -473,10 +484,12 @@ mod tests {
             self_service: None,
             tunnels: crate::http::proxy::tunnel::registry::Tunnels::new(1, 1),
             tunnel_idle: Duration::from_secs(1),
+            h2: Arc::default(),
         });
+        let hyper = crate::http::proxy::h2::server_builder(&settings, state.limits);
         let front = Arc::new(Front {
             state,
-            hyper: hyper::server::conn::http1::Builder::new(),
+            hyper,
             header_read_timeout: Duration::from_secs(1),
             own_loop: true,
             stop: CancellationToken::new(),

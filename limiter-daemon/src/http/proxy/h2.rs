@@ -1,0 +1,99 @@
+//! HTTP/2 on the proxy listeners: the server builder every handed-over connection is served
+//! by (hyper-util's auto builder: HTTP/1.1, or HTTP/2 when the client opens with the h2
+//! preface: prior knowledge on plain TCP, after ALPN `h2` over TLS), its bounds from
+//! `[http]`, and the stream counters (`h2_streams_total`, `h2_stream_resets_total`).
+//!
+//! Each stream is one request through [`crate::http::proxy::hyper::handle`]: its own limits
+//! check, decision and 429; the upstream stays HTTP/1.1 over the pool. hyper's h2 server drops
+//! the connection-specific fields (`Connection`, `Keep-Alive`, `Transfer-Encoding`, `Upgrade`)
+//! of responses, and the h2 codec refuses requests that carry them (RFC 9113 §8.2.2).
+//!
+//! Rapid reset (CVE-2023-44487) is bounded twice: a stream reset before hyper accepted it
+//! counts toward `h2_max_pending_accept_reset_streams` (past it, GOAWAY); one reset after it
+//! was accepted has already been decided, so it is metered like any request and a caller that
+//! opens and cancels streams fast runs through its burst like one sending them.
+//! CONTINUATION floods end at the header-list size; SETTINGS and PING floods are bounded by
+//! the h2 codec (it stops reading while its queued acknowledgements are unsent).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::server::conn::auto;
+
+use crate::config::http::HttpSettings;
+use crate::http::proxy::limits::HeaderLimits;
+
+/// The first bytes of every HTTP/2 connection (RFC 9113 §3.4).
+pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Streams served over HTTP/2 and streams the client reset before their answer.
+#[derive(Debug, Default)]
+pub struct H2Counters {
+    pub streams: AtomicU64,
+    pub resets: AtomicU64,
+}
+
+/// Counts one stream; counts it reset too when dropped before [`StreamGuard::done`].
+pub struct StreamGuard {
+    counters: Option<Arc<H2Counters>>,
+}
+
+impl StreamGuard {
+    /// `h2`: the request came over HTTP/2 (HTTP/1.1 requests are not counted).
+    pub fn new(counters: &Arc<H2Counters>, h2: bool) -> Self {
+        if h2 {
+            counters.streams.fetch_add(1, Ordering::Relaxed);
+        }
+        StreamGuard {
+            counters: h2.then(|| Arc::clone(counters)),
+        }
+    }
+
+    pub fn done(mut self) {
+        self.counters = None;
+    }
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        // hyper drops the service future when the client resets the stream.
+        if let Some(c) = &self.counters {
+            c.resets.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The server for handed-over connections: HTTP/1.1 as before, HTTP/2 unless `http2 = false`.
+pub fn server_builder(
+    settings: &HttpSettings,
+    limits: HeaderLimits,
+) -> auto::Builder<TokioExecutor> {
+    let mut b = auto::Builder::new(TokioExecutor::new());
+    {
+        let mut h1 = b.http1();
+        h1.timer(TokioTimer::new())
+            .header_read_timeout(settings.header_read_timeout)
+            .keep_alive(true);
+        if let Some(max) = limits.parser_max_headers() {
+            h1.max_headers(max);
+        }
+    }
+    let h2 = &settings.h2;
+    if !h2.enabled {
+        return b.http1_only();
+    }
+    // RFC 7541 §4.1 counts 32 bytes per field on top of name and value.
+    let list = limits
+        .max_bytes
+        .saturating_add(limits.max_count.saturating_mul(32));
+    b.http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(h2.max_concurrent_streams)
+        .max_pending_accept_reset_streams(h2.max_pending_accept_reset_streams)
+        .max_local_error_reset_streams(h2.max_local_error_reset_streams)
+        .max_header_list_size(u32::try_from(list).unwrap_or(u32::MAX))
+        .keep_alive_interval(h2.keep_alive_interval)
+        .keep_alive_timeout(h2.keep_alive_timeout);
+    b
+}
