@@ -5,8 +5,10 @@
 //!   with the same rate-limit fields as an HTTP/1.1 request; no `Connection` field;
 //! - `h2load` with prior knowledge and over TLS: every stream succeeds under the budget, and
 //!   past the burst the extra streams get 429s carrying the RateLimit fields;
-//! - a client opening and cancelling 10,000 streams (the `h2` crate) does not take the daemon
-//!   down, and both it and another client are served afterwards; streams are counted.
+//! - a client opening and cancelling 10,000 streams (the `h2` crate) has its connections
+//!   closed by hyper's rapid-reset guard, is metered like a burst (its next request is
+//!   refused), does not take the daemon down, another client is served, and the resets are
+//!   counted.
 
 mod ops_support;
 
@@ -143,41 +145,51 @@ fn counter(m: &str, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {name} in\n{m}"))
 }
 
-/// Opens `n` streams from `from` and resets each as soon as it is sent; the streams sent.
-fn rapid_reset(proxy: SocketAddr, from: &str, n: usize) -> usize {
+/// Opens `n` streams from `from`, resetting each as soon as its HEADERS are out, on a new
+/// connection whenever the daemon closes one; (streams sent, connections used).
+fn rapid_reset(proxy: SocketAddr, from: &str, n: usize) -> (usize, usize) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async move {
-        let sock = tokio::net::TcpSocket::new_v4().unwrap();
-        sock.bind(format!("{from}:0").parse().unwrap()).unwrap();
-        let tcp = sock.connect(proxy).await.unwrap();
-        let (sender, conn) = h2::client::handshake(tcp).await.unwrap();
-        let mut sender = Some(sender);
-        let conn = tokio::spawn(conn);
-        let mut sent = 0;
-        for _ in 0..n {
-            let Some(Ok(mut ready)) = (match sender.take() {
-                Some(s) => Some(s.ready().await),
-                None => None,
-            }) else {
-                break;
+        let (mut sent, mut conns) = (0, 0);
+        while sent < n {
+            conns += 1;
+            assert!(conns <= 2000, "{sent} streams over {conns} connections");
+            let sock = tokio::net::TcpSocket::new_v4().unwrap();
+            sock.bind(format!("{from}:0").parse().unwrap()).unwrap();
+            let tcp = sock.connect(proxy).await.unwrap();
+            let Ok((sender, conn)) = h2::client::handshake(tcp).await else {
+                continue;
             };
-            let req = http::Request::get(format!("http://{proxy}/reset"))
-                .body(())
-                .unwrap();
-            let Ok((resp, mut stream)) = ready.send_request(req, false) else {
-                break;
-            };
-            stream.send_reset(h2::Reason::CANCEL);
-            drop(resp);
-            sender = Some(ready);
-            sent += 1;
+            let conn = tokio::spawn(conn);
+            let mut sender = Some(sender);
+            while sent < n {
+                let Some(Ok(mut ready)) = (match sender.take() {
+                    Some(s) => Some(s.ready().await),
+                    None => None,
+                }) else {
+                    break;
+                };
+                let req = http::Request::get(format!("http://{proxy}/reset"))
+                    .body(())
+                    .unwrap();
+                let Ok((resp, mut stream)) = ready.send_request(req, false) else {
+                    break;
+                };
+                // Lets the connection task write the HEADERS first: reset before that, the h2
+                // client drops the stream without a frame.
+                tokio::task::yield_now().await;
+                stream.send_reset(h2::Reason::CANCEL);
+                drop(resp);
+                sender = Some(ready);
+                sent += 1;
+            }
+            drop(sender);
+            let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
         }
-        drop(sender);
-        let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
-        sent
+        (sent, conns)
     })
 }
 
@@ -279,27 +291,44 @@ fn http2_on_the_proxy_listeners() {
         "429 over h2 vs HTTP/1.1"
     );
 
-    // Rapid reset from 127.0.0.5 (10,000 streams opened and cancelled at once): the daemon
-    // stays up and serves that caller and another one. Streams reset before hyper accepted
-    // them never reach the proxy's code (nothing decided, nothing sent upstream).
-    let sent = rapid_reset(plain, "127.0.0.5", 10_000);
-    assert!(sent > 0);
+    // Rapid reset from 127.0.0.5 (10,000 streams opened and cancelled at once): hyper's guard
+    // closes its connections (it has to open many), the streams that were served were
+    // decided and counted like a burst (its next request is refused), the daemon stays up and
+    // another caller is served.
+    let (sent, conns) = rapid_reset(plain, "127.0.0.5", 10_000);
+    assert!(
+        conns > 1,
+        "no connection was closed over {sent} reset streams"
+    );
     assert!(d.running(), "the daemon died under rapid reset");
-    for from in ["127.0.0.5", "127.0.0.6"] {
-        let (ok, head, log) = curl(
-            p,
-            &["--interface", from, "--http2-prior-knowledge", &plain_url],
-        );
-        assert!(
-            ok && head.starts_with("http/2 200"),
-            "{from} after {sent} resets: {head}{log}"
-        );
-    }
+    let (_, head, log) = curl(
+        p,
+        &[
+            "--interface",
+            "127.0.0.5",
+            "--http2-prior-knowledge",
+            &plain_url,
+        ],
+    );
+    assert!(
+        head.starts_with("http/2 429"),
+        "after {sent} resets: {head}{log}"
+    );
+    let (ok, head, log) = curl(
+        p,
+        &[
+            "--interface",
+            "127.0.0.6",
+            "--http2-prior-knowledge",
+            &plain_url,
+        ],
+    );
+    assert!(ok && head.starts_with("http/2 200"), "{head}{log}");
 
     let m = metrics(metrics_at);
     assert!(counter(&m, "h2_streams_total") >= 80 + 3, "{m}");
-    eprintln!(
-        "rapid reset: {sent} streams sent; h2_stream_resets_total = {}",
-        counter(&m, "h2_stream_resets_total")
-    );
+    let resets = counter(&m, "h2_stream_resets_total");
+    eprintln!("rapid reset: {sent} streams over {conns} connections; resets counted {resets}");
+    // A connection's last streams may be reset after the daemon stopped reading it.
+    assert!(resets >= sent as u64 / 2, "{sent} sent, {resets} counted");
 }

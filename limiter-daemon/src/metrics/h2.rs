@@ -1,5 +1,5 @@
 //! The proxy's HTTP/2 streams at scrape time: streams served and streams the client reset
-//! before their answer (rapid reset shows here first). Read from the HTTP server's counters.
+//! (RST_STREAM frames: rapid reset shows here first). Read from the HTTP server's counters.
 
 use std::fmt;
 use std::sync::atomic::Ordering;
@@ -29,7 +29,7 @@ impl Collector for H2Collector {
         )?)?;
         ConstCounter::new(h.h2.resets.load(Ordering::Relaxed)).encode(enc.encode_descriptor(
             "h2_stream_resets",
-            "HTTP/2 streams the client reset (RST_STREAM) or abandoned before their answer",
+            "RST_STREAM frames received from HTTP/2 clients on the proxy listeners",
             None,
             MetricType::Counter,
         )?)?;

@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::decider::RequestView;
 use crate::http::h1::write::write_answer;
 use crate::http::proxy::forward::forward;
-use crate::http::proxy::h2::{StreamGuard, PREFACE};
+use crate::http::proxy::h2::{count_stream, H2Counters, ResetSniffer, PREFACE};
 use crate::http::proxy::held;
 use crate::http::proxy::hyper::{admit, handle, Admission, ProxyState};
 use crate::http::proxy::inspect::{inspect, Inspected, Scope, MAX_FIELDS};
@@ -269,14 +269,15 @@ pub(crate) async fn hand_over<S>(
     let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
         let state = Arc::clone(&state);
         let decided = decided.lock().take();
-        let guard = StreamGuard::new(&state.h2, req.version() == http::Version::HTTP_2);
-        async move {
-            let resp = handle(&state, peer, req, decided, https).await;
-            guard.done();
-            Ok::<_, Infallible>(resp)
-        }
+        count_stream(&state.h2, req.version() == http::Version::HTTP_2);
+        async move { Ok::<_, Infallible>(handle(&state, peer, req, decided, https).await) }
     });
-    let io = TokioIo::new(Rewind { read, stream });
+    let io = TokioIo::new(Rewind {
+        read,
+        stream,
+        sniff: ResetSniffer::default(),
+        counters: Arc::clone(&front.state.h2),
+    });
     let mut conn = pin!(front.hyper.serve_connection_with_upgrades(io, svc));
     let ended = tokio::select! {
         ended = conn.as_mut() => ended,
@@ -290,10 +291,13 @@ pub(crate) async fn hand_over<S>(
     }
 }
 
-/// A stream with bytes already read off it put back in front.
+/// A stream with bytes already read off it put back in front; what the client sends is
+/// followed for HTTP/2 resets (see [`ResetSniffer`]).
 struct Rewind<S> {
     read: Bytes,
     stream: S,
+    sniff: ResetSniffer,
+    counters: Arc<H2Counters>,
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
@@ -303,12 +307,18 @@ impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        let before = buf.filled().len();
         if !this.read.is_empty() {
             let n = this.read.len().min(buf.remaining());
             buf.put_slice(&this.read.split_to(n));
+            this.sniff.feed(&buf.filled()[before..], &this.counters);
             return Poll::Ready(Ok(()));
         }
-        Pin::new(&mut this.stream).poll_read(cx, buf)
+        let polled = Pin::new(&mut this.stream).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = polled {
+            this.sniff.feed(&buf.filled()[before..], &this.counters);
+        }
+        polled
     }
 }
 
