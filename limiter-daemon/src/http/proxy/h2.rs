@@ -17,7 +17,6 @@
 //! the h2 codec (it stops reading while its queued acknowledgements are unsent).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
