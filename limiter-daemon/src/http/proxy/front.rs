@@ -29,7 +29,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::{Method, Response};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -256,7 +256,7 @@ async fn refuse(stream: &mut TcpStream, resp: &Response<Bytes>, out: &mut Vec<u8
 /// connection came over TLS (`X-Forwarded-Proto: https` upstream).
 pub(crate) async fn hand_over<S>(
     front: &Arc<Front>,
-    stream: S,
+    mut stream: S,
     read: Bytes,
     peer: IpAddr,
     decided: Option<Admission>,
@@ -264,6 +264,22 @@ pub(crate) async fn hand_over<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let read = if read.is_empty() {
+        // The server tells HTTP/2 from HTTP/1.1 by the first bytes and has no timer while it
+        // waits for them: a silent client is cut off here, as hyper's header timer would.
+        let mut first = BytesMut::with_capacity(READ_SIZE);
+        tokio::select! {
+            got = tokio::time::timeout(front.header_read_timeout, stream.read_buf(&mut first)) => {
+                match got {
+                    Ok(Ok(n)) if n > 0 => first.freeze(),
+                    _ => return,
+                }
+            }
+            () = front.stop.cancelled() => return,
+        }
+    } else {
+        read
+    };
     let state = Arc::clone(&front.state);
     let decided = parking_lot::Mutex::new(decided);
     let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
