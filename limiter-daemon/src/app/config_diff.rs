@@ -85,6 +85,22 @@ pub fn restart_only(
     same!("http.worker_threads", http.worker_threads);
     same!("http.batch_scheduling", http.batch_scheduling);
     same!("http.own_loop", http.own_loop);
+    // Read when a proxy thread builds its server (`http::proxy::h2`): a restart applies them.
+    same!("http.http2", http.h2.enabled);
+    same!(
+        "http.h2_max_concurrent_streams",
+        http.h2.max_concurrent_streams
+    );
+    same!(
+        "http.h2_max_pending_accept_reset_streams",
+        http.h2.max_pending_accept_reset_streams
+    );
+    same!(
+        "http.h2_max_local_error_reset_streams",
+        http.h2.max_local_error_reset_streams
+    );
+    same!("http.h2_keep_alive_interval", http.h2.keep_alive_interval);
+    same!("http.h2_keep_alive_timeout", http.h2.keep_alive_timeout);
     same!("http.self_service_path", http.self_service_path);
     if old.http.api_token != new.http.api_token {
         return Some(RestartOnly {

@@ -89,6 +89,18 @@ pub struct RawHttp {
     /// PROXY protocol on the proxy listeners: "off" (default), "optional", "required"; only
     /// from `[identity] trusted_proxies`.
     pub proxy_protocol: Option<String>,
+    /// HTTP/2 on the proxy listeners (default true); see [`super::h2`].
+    pub http2: Option<bool>,
+    /// Streams open at once on one HTTP/2 connection (default 100).
+    pub h2_max_concurrent_streams: Option<u32>,
+    /// Client-reset streams not yet accepted, per connection, before GOAWAY (default 20).
+    pub h2_max_pending_accept_reset_streams: Option<usize>,
+    /// Streams reset for the client's protocol errors, per connection, before GOAWAY (1024).
+    pub h2_max_local_error_reset_streams: Option<usize>,
+    /// PING after this long without a frame (default 30s).
+    pub h2_keep_alive_interval: Option<String>,
+    /// Close when a PING is not answered within this (default 10s).
+    pub h2_keep_alive_timeout: Option<String>,
     /// File holding the bearer token `/v1/decide` and `/v1/auth` require (default: none, no
     /// token asked; off loopback set one). See [`super::api_token`].
     pub api_token_file: Option<std::path::PathBuf>,
@@ -141,6 +153,8 @@ pub struct HttpSettings {
     /// Peers whose PROXY header is believed: `[identity] trusted_proxies`, copied here when the
     /// whole file is read (empty from [`HttpSettings::from_toml`]).
     pub proxy_protocol_peers: Vec<IpNet>,
+    /// HTTP/2 on the proxy listeners.
+    pub h2: super::h2::H2Settings,
     /// `None`: `/v1/decide` and `/v1/auth` ask for no token.
     pub api_token: Option<ApiToken>,
     /// `None`: no self-service endpoint (the path is forwarded like any other).
@@ -460,6 +474,20 @@ impl HttpSettings {
                 raw.proxy_protocol.as_deref(),
             )?,
             proxy_protocol_peers: Vec::new(),
+            h2: super::h2::H2Settings::validate(super::h2::RawH2 {
+                http2: raw.http2,
+                h2_max_concurrent_streams: raw.h2_max_concurrent_streams,
+                h2_max_pending_accept_reset_streams: raw.h2_max_pending_accept_reset_streams,
+                h2_max_local_error_reset_streams: raw.h2_max_local_error_reset_streams,
+                h2_keep_alive_interval: raw
+                    .h2_keep_alive_interval
+                    .map(|s| duration("http.h2_keep_alive_interval", Some(s), Duration::ZERO))
+                    .transpose()?,
+                h2_keep_alive_timeout: raw
+                    .h2_keep_alive_timeout
+                    .map(|s| duration("http.h2_keep_alive_timeout", Some(s), Duration::ZERO))
+                    .transpose()?,
+            })?,
             shutdown_grace: duration(
                 "http.shutdown_grace",
                 raw.shutdown_grace,

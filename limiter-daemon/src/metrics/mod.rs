@@ -10,6 +10,7 @@
 //! - [`reloads`]: config reloads by result and the hash of the file in force.
 //! - [`sources`]: values read at scrape time (held requests, upstream failures, lockouts
 //!   active, store degraded, kernel verdict counters and map fill).
+//! - [`h2`]: the proxy's HTTP/2 streams and client resets, read at scrape.
 //! - [`tunnels`]: the proxy's tunnels (open, opened, refused, closed by reason), read at scrape.
 //! - [`talkers`]: the last five minutes per caller (top talkers, tier mix) for the admin API.
 //! - [`readiness`]: what `/readyz` answers and why.
@@ -22,6 +23,7 @@
 pub mod crawlers;
 pub mod decider;
 pub mod decisions;
+pub mod h2;
 pub mod histogram;
 pub mod history;
 pub mod readiness;

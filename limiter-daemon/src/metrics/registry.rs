@@ -43,6 +43,7 @@ impl Metrics {
         registry.register_collector(Box::new(super::tunnels::TunnelCollector(Arc::clone(
             &sources,
         ))));
+        registry.register_collector(Box::new(super::h2::H2Collector(Arc::clone(&sources))));
         Arc::new(Metrics {
             registry,
             decisions,
@@ -60,6 +61,7 @@ impl Metrics {
             upstream: server.upstream_counters(),
             tunnels: server.tunnels(),
             tls: server.tls(),
+            h2: server.h2_counters(),
         });
     }
 

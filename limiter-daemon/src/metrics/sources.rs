@@ -56,6 +56,7 @@ pub struct HttpSource {
     pub upstream: Arc<UpstreamCounters>,
     pub tunnels: Arc<Tunnels>,
     pub tls: Arc<crate::http::tls::TlsCerts>,
+    pub h2: Arc<crate::http::proxy::h2::H2Counters>,
 }
 
 /// Every scrape-time source, each set once.

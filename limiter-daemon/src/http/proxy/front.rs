@@ -29,7 +29,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::{Method, Response};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -37,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::decider::RequestView;
 use crate::http::h1::write::write_answer;
 use crate::http::proxy::forward::forward;
+use crate::http::proxy::h2::{count_stream, H2Counters, ResetSniffer, PREFACE};
 use crate::http::proxy::held;
 use crate::http::proxy::hyper::{admit, handle, Admission, ProxyState};
 use crate::http::proxy::inspect::{inspect, Inspected, Scope, MAX_FIELDS};
@@ -56,7 +57,8 @@ const OUT_KEPT: usize = 8 * 1024;
 pub(crate) struct Front {
     pub(crate) state: Arc<ProxyState>,
     /// Serves connections handed over (see the module docs).
-    pub(crate) hyper: hyper::server::conn::http1::Builder,
+    /// HTTP/1.1, and HTTP/2 unless `[http] http2 = false` (see [`crate::http::proxy::h2`]).
+    pub(crate) hyper: hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
     pub(crate) header_read_timeout: Duration,
     /// `[http] own_loop`.
     pub(crate) own_loop: bool,
@@ -124,7 +126,11 @@ async fn serve_loop(
     loop {
         let since = Instant::now();
         let plan = loop {
-            if !buf.is_empty() {
+            if !buf.is_empty() && buf.len() < PREFACE.len() && PREFACE.starts_with(buf) {
+                // Maybe HTTP/2 with prior knowledge: wait for the whole preface.
+            } else if buf.starts_with(PREFACE) {
+                return After::HandOver;
+            } else if !buf.is_empty() {
                 let inspected = inspect(
                     buf,
                     &Scope {
@@ -250,7 +256,7 @@ async fn refuse(stream: &mut TcpStream, resp: &Response<Bytes>, out: &mut Vec<u8
 /// connection came over TLS (`X-Forwarded-Proto: https` upstream).
 pub(crate) async fn hand_over<S>(
     front: &Arc<Front>,
-    stream: S,
+    mut stream: S,
     read: Bytes,
     peer: IpAddr,
     decided: Option<Admission>,
@@ -258,15 +264,37 @@ pub(crate) async fn hand_over<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let read = if read.is_empty() {
+        // The server tells HTTP/2 from HTTP/1.1 by the first bytes and has no timer while it
+        // waits for them: a silent client is cut off here, as hyper's header timer would.
+        let mut first = BytesMut::with_capacity(READ_SIZE);
+        tokio::select! {
+            got = tokio::time::timeout(front.header_read_timeout, stream.read_buf(&mut first)) => {
+                match got {
+                    Ok(Ok(n)) if n > 0 => first.freeze(),
+                    _ => return,
+                }
+            }
+            () = front.stop.cancelled() => return,
+        }
+    } else {
+        read
+    };
     let state = Arc::clone(&front.state);
     let decided = parking_lot::Mutex::new(decided);
-    let svc = service_fn(move |req| {
+    let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
         let state = Arc::clone(&state);
         let decided = decided.lock().take();
+        count_stream(&state.h2, req.version() == http::Version::HTTP_2);
         async move { Ok::<_, Infallible>(handle(&state, peer, req, decided, https).await) }
     });
-    let io = TokioIo::new(Rewind { read, stream });
-    let mut conn = pin!(front.hyper.serve_connection(io, svc).with_upgrades());
+    let io = TokioIo::new(Rewind {
+        read,
+        stream,
+        sniff: ResetSniffer::default(),
+        counters: Arc::clone(&front.state.h2),
+    });
+    let mut conn = pin!(front.hyper.serve_connection_with_upgrades(io, svc));
     let ended = tokio::select! {
         ended = conn.as_mut() => ended,
         () = front.stop.cancelled() => {
@@ -279,10 +307,13 @@ pub(crate) async fn hand_over<S>(
     }
 }
 
-/// A stream with bytes already read off it put back in front.
+/// A stream with bytes already read off it put back in front; what the client sends is
+/// followed for HTTP/2 resets (see [`ResetSniffer`]).
 struct Rewind<S> {
     read: Bytes,
     stream: S,
+    sniff: ResetSniffer,
+    counters: Arc<H2Counters>,
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
@@ -292,12 +323,18 @@ impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        let before = buf.filled().len();
         if !this.read.is_empty() {
             let n = this.read.len().min(buf.remaining());
             buf.put_slice(&this.read.split_to(n));
+            this.sniff.feed(&buf.filled()[before..], &this.counters);
             return Poll::Ready(Ok(()));
         }
-        Pin::new(&mut this.stream).poll_read(cx, buf)
+        let polled = Pin::new(&mut this.stream).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = polled {
+            this.sniff.feed(&buf.filled()[before..], &this.counters);
+        }
+        polled
     }
 }
 
@@ -473,10 +510,12 @@ mod tests {
             self_service: None,
             tunnels: crate::http::proxy::tunnel::registry::Tunnels::new(1, 1),
             tunnel_idle: Duration::from_secs(1),
+            h2: Arc::default(),
         });
+        let hyper = crate::http::proxy::h2::server_builder(&settings, state.limits);
         let front = Arc::new(Front {
             state,
-            hyper: hyper::server::conn::http1::Builder::new(),
+            hyper,
             header_read_timeout: Duration::from_secs(1),
             own_loop: true,
             stop: CancellationToken::new(),

@@ -46,6 +46,8 @@ pub struct ProxyState {
     pub tunnels: Arc<Tunnels>,
     /// `[http] tunnel_idle_timeout`.
     pub tunnel_idle: std::time::Duration,
+    /// HTTP/2 stream counters, shared by every proxy thread.
+    pub h2: Arc<crate::http::proxy::h2::H2Counters>,
 }
 
 /// Decides on `view`: reject, hold (within the bounds) or forward; the self-service path is
@@ -140,6 +142,16 @@ pub async fn handle(
     let (mut parts, body) = req.into_parts();
     let client_version = parts.version;
     strip_hop_by_hop(&mut parts.headers);
+    if client_version == Version::HTTP_2 && !parts.headers.contains_key(HOST) {
+        // HTTP/2 carries the host in `:authority`; HTTP/1.1 upstreams need it as `Host`.
+        if let Some(v) = parts
+            .uri
+            .authority()
+            .and_then(|a| http::HeaderValue::from_str(a.as_str()).ok())
+        {
+            parts.headers.insert(HOST, v);
+        }
+    }
     append_forwarded_for(&mut parts.headers, peer);
     // Upstream connections are HTTP/1.1 keep-alive whatever the client spoke.
     parts.version = Version::HTTP_11;
@@ -168,8 +180,11 @@ fn broken_rule(req: &Request<Incoming>) -> Option<Response<Bytes>> {
             (target > request_rules::MAX_TARGET_BYTES)
                 .then(|| request_rules::target_too_long(target))
         })?;
-    resp.headers_mut()
-        .insert(CONNECTION, http::HeaderValue::from_static("close"));
+    // HTTP/2 has no `Connection` field: a broken stream ends alone.
+    if req.version() < Version::HTTP_2 {
+        resp.headers_mut()
+            .insert(CONNECTION, http::HeaderValue::from_static("close"));
+    }
     Some(resp)
 }
 

@@ -9,6 +9,7 @@ pub mod admit;
 pub mod body;
 pub mod forward;
 pub mod front;
+pub mod h2;
 pub mod held;
 pub mod hold;
 pub mod hyper;

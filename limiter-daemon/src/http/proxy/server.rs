@@ -21,7 +21,6 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::TokioTimer;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -81,6 +80,8 @@ pub struct HttpServer {
     api: ApiState,
     gate: Arc<HoldGate>,
     tunnels: Arc<Tunnels>,
+    /// HTTP/2 stream counters of every proxy thread.
+    h2: Arc<crate::http::proxy::h2::H2Counters>,
     upstream_counters: Arc<UpstreamCounters>,
     settings: HttpSettings,
 }
@@ -166,6 +167,7 @@ impl HttpServer {
             hints,
             api,
             gate,
+            h2: Arc::default(),
             tunnels: Tunnels::new(
                 settings.max_tunnels.get(),
                 settings.max_tunnels_per_identity.get(),
@@ -210,6 +212,11 @@ impl HttpServer {
     /// Open tunnels and their counters, for metrics and reloads.
     pub fn tunnels(&self) -> Arc<Tunnels> {
         Arc::clone(&self.tunnels)
+    }
+
+    /// HTTP/2 streams and resets, for metrics.
+    pub fn h2_counters(&self) -> Arc<crate::http::proxy::h2::H2Counters> {
+        Arc::clone(&self.h2)
     }
 
     /// Upstream failures by kind, for metrics.
@@ -311,6 +318,7 @@ impl HttpServer {
             let decider = Arc::clone(&self.decider);
             let gate = Arc::clone(&self.gate);
             let tunnels = Arc::clone(&self.tunnels);
+            let h2 = Arc::clone(&self.h2);
             let certs = Arc::clone(&self.tls);
             let hints = self.hints.clone();
             let counters = Arc::clone(&self.upstream_counters);
@@ -340,11 +348,12 @@ impl HttpServer {
                             self_service: settings.self_service_path.as_deref().map(Arc::from),
                             tunnels,
                             tunnel_idle: settings.tunnel_idle_timeout,
+                            h2: Arc::clone(&h2),
                         });
                         let loops = TaskTracker::new();
                         for (l, tls) in listeners {
                             let tls = tls.then(|| {
-                                let acceptor = tokio_rustls::TlsAcceptor::from(certs.server_config());
+                                let acceptor = tokio_rustls::TlsAcceptor::from(certs.server_config(settings.h2.enabled));
                                 (acceptor, Arc::clone(&certs))
                             });
                             match TcpListener::from_std(l) {
@@ -420,14 +429,7 @@ async fn proxy_loop(
     tls: Option<(tokio_rustls::TlsAcceptor, Arc<TlsCerts>)>,
 ) {
     let limits = state.limits;
-    let mut hyper = hyper::server::conn::http1::Builder::new();
-    hyper
-        .timer(TokioTimer::new())
-        .header_read_timeout(settings.header_read_timeout)
-        .keep_alive(true);
-    if let Some(max) = limits.parser_max_headers() {
-        hyper.max_headers(max);
-    }
+    let hyper = crate::http::proxy::h2::server_builder(&settings, limits);
     let front = Arc::new(Front {
         state,
         hyper,

@@ -48,15 +48,19 @@ impl TlsCerts {
         }
     }
 
-    /// The server side config: this set as the resolver, HTTP/1.1 by ALPN.
-    pub fn server_config(self: &Arc<Self>) -> Arc<ServerConfig> {
+    /// The server side config: this set as the resolver, ALPN `h2` (when `h2`) and `http/1.1`.
+    pub fn server_config(self: &Arc<Self>, h2: bool) -> Arc<ServerConfig> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut cfg = ServerConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
             .expect("ring supports TLS 1.2 and 1.3")
             .with_no_client_auth()
             .with_cert_resolver(Arc::new(Resolver(Arc::clone(self))));
-        cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+        cfg.alpn_protocols = if h2 {
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        } else {
+            vec![b"http/1.1".to_vec()]
+        };
         Arc::new(cfg)
     }
 
