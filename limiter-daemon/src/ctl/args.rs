@@ -92,6 +92,9 @@ pub enum Command {
     Config,
     /// Validate the config file and apply it.
     Reload,
+    /// A live view: decisions by tier, top callers and networks, lockouts (l lock, u unlock,
+    /// q quit); `--once` prints one frame.
+    Top(super::top::TopArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -355,5 +358,7 @@ pub fn request(cmd: &Command) -> Request {
         }
         Command::Config => get("/admin/v1/config".into()),
         Command::Reload => post("/admin/v1/reload".into(), json!({})),
+        // `top` polls several paths (ctl::top); this is its first.
+        Command::Top(_) => get("/admin/v1/stats?top=10".into()),
     }
 }
