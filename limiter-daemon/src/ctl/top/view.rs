@@ -72,7 +72,14 @@ fn decisions(v: &View) -> Table<'static> {
         cells.push(total.to_string());
         Row::new(cells)
     });
-    Table::new(rows, [Constraint::Length(10); 5])
+    let widths = [
+        Constraint::Length(10),
+        Constraint::Length(10),
+        Constraint::Length(10),
+        Constraint::Length(10),
+        Constraint::Length(12),
+    ];
+    Table::new(rows, widths)
         .header(
             Row::new(["tier", "allow/s", "delay/s", "reject/s", "since start"])
                 .style(Style::new().add_modifier(Modifier::BOLD)),
@@ -194,7 +201,7 @@ pub fn draw_in(f: &mut Frame, area: Rect, v: &View) {
     let rows = Layout::vertical(parts(v).map(Constraint::Length)).split(area);
     f.render_widget(
         Paragraph::new(Line::from(format!(
-            "limiterctl top  {}  every 2 s  keys: up/down select, l lock ({}), u unlock, q quit",
+            "limiterctl top  {}  every 2 s  up/down select  l lock {}  u unlock  q quit",
             v.url, v.lock_for
         )))
         .style(Style::new().add_modifier(Modifier::BOLD)),
@@ -225,7 +232,8 @@ pub fn draw(f: &mut Frame, v: &View) {
     draw_in(f, area, v);
 }
 
-/// The frame as plain text, `width` columns, trailing blanks trimmed (what `--once` prints).
+/// The frame as plain text, `width` columns, trailing blanks and blank last lines trimmed
+/// (what `--once` prints).
 pub fn text(v: &View, width: u16) -> String {
     let mut t = Terminal::new(TestBackend::new(width, height(v))).expect("a test backend");
     // Drawing into memory cannot fail.
@@ -239,6 +247,8 @@ pub fn text(v: &View, width: u16) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+        .trim_end()
+        .to_string()
 }
 
 #[cfg(test)]
@@ -269,7 +279,11 @@ mod tests {
             ..Snapshot::default()
         });
         let t = text(&v, 100);
-        assert_eq!(t.lines().count(), usize::from(height(&v)), "{t}");
+        // All but the message line, empty here.
+        assert_eq!(t.lines().count(), usize::from(height(&v)) - 1, "{t}");
+        assert!(t.lines().all(|l| l.chars().count() <= 100), "{t}");
+        assert!(t.lines().next().unwrap().ends_with("q quit"), "{t}");
+        assert!(t.contains("since start"), "{t}");
         let row = t.lines().find(|l| l.contains("198.51.100.7 ")).unwrap();
         assert!(
             row.contains('>') && row.contains("42") && row.contains("locked 9m58s"),
