@@ -4,7 +4,7 @@
 //! `send-keys` and read with `capture-pane`) the top address is on screen and selected, `l`
 //! then `y` locks it (checked through the admin API), `u` unlocks it, and `q` exits 0 (the
 //! pane's command writes its exit status to a file). A missing tmux skips, or fails under
-//! `CI=true`.
+//! `CI=true`. `LIMITER_TOP_FRAME=<file>` saves the `--once` frame (the README shows it).
 
 mod admin_support;
 
@@ -158,6 +158,10 @@ fn top_shows_the_top_address_and_locks_unlocks_and_quits_under_tmux() {
     assert!(row("127.0.0.0/24").contains(" 3 "), "{out}");
     assert!(out.contains("decisions by tier and action"), "{out}");
     assert!(out.contains("lockouts (0 active)"), "{out}");
+    // The README's frame is this one (`LIMITER_TOP_FRAME=/tmp/frame.txt`).
+    if let Ok(path) = std::env::var("LIMITER_TOP_FRAME") {
+        std::fs::write(path, &out).unwrap();
+    }
 
     if !limiter_tests::require(has_tmux(), "tmux") {
         return;

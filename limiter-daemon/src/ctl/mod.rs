@@ -54,7 +54,13 @@ pub fn main_with(argv: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
     };
     if let args::Command::Top(a) = &ctl.command {
-        return top::run(&rt, &target, a);
+        return match top::run(&rt, &target, a) {
+            Ok(()) => ExitCode::from(EXIT_OK),
+            Err(e) => {
+                eprintln!("limiterctl: {e}");
+                ExitCode::from(EXIT_UNREACHABLE)
+            }
+        };
     }
     let req = args::request(&ctl.command);
     let answer = rt.block_on(client::send_all(&target, req));

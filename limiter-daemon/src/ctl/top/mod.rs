@@ -8,38 +8,18 @@
 pub mod state;
 pub mod view;
 
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use clap::Args;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use serde_json::{json, Value};
 
-use super::args::Request;
+use super::args::{Request, TopArgs};
 use super::client::{NotAdminApi, Session};
 use super::target::Target;
-use super::{EXIT_OK, EXIT_UNREACHABLE};
 use state::{Action, Key, Snapshot, View};
 
 /// How often the view polls.
 pub const EVERY: Duration = Duration::from_secs(2);
-
-#[derive(Debug, Args)]
-pub struct TopArgs {
-    /// Print one frame as plain text and exit (for scripts).
-    #[arg(long)]
-    pub once: bool,
-    /// The width of the `--once` frame, in columns.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u16).range(60..=400))]
-    pub width: u16,
-    /// How long `l` locks the selected caller out, e.g. 10m, 2h.
-    #[arg(long = "lock-for", default_value = "10m", value_parser = parse_lock_for)]
-    pub lock_for: String,
-}
-
-fn parse_lock_for(s: &str) -> Result<String, String> {
-    crate::kernel::cli::parse_duration(s).map(|_| s.to_string())
-}
 
 fn request(method: http::Method, path: String, body: Option<Value>) -> Request {
     Request {
@@ -155,36 +135,19 @@ fn live(rt: &tokio::runtime::Runtime, s: &Session, mut v: View) -> std::io::Resu
     out
 }
 
-/// Runs `top` against `target`; the process's exit code.
-pub fn run(rt: &tokio::runtime::Runtime, target: &Target, args: &TopArgs) -> ExitCode {
+/// Runs `top` against `target`. `Err` says why the daemon could not be watched (exit 3).
+pub fn run(rt: &tokio::runtime::Runtime, target: &Target, args: &TopArgs) -> Result<(), String> {
     let session = match rt.block_on(Session::connect(target)) {
         Ok(s) => s,
-        Err(e) if e.is::<NotAdminApi>() => {
-            eprintln!("limiterctl: {} is {e}", target.url);
-            return ExitCode::from(EXIT_UNREACHABLE);
-        }
-        Err(e) => {
-            eprintln!("limiterctl: daemon unreachable at {}: {e:#}", target.url);
-            return ExitCode::from(EXIT_UNREACHABLE);
-        }
+        Err(e) if e.is::<NotAdminApi>() => return Err(format!("{} is {e}", target.url)),
+        Err(e) => return Err(format!("daemon unreachable at {}: {e:#}", target.url)),
     };
     let mut v = View::new(&target.url, &args.lock_for);
     if args.once {
-        match rt.block_on(poll(&session)) {
-            Ok(snap) => v.update(snap),
-            Err(e) => {
-                eprintln!("limiterctl: {e:#}");
-                return ExitCode::from(EXIT_UNREACHABLE);
-            }
-        }
+        let snap = rt.block_on(poll(&session)).map_err(|e| format!("{e:#}"))?;
+        v.update(snap);
         println!("{}", view::text(&v, args.width));
-        return ExitCode::from(EXIT_OK);
+        return Ok(());
     }
-    match live(rt, &session, v) {
-        Ok(()) => ExitCode::from(EXIT_OK),
-        Err(e) => {
-            eprintln!("limiterctl: the terminal: {e}");
-            ExitCode::from(EXIT_UNREACHABLE)
-        }
-    }
+    live(rt, &session, v).map_err(|e| format!("the terminal: {e}"))
 }

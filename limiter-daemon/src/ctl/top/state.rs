@@ -230,10 +230,8 @@ impl View {
         match k {
             Key::Char('q') | Key::Esc => return Some(Action::Quit),
             Key::Up | Key::Char('k') => self.selected = self.selected.saturating_sub(1),
-            Key::Down | Key::Char('j') => {
-                if self.selected + 1 < self.snap.callers.len() {
-                    self.selected += 1;
-                }
+            Key::Down | Key::Char('j') if self.selected + 1 < self.snap.callers.len() => {
+                self.selected += 1
             }
             Key::Char('l') => match self.selected_caller().map(|c| c.address.clone()) {
                 Some(Some(a)) => {
