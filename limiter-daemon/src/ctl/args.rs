@@ -92,6 +92,9 @@ pub enum Command {
     Config,
     /// Validate the config file and apply it.
     Reload,
+    /// A live view: decisions by tier, top callers and networks, lockouts (l lock, u unlock,
+    /// q quit); `--once` prints one frame.
+    Top(TopArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -178,6 +181,24 @@ pub enum KeysCmd {
         #[arg(value_parser = parse_key_id)]
         id: String,
     },
+}
+
+/// `limiterctl top`'s options (the view itself is ctl::top).
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Print one frame as plain text and exit (for scripts).
+    #[arg(long)]
+    pub once: bool,
+    /// The width of the `--once` frame, in columns.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u16).range(60..=400))]
+    pub width: u16,
+    /// How long `l` locks the selected caller out, e.g. 10m, 2h.
+    #[arg(long = "lock-for", default_value = "10m", value_parser = parse_lock_for)]
+    pub lock_for: String,
+}
+
+fn parse_lock_for(s: &str) -> Result<String, String> {
+    parse_duration(s).map(|_| s.to_string())
 }
 
 fn parse_lock_target(s: &str) -> Result<IpNet, String> {
@@ -355,5 +376,7 @@ pub fn request(cmd: &Command) -> Request {
         }
         Command::Config => get("/admin/v1/config".into()),
         Command::Reload => post("/admin/v1/reload".into(), json!({})),
+        // `top` polls several paths (ctl::top); this is its first.
+        Command::Top(_) => get("/admin/v1/stats?top=10".into()),
     }
 }

@@ -100,13 +100,39 @@ async fn send(
     Ok(Answer { status, body })
 }
 
+/// A connection pool to a target already recognised as the admin API (probed once), for
+/// commands that make many requests (`top` polls every 2 s).
+pub struct Session {
+    client: HttpClient,
+    target: Target,
+}
+
+impl Session {
+    /// Probes the target without the token; `Err(NotAdminApi)` unless the admin API answers.
+    pub async fn connect(target: &Target) -> anyhow::Result<Session> {
+        let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();
+        probe(&client, target).await?;
+        Ok(Session {
+            client,
+            target: target.clone(),
+        })
+    }
+
+    /// Sends `req` (one page; `paged` is followed as in [`send_all`]).
+    pub async fn send(&self, req: &Request) -> anyhow::Result<Answer> {
+        send_paged(&self.client, &self.target, req).await
+    }
+}
+
 /// Sends `req`, once the target is recognised as the admin API; a paged listing follows
 /// `nextCursor` and answers one `items` array.
 pub async fn send_all(t: &Target, req: Request) -> anyhow::Result<Answer> {
-    let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();
-    probe(&client, t).await?;
+    Session::connect(t).await?.send(&req).await
+}
+
+async fn send_paged(client: &HttpClient, t: &Target, req: &Request) -> anyhow::Result<Answer> {
     if !req.paged {
-        return send(&client, t, &req, &req.path).await;
+        return send(client, t, req, &req.path).await;
     }
     let mut items = Vec::new();
     let mut cursor: Option<String> = None;
@@ -115,7 +141,7 @@ pub async fn send_all(t: &Target, req: Request) -> anyhow::Result<Answer> {
             None => format!("{}?limit=1000", req.path),
             Some(c) => format!("{}?limit=1000&cursor={}", req.path, c.replace('/', "%2F")),
         };
-        let a = send(&client, t, &req, &path).await?;
+        let a = send(client, t, req, &path).await?;
         if !a.ok() {
             return Ok(a);
         }

@@ -2,12 +2,14 @@
 //! CIDR, duration, tier or limit exits 2 before anything is sent), [`target`] finds the daemon
 //! and its token, [`client`] makes the request, [`render`] prints tables or (`--json`, anywhere
 //! on the line) the daemon's JSON. Exit codes: 0 ok, 1 refused by the daemon, 2 bad arguments,
-//! 3 daemon unreachable, or what answers is not the limiter's admin API.
+//! 3 daemon unreachable, or what answers is not the limiter's admin API. [`top`] is the live
+//! view, polling the same API.
 
 pub mod args;
 pub mod client;
 pub mod render;
 pub mod target;
+pub mod top;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -41,7 +43,6 @@ pub fn main_with(argv: impl IntoIterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(EXIT_UNREACHABLE);
         }
     };
-    let req = args::request(&ctl.command);
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -52,6 +53,16 @@ pub fn main_with(argv: impl IntoIterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(EXIT_UNREACHABLE);
         }
     };
+    if let args::Command::Top(a) = &ctl.command {
+        return match top::run(&rt, &target, a) {
+            Ok(()) => ExitCode::from(EXIT_OK),
+            Err(e) => {
+                eprintln!("limiterctl: {e}");
+                ExitCode::from(EXIT_UNREACHABLE)
+            }
+        };
+    }
+    let req = args::request(&ctl.command);
     let answer = rt.block_on(client::send_all(&target, req));
     match answer {
         Err(e) if e.is::<client::NotAdminApi>() => {

@@ -234,6 +234,8 @@ fn human(cmd: &Command, v: &Value) -> String {
             .trim_end()
             .to_string()
         }
+        // `top` draws its own frames (ctl::top::view) and never comes here.
+        Command::Top(_) => v.to_string(),
     }
 }
 

@@ -1,0 +1,298 @@
+//! The frame of `limiterctl top`, drawn from a [`View`] and nothing else: the title and keys,
+//! decisions per second by tier and action, two sparklines of the last 15 minutes (admitted
+//! and refused per second, from `/admin/v1/history`), the top callers (the selected one
+//! marked), the top networks beside the active lockouts, and the message line. The live view
+//! and `--once` (a [`TestBackend`] turned into text) draw the same frame.
+
+use ratatui::backend::TestBackend;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Paragraph, Row, Sparkline, Table};
+use ratatui::{Frame, Terminal};
+
+use super::state::{View, ACTIONS, TIERS};
+
+/// How many callers, networks and lockouts a frame lists.
+pub const ROWS: usize = 10;
+
+/// `1h2m`, `9m58s`, `42s`.
+pub fn left(secs: u64) -> String {
+    match secs {
+        s if s >= 3600 => format!("{}h{}m", s / 3600, s % 3600 / 60),
+        s if s >= 60 => format!("{}m{}s", s / 60, s % 60),
+        s => format!("{s}s"),
+    }
+}
+
+fn rate(v: &View, tier: &str, action: &str) -> String {
+    match &v.rates {
+        None => "-".into(),
+        Some(r) => {
+            let x = r
+                .get(&(tier.to_string(), action.to_string()))
+                .copied()
+                .unwrap_or(0.0);
+            format!("{x:.1}")
+        }
+    }
+}
+
+/// Rows of each part, so the frame asks only for the height it fills.
+fn parts(v: &View) -> [u16; 6] {
+    let callers = v.snap.callers.len().clamp(1, ROWS) as u16;
+    let side = v
+        .snap
+        .networks
+        .len()
+        .max(v.snap.lockouts.len())
+        .clamp(1, ROWS) as u16;
+    [1, TIERS.len() as u16 + 3, 4, callers + 3, side + 3, 1]
+}
+
+/// The height a whole frame takes.
+pub fn height(v: &View) -> u16 {
+    parts(v).iter().sum()
+}
+
+fn decisions(v: &View) -> Table<'static> {
+    let rows = TIERS.iter().map(|t| {
+        let total: u64 = ACTIONS
+            .iter()
+            .map(|a| {
+                v.snap
+                    .decisions
+                    .get(&(t.to_string(), a.to_string()))
+                    .copied()
+                    .unwrap_or(0)
+            })
+            .sum();
+        let mut cells = vec![t.to_string()];
+        cells.extend(ACTIONS.iter().map(|a| rate(v, t, a)));
+        cells.push(total.to_string());
+        Row::new(cells)
+    });
+    let widths = [
+        Constraint::Length(10),
+        Constraint::Length(10),
+        Constraint::Length(10),
+        Constraint::Length(10),
+        Constraint::Length(12),
+    ];
+    Table::new(rows, widths)
+        .header(
+            Row::new(["tier", "allow/s", "delay/s", "reject/s", "since start"])
+                .style(Style::new().add_modifier(Modifier::BOLD)),
+        )
+        .block(Block::bordered().title(" decisions by tier and action "))
+}
+
+fn spark<'a>(title: String, data: &'a [u64]) -> Sparkline<'a> {
+    Sparkline::default()
+        .block(Block::bordered().title(title))
+        .data(data)
+}
+
+fn hundredths(xs: &[f64]) -> Vec<u64> {
+    xs.iter()
+        .map(|x| (x * 100.0).round().max(0.0) as u64)
+        .collect()
+}
+
+fn summary(name: &str, xs: &[f64]) -> String {
+    let now = xs.last().copied().unwrap_or(0.0);
+    let max = xs.iter().copied().fold(0.0, f64::max);
+    format!(" {name}/s, 15 min: now {now:.1}, max {max:.1} ")
+}
+
+fn callers(v: &View) -> Table<'static> {
+    let rows = v.snap.callers.iter().take(ROWS).enumerate().map(|(i, c)| {
+        let lock = v.snap.lockout_of(c).map_or("-".to_string(), |l| {
+            format!("locked {}", left(l.remaining_secs))
+        });
+        let mark = if i == v.selected { ">" } else { " " };
+        let row = Row::new([
+            mark.to_string(),
+            c.name().to_string(),
+            c.tier.clone(),
+            c.requests.to_string(),
+            c.refused.to_string(),
+            lock,
+        ]);
+        if i == v.selected {
+            row.style(Style::new().add_modifier(Modifier::REVERSED))
+        } else {
+            row
+        }
+    });
+    let widths = [
+        Constraint::Length(1),
+        Constraint::Min(24),
+        Constraint::Length(8),
+        Constraint::Length(9),
+        Constraint::Length(8),
+        Constraint::Length(16),
+    ];
+    Table::new(rows, widths)
+        .header(
+            Row::new(["", "caller", "tier", "requests", "refused", "lockout"])
+                .style(Style::new().add_modifier(Modifier::BOLD)),
+        )
+        .block(Block::bordered().title(" top callers, last 5 min (up/down to select) "))
+}
+
+fn networks(v: &View) -> Table<'static> {
+    let rows = v.snap.networks.iter().take(ROWS).map(|n| {
+        Row::new([
+            n.network.clone(),
+            n.callers.to_string(),
+            n.requests.to_string(),
+            n.refused.to_string(),
+        ])
+    });
+    let widths = [
+        Constraint::Min(18),
+        Constraint::Length(7),
+        Constraint::Length(8),
+        Constraint::Length(7),
+    ];
+    Table::new(rows, widths)
+        .header(
+            Row::new(["network", "callers", "requests", "refused"])
+                .style(Style::new().add_modifier(Modifier::BOLD)),
+        )
+        .block(Block::bordered().title(" top networks "))
+}
+
+fn lockouts(v: &View) -> Table<'static> {
+    let rows = v.snap.lockouts.iter().take(ROWS).map(|l| {
+        Row::new([
+            l.ip.clone(),
+            left(l.remaining_secs),
+            l.cause.clone(),
+            l.reason.clone(),
+        ])
+    });
+    let widths = [
+        Constraint::Min(18),
+        Constraint::Length(7),
+        Constraint::Length(7),
+        Constraint::Min(10),
+    ];
+    let more = v.snap.lockouts.len().saturating_sub(ROWS);
+    let title = if more > 0 {
+        format!(
+            " lockouts ({} active, {more} not shown) ",
+            v.snap.lockouts.len()
+        )
+    } else {
+        format!(" lockouts ({} active) ", v.snap.lockouts.len())
+    };
+    Table::new(rows, widths)
+        .header(
+            Row::new(["address", "left", "cause", "reason"])
+                .style(Style::new().add_modifier(Modifier::BOLD)),
+        )
+        .block(Block::bordered().title(title))
+}
+
+/// Draws the frame into `area`.
+pub fn draw_in(f: &mut Frame, area: Rect, v: &View) {
+    let rows = Layout::vertical(parts(v).map(Constraint::Length)).split(area);
+    f.render_widget(
+        Paragraph::new(Line::from(format!(
+            "limiterctl top  {}  every 2 s  up/down select  l lock {}  u unlock  q quit",
+            v.url, v.lock_for
+        )))
+        .style(Style::new().add_modifier(Modifier::BOLD)),
+        rows[0],
+    );
+    f.render_widget(decisions(v), rows[1]);
+    let sparks = Layout::horizontal([Constraint::Ratio(1, 2); 2]).split(rows[2]);
+    let admitted = hundredths(&v.snap.admitted_history);
+    let refused = hundredths(&v.snap.refused_history);
+    f.render_widget(
+        spark(summary("admitted", &v.snap.admitted_history), &admitted),
+        sparks[0],
+    );
+    f.render_widget(
+        spark(summary("refused", &v.snap.refused_history), &refused),
+        sparks[1],
+    );
+    f.render_widget(callers(v), rows[3]);
+    let side = Layout::horizontal([Constraint::Ratio(1, 2); 2]).split(rows[4]);
+    f.render_widget(networks(v), side[0]);
+    f.render_widget(lockouts(v), side[1]);
+    f.render_widget(Paragraph::new(v.message.clone()), rows[5]);
+}
+
+/// Draws the frame over the whole terminal.
+pub fn draw(f: &mut Frame, v: &View) {
+    let area = f.area();
+    draw_in(f, area, v);
+}
+
+/// The frame as plain text, `width` columns, trailing blanks and blank last lines trimmed
+/// (what `--once` prints).
+pub fn text(v: &View, width: u16) -> String {
+    let mut t = Terminal::new(TestBackend::new(width, height(v))).expect("a test backend");
+    // Drawing into memory cannot fail.
+    drop(t.draw(|f| draw(f, v)));
+    let buf = t.backend().buffer();
+    buf.content
+        .chunks(usize::from(buf.area.width))
+        .map(|line| {
+            let s: String = line.iter().map(|c| c.symbol()).collect();
+            s.trim_end().to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim_end()
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::state::{Caller, Lockout, Snapshot};
+    use super::*;
+
+    #[test]
+    fn the_frame_shows_callers_networks_lockouts_and_the_selection() {
+        let mut v = View::new("http://127.0.0.1:9465", "10m");
+        v.update(Snapshot {
+            at_ms: 1,
+            callers: vec![Caller {
+                address: Some("198.51.100.7".into()),
+                identity: "ip:aa".into(),
+                tier: "anon".into(),
+                requests: 42,
+                refused: 3,
+            }],
+            lockouts: vec![Lockout {
+                ip: "198.51.100.7".into(),
+                remaining_secs: 598,
+                level: "1".into(),
+                cause: "manual".into(),
+                reason: "limiterctl top".into(),
+            }],
+            admitted_history: vec![0.0, 4.0, 8.0],
+            ..Snapshot::default()
+        });
+        let t = text(&v, 100);
+        // All but the message line, empty here.
+        assert_eq!(t.lines().count(), usize::from(height(&v)) - 1, "{t}");
+        assert!(t.lines().all(|l| l.chars().count() <= 100), "{t}");
+        assert!(t.lines().next().unwrap().ends_with("q quit"), "{t}");
+        assert!(t.contains("since start"), "{t}");
+        let row = t.lines().find(|l| l.contains("198.51.100.7 ")).unwrap();
+        assert!(
+            row.contains('>') && row.contains("42") && row.contains("locked 9m58s"),
+            "{t}"
+        );
+        assert!(t.contains("lockouts (1 active)"), "{t}");
+        assert!(t.contains("admitted/s, 15 min: now 8.0, max 8.0"), "{t}");
+        assert!(t.contains('█'), "the sparkline is drawn: {t}");
+        assert!(t.contains("anon"), "{t}");
+        assert_eq!(left(3700), "1h1m");
+    }
+}
