@@ -11,7 +11,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
 use crate::http::proxy::front::{hand_over, Front};
-use crate::http::tls::TlsCerts;
+use crate::http::tls::certs::TlsCerts;
 
 /// Serves `stream` from `peer` over TLS.
 pub(crate) async fn serve(
