@@ -6,9 +6,10 @@
 //! refetch happens (the clock is the test's). That a failure then backs off for 5 minutes is
 //! the directory cache's unit test (`identity::web_bot_auth::tests`).
 
+mod tls_support;
+
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,79 +28,6 @@ use ring::signature::{Ed25519KeyPair, KeyPair};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_util::sync::CancellationToken;
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl must be installed (scripts/setup.sh)");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// `ca.pem` and a server certificate for 127.0.0.1 signed by it (`srv.pem`, `srv.key`).
-fn make_certs(dir: &Path) {
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let mut ca = vec!["req", "-x509"];
-    ca.extend(ec);
-    ca.extend([
-        "-days",
-        "2",
-        "-subj",
-        "/CN=test-ca",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-    ]);
-    openssl(dir, &ca);
-    let mut csr = vec!["req"];
-    csr.extend(ec);
-    csr.extend([
-        "-subj",
-        "/CN=localhost",
-        "-keyout",
-        "srv.key",
-        "-out",
-        "srv.csr",
-    ]);
-    openssl(dir, &csr);
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
-    )
-    .unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "srv.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            "ext.cnf",
-            "-out",
-            "srv.pem",
-        ],
-    );
-}
 
 #[derive(Default)]
 struct Served {
@@ -218,7 +146,15 @@ fn until(what: &str, mut f: impl FnMut() -> bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn directories_over_https_redirects_oversize_failures_and_max_age() {
     let tmp = tempfile::tempdir().unwrap();
-    make_certs(tmp.path());
+    // `ca.pem`, and `srv.pem`/`srv.key` for 127.0.0.1 signed by it.
+    tls_support::ca(tmp.path(), "ca");
+    tls_support::leaf(
+        tmp.path(),
+        "ca",
+        "srv",
+        "localhost",
+        "IP:127.0.0.1,DNS:localhost",
+    );
     let served = Arc::new(Served::default());
     let k = Ed25519KeyPair::from_seed_unchecked(&[3; 32]).unwrap();
     let x = URL_SAFE_NO_PAD.encode(k.public_key().as_ref());

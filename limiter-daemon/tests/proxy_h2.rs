@@ -11,6 +11,7 @@
 //!   counted.
 
 mod ops_support;
+mod tls_support;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -20,68 +21,6 @@ use std::time::Duration;
 use ops_support::*;
 
 const BURST: u64 = 50;
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("openssl is installed (scripts/setup.sh)");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// `ca.pem`/`ca.key`, and `a.pem`/`a.key` for DNS `a.test` signed by it.
-fn certificates(dir: &Path) {
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let mut args = vec!["req", "-x509"];
-    args.extend(ec);
-    args.extend([
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=Test CA",
-    ]);
-    openssl(dir, &args);
-    std::fs::write(dir.join("a.ext"), "subjectAltName=DNS:a.test\n").unwrap();
-    let mut args = vec!["req"];
-    args.extend(ec);
-    args.extend(["-keyout", "a.key", "-out", "a.csr", "-subj", "/CN=a.test"]);
-    openssl(dir, &args);
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "a.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "a.pem",
-            "-days",
-            "2",
-            "-extfile",
-            "a.ext",
-        ],
-    );
-}
 
 /// `curl -sS -v -D -` with `args`; (success, response heads, verbose log).
 fn curl(dir: &Path, args: &[&str]) -> (bool, String, String) {
@@ -197,7 +136,9 @@ fn rapid_reset(proxy: SocketAddr, from: &str, n: usize) -> (usize, usize) {
 fn http2_on_the_proxy_listeners() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path();
-    certificates(p);
+    // `ca.pem`, and `a.pem`/`a.key` for DNS `a.test` signed by it.
+    tls_support::ca(p, "ca");
+    tls_support::leaf(p, "ca", "a", "a.test", "DNS:a.test");
     let up = Upstream::start();
     let (plain, tls, metrics_at) = (free_addr(), free_addr(), free_addr());
     let text = config_text(

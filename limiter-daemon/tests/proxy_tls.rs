@@ -7,6 +7,7 @@
 //! metrics count both results.
 
 mod ops_support;
+mod tls_support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -16,90 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ops_support::*;
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("openssl is installed (scripts/setup.sh)");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// `name.key` / `name.pem`, a leaf for DNS `host` signed by `ca`.
-fn leaf(dir: &Path, ca: &str, name: &str, host: &str) {
-    let ext = format!("{name}.ext");
-    std::fs::write(dir.join(&ext), format!("subjectAltName=DNS:{host}\n")).unwrap();
-    let (key, csr, pem) = (
-        format!("{name}.key"),
-        format!("{name}.csr"),
-        format!("{name}.pem"),
-    );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-            "-subj",
-            &format!("/CN={host}"),
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            &format!("{ca}.pem"),
-            "-CAkey",
-            &format!("{ca}.key"),
-            "-CAcreateserial",
-            "-out",
-            &pem,
-            "-days",
-            "2",
-            "-extfile",
-            &ext,
-        ],
-    );
-}
-
-fn ca(dir: &Path, name: &str) {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.pem"),
-            "-days",
-            "2",
-            "-subj",
-            &format!("/CN=Test {name}"),
-        ],
-    );
-}
+use tls_support::{ca, leaf};
 
 /// An upstream answering each request with its head as the body.
 fn upstream() -> SocketAddr {
@@ -245,9 +163,9 @@ fn tls_at_the_edge() {
     let p = dir.path();
     ca(p, "ca1");
     ca(p, "ca2");
-    leaf(p, "ca1", "a", "a.test");
-    leaf(p, "ca1", "b", "b.test");
-    leaf(p, "ca2", "a2", "a.test");
+    leaf(p, "ca1", "a", "a.test", "DNS:a.test");
+    leaf(p, "ca1", "b", "b.test", "DNS:b.test");
+    leaf(p, "ca2", "a2", "a.test", "DNS:a.test");
     let up = upstream();
     let (proxy, metrics_at) = (free_addr(), free_addr());
 

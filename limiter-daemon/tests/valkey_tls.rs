@@ -3,6 +3,7 @@
 //! `openssl`. A trusted CA connects and counts; an untrusted one is an error naming
 //! `store.valkey_ca_file`.
 
+mod tls_support;
 mod valkey_support;
 
 use std::net::TcpStream;
@@ -20,41 +21,6 @@ fn which(bin: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run openssl");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A CA (`<name>.pem`, `<name>.key`) in `dir`.
-fn make_ca(dir: &Path, name: &str) {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            &format!("/CN={name}"),
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.pem"),
-        ],
-    );
-}
-
 /// stunnel in front of `backend`; killed on drop.
 struct Tunnel {
     child: Child,
@@ -69,47 +35,8 @@ impl Drop for Tunnel {
 }
 
 fn tunnel(dir: &Path, stunnel: &Path, backend: &str) -> Tunnel {
-    make_ca(dir, "ca");
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-            "srv.key",
-            "-out",
-            "srv.csr",
-        ],
-    );
-    std::fs::write(
-        dir.join("san.ext"),
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
-    )
-    .unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "srv.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            "san.ext",
-            "-out",
-            "srv.pem",
-        ],
-    );
+    tls_support::ca(dir, "ca");
+    tls_support::leaf(dir, "ca", "srv", "localhost", "IP:127.0.0.1,DNS:localhost");
     let port = free_port();
     let conf = format!(
         "foreground = yes\npid =\n[valkey]\naccept = 127.0.0.1:{port}\nconnect = {backend}\n\
@@ -172,7 +99,7 @@ fn rediss_with_the_test_ca_connects_and_an_untrusted_ca_names_the_setting() {
     store.put_key(rec.clone()).unwrap();
     assert_eq!(store.key("0a0b0c0d").unwrap(), Some(rec));
 
-    make_ca(dir.path(), "other");
+    tls_support::ca(dir.path(), "other");
     for ca in [Some("other.pem"), None] {
         let e = ValkeyStore::open_with(opts(ca)).err().unwrap().to_string();
         assert!(

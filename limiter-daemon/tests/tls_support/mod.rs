@@ -1,0 +1,83 @@
+//! Shared by the TLS tests (the proxy's TLS and HTTP/2 listeners, agents' key directories,
+//! Valkey behind stunnel): test certificates made by the real `openssl` in a directory the
+//! test owns, a CA and leaves it signs, P-256 keys, valid for two days.
+
+#![allow(
+    dead_code,
+    reason = "each test file uses a different part of this module"
+)]
+
+use std::path::Path;
+use std::process::Command;
+
+/// Runs `openssl args` in `dir`; a failure panics with openssl's own message.
+pub fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("openssl is installed (scripts/setup.sh)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `<name>.pem` and `<name>.key`: a self-signed CA.
+pub fn ca(dir: &Path, name: &str) {
+    let (key, pem) = (format!("{name}.key"), format!("{name}.pem"));
+    let subject = format!("/CN=Test {name}");
+    let mut args = vec!["req", "-x509"];
+    args.extend(P256);
+    args.extend([
+        "-keyout", &key, "-out", &pem, "-days", "2", "-subj", &subject,
+    ]);
+    openssl(dir, &args);
+}
+
+/// `<name>.pem` and `<name>.key`: a leaf named `cn`, for `san` (openssl's subjectAltName
+/// value, e.g. `DNS:a.test` or `IP:127.0.0.1,DNS:localhost`), signed by the CA `ca`.
+pub fn leaf(dir: &Path, ca: &str, name: &str, cn: &str, san: &str) {
+    let ext = format!("{name}.ext");
+    std::fs::write(dir.join(&ext), format!("subjectAltName={san}\n")).unwrap();
+    let (key, csr, pem) = (
+        format!("{name}.key"),
+        format!("{name}.csr"),
+        format!("{name}.pem"),
+    );
+    let subject = format!("/CN={cn}");
+    let mut args = vec!["req"];
+    args.extend(P256);
+    args.extend(["-keyout", &key, "-out", &csr, "-subj", &subject]);
+    openssl(dir, &args);
+    let (ca_pem, ca_key) = (format!("{ca}.pem"), format!("{ca}.key"));
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &ca_pem,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-out",
+            &pem,
+            "-days",
+            "2",
+            "-extfile",
+            &ext,
+        ],
+    );
+}
+
+const P256: [&str; 5] = [
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+];
