@@ -299,7 +299,8 @@ fn websocket_through_the_own_loop_path() {
     // Shutdown: the open tunnel still works within the 2 s grace, then is closed.
     let asked = Instant::now();
     d.signal(libc::SIGTERM);
-    std::thread::sleep(Duration::from_millis(300));
+    // Shutdown has begun once the daemon logs the signal; the grace runs from there.
+    d.wait_log("SIGTERM", 1);
     a.send(Message::text("grace")).unwrap();
     assert_eq!(next(&mut a), Message::text("grace"));
     closed_within(&mut a, Duration::from_secs(6));
