@@ -19,7 +19,7 @@ use limiter_daemon::model::{PerWindow, WindowKind};
 use limiter_daemon::store::count::{CountRequest, Limit};
 use limiter_daemon::store::remote::{FleetSettings, FleetStore};
 use limiter_daemon::store::valkey::{ValkeyOptions, ValkeyStore};
-use limiter_daemon::store::{CountStore, Gate};
+use limiter_daemon::store::{CountStore, Gate, RecordStore};
 use rand::{Rng, SeedableRng};
 use valkey_support::{commandstats, reset_stats};
 
@@ -102,12 +102,17 @@ fn four_hosts_never_admit_past_a_limit_and_admit_it_all_but_hosts_times_k() {
     let ids = Arc::new(ids);
     let counts: Arc<Vec<AtomicU32>> = Arc::new((0..40).map(|_| AtomicU32::new(0)).collect());
     let tries: Arc<Vec<AtomicU32>> = Arc::new((0..40).map(|_| AtomicU32::new(0)).collect());
-    // The whole run inside one 5 s burst slot and one hour, so each limit is one budget.
+    // The whole run inside one 5 s burst slot and one hour, so each limit is one budget. The
+    // trace's clock moves on with every decision, 4 s over the run (4 lease TTLs), each
+    // thread reading it up to 20 ms off, as threads stamping requests at once do.
     let start = now_ms();
     let now = start - start % 5_000;
+    let tick = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    const DECISIONS: u64 = 64 * 400;
     std::thread::scope(|scope| {
         for t in 0..64u64 {
             let (ids, counts, tries) = (ids.clone(), counts.clone(), tries.clone());
+            let tick = tick.clone();
             let store = hosts[(t % 4) as usize].clone();
             scope.spawn(move || {
                 let mut rng = rand::rngs::StdRng::seed_from_u64(t);
@@ -115,10 +120,9 @@ fn four_hosts_never_admit_past_a_limit_and_admit_it_all_but_hosts_times_k() {
                     let i = rng.gen_range(0..ids.len());
                     let (id, burst, hourly) = ids[i];
                     tries[i].fetch_add(1, Ordering::Relaxed);
-                    if admitted(
-                        &store,
-                        &req(id, now + rng.gen_range(0..4_000), burst, hourly),
-                    ) {
+                    let at = tick.fetch_add(1, Ordering::Relaxed) * 4_000 / DECISIONS;
+                    let at = (now + at + rng.gen_range(0..20)).saturating_sub(10);
+                    if admitted(&store, &req(id, at.max(now), burst, hourly)) {
                         counts[i].fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -165,7 +169,9 @@ fn a_hot_identity_costs_a_tenth_of_a_command_and_a_cold_one_one_script() {
         scripts as f64 / 1000.0 <= 0.1,
         "a hot identity: {scripts} script calls for 1,000 decisions ({stats:?})"
     );
-    // Cold: 200 identities, one request each: one script call each.
+    // Cold: 200 identities, one request each: one script call each. The hot grant is given
+    // back first (one more script), so that its give-back is not counted as theirs.
+    assert!(s.flush(Duration::from_secs(10)), "the hot grant given back");
     reset_stats(&addrs);
     for n in 0..200u32 {
         let id = h.id(Namespace::Ip, &n.to_be_bytes());
@@ -173,4 +179,32 @@ fn a_hot_identity_costs_a_tenth_of_a_command_and_a_cold_one_one_script() {
     }
     let stats = commandstats(&addrs);
     assert_eq!(stats.get("evalsha").copied(), Some(200), "{stats:?}");
+}
+
+/// One host, one caller and its network, one request after another at one instant: exactly
+/// the burst is admitted, as with one script per decision (background refills racing the
+/// requests lose nothing).
+#[test]
+fn one_host_admits_exactly_the_burst_of_a_caller_and_its_network() {
+    let Some(server) = limiter_tests::valkey::start() else {
+        return;
+    };
+    let h = IdentityHasher::hmac(SECRET);
+    for round in 0..5u32 {
+        let s = host(&server.addr, &format!("one{round}:"), "h");
+        let now = now_ms();
+        let now = now - now % 5_000;
+        let mut r = req(h.id(Namespace::Ip, b"caller"), now, 120, 600);
+        r.networks[0] = Some(limiter_daemon::store::count::NetCount {
+            id: h.id(Namespace::Ip, b"net"),
+            limits: PerWindow::default()
+                .with(WindowKind::Burst, Some(Limit::refusing(1200)))
+                .with(WindowKind::Hourly, Some(Limit::refusing(6000))),
+        });
+        for i in 0..120 {
+            let ok = admitted(&s, &r);
+            assert!(ok, "round {round}: request {i} refused");
+        }
+        assert!(!admitted(&s, &r), "round {round}: the 121st is refused");
+    }
 }

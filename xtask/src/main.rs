@@ -79,6 +79,9 @@ enum BenchKind {
     /// The shared store against the embedded one: decisions/s, proxy requests/s, Valkey
     /// commands per decision, lockout propagation between hosts.
     Store,
+    /// Four hosts on one Valkey with and without leases against the embedded store, on one
+    /// Zipf trace: decisions/s, commands per decision, over- and under-admission.
+    Fleet,
     /// The IP-to-ASN table: load time for 500,000 ranges, ns per lookup.
     Asn,
     /// A SYN flood from locked sources over a veth pair: packets dropped per receiver
@@ -214,6 +217,7 @@ fn run(task: Task) -> Result<()> {
                 BenchKind::Proxy => "proxy",
                 BenchKind::Hold => "hold",
                 BenchKind::Store => "store",
+                BenchKind::Fleet => "fleet",
                 BenchKind::Asn => "asn",
                 BenchKind::Flood => "flood",
                 BenchKind::Replay => "replay",

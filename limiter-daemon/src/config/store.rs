@@ -60,7 +60,7 @@ pub struct RawStore {
     /// What decisions do while the remote store is down: `local` (count in memory, default),
     /// `open` (admit), `closed` (503 with Retry-After).
     pub on_failure: Option<OnFailure>,
-    /// Leased budgets on Valkey (default false until the conformance suite passes with them): a host takes a share of a caller's budget at
+    /// Leased budgets on Valkey (default true): a host takes a share of a caller's budget at
     /// once and admits from it locally (docs/fleet.md). `false`: one script per decision.
     pub leases: Option<bool>,
     /// The largest lease, in requests (default 64).
@@ -346,7 +346,7 @@ impl StoreSettings {
             ));
         }
         Ok(StoreSettings {
-            leases: raw.leases.unwrap_or(false),
+            leases: raw.leases.unwrap_or(true),
             lease_max,
             lease_ttl,
             valkey_username: raw.valkey_username,

@@ -232,6 +232,30 @@ impl Collector for SourceCollector {
                 )?;
                 counter(
                     &mut enc,
+                    "store_lease_answers",
+                    "Decisions answered from a lease this host held ([store] leases), without a round trip",
+                    r.lease_answers,
+                )?;
+                counter(
+                    &mut enc,
+                    "store_lease_grants",
+                    "Leases the shared store granted this host on a request's round trip",
+                    r.lease_grants,
+                )?;
+                counter(
+                    &mut enc,
+                    "store_lease_refills",
+                    "Leases the shared store granted this host behind the requests (a lease half spent)",
+                    r.lease_refills,
+                )?;
+                counter(
+                    &mut enc,
+                    "store_lease_give_backs",
+                    "Give-backs of units a lease did not spend (expired, or the host stopped), per holder",
+                    r.lease_given_back,
+                )?;
+                counter(
+                    &mut enc,
                     "store_lockout_events_applied",
                     "Lockouts and lifts made on other hosts, applied here from the lockout stream",
                     r.events_applied,

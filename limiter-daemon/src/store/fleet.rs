@@ -60,6 +60,13 @@ pub struct RemoteStats {
     pub writes_queued: u64,
     /// Lockout writes dropped because the queue was full.
     pub writes_dropped: u64,
+    /// Decisions answered from a lease this host held, without a round trip.
+    pub lease_answers: u64,
+    /// Leases granted to this host: on a request's round trip, and refills behind requests.
+    pub lease_grants: u64,
+    pub lease_refills: u64,
+    /// Give-backs of units a lease did not spend (per holder).
+    pub lease_given_back: u64,
 }
 
 /// Where a host applies what the stream carries.

@@ -8,10 +8,9 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::count::{CountOutcome, CountRequest};
 use super::error::StoreError;
 use super::fleet::{LockoutEvent, LockoutEvents};
-use super::lease::Unspent;
+use super::lease::{Asks, Grants, Unspent};
 use super::traits::{Store, StoreFuture};
 use crate::model::{Lockout, StrikeRecord};
 
@@ -49,25 +48,19 @@ pub trait FleetRemote: Store {
     fn leases(&self) -> bool {
         false
     }
-    /// Gives back `back`, then grants `req` a lease of up to `want` requests for the caller and
-    /// its networks: the first request's outcome and the requests granted. `refill`: no
-    /// request waits on it, and a refusal counts nothing.
+    /// Gives back `back`, then grants each holder asked in `asks` a lease of up to its `want`
+    /// requests (one script per holder, all at once): each holder's first-request outcome and
+    /// the requests it granted. `refill`: no request waits on it, and a refusal counts nothing.
     fn lease_async(
         &self,
-        _req: CountRequest,
-        _want: u32,
+        _asks: Asks,
         _refill: bool,
         _back: Vec<Unspent>,
-    ) -> StoreFuture<'_, (CountOutcome, u32)> {
+    ) -> StoreFuture<'_, Grants> {
         Box::pin(async { Err(StoreError::Open) })
     }
     /// [`FleetRemote::lease_async`], waiting for it (the synchronous decision path).
-    fn lease(
-        &self,
-        _req: CountRequest,
-        _want: u32,
-        _back: Vec<Unspent>,
-    ) -> Result<(CountOutcome, u32), StoreError> {
+    fn lease(&self, _asks: Asks, _refill: bool, _back: Vec<Unspent>) -> Result<Grants, StoreError> {
         Err(StoreError::Open)
     }
     /// Gives back what leases did not spend, many holders at once.

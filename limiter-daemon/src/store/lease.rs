@@ -73,7 +73,21 @@ pub fn size(o: &CountOutcome, req: &CountRequest, outstanding: u32, hosts: u32, 
 /// Until when a grant made at `now_ms` for `req` may be spent: its burst slot's end (when any
 /// holder has a burst), every fixed window's rollover, and at most `ttl_ms`.
 pub fn expiry(req: &CountRequest, now_ms: u64, ttl_ms: u64) -> u64 {
-    let mut until = now_ms + ttl_ms.clamp(1, DEFAULT_TTL_MS);
+    let until = now_ms + ttl_ms.clamp(1, DEFAULT_TTL_MS);
+    until.min(windows_of(req, now_ms).1)
+}
+
+/// From when a grant made at `now_ms` for `req` may be spent: the latest start of the windows
+/// it was counted in. A request stamped a little before the grant (another thread read the
+/// clock first) falls in the same slot, hour and day, so the grant counts it exactly.
+pub fn start(req: &CountRequest, now_ms: u64) -> u64 {
+    windows_of(req, now_ms).0
+}
+
+/// The span `[start, end)` inside which every window of every holder of `req` that applies
+/// is the one `now_ms` falls in.
+fn windows_of(req: &CountRequest, now_ms: u64) -> (u64, u64) {
+    let (mut from, mut until) = (0, u64::MAX);
     let holders =
         std::iter::once(&req.limits).chain(req.networks.iter().flatten().map(|n| &n.limits));
     for limits in holders {
@@ -81,14 +95,16 @@ pub fn expiry(req: &CountRequest, now_ms: u64, ttl_ms: u64) -> u64 {
             if limit.is_none() {
                 continue;
             }
-            let end = match k.spec().shape {
-                Shape::Sliding => (now_ms / BURST_SLOT_MS + 1) * BURST_SLOT_MS,
-                Shape::Fixed => now_ms + windows::until_rollover(now_ms, k.spec().span_ms),
+            let len = match k.spec().shape {
+                Shape::Sliding => BURST_SLOT_MS,
+                Shape::Fixed => k.spec().span_ms,
             };
+            let end = now_ms + windows::until_rollover(now_ms, len);
             until = until.min(end);
+            from = from.max(end - len);
         }
     }
-    until
+    (from, until)
 }
 
 /// The outcome the `j`-th request (0-based) of a grant sees, from the first's: each window
@@ -167,3 +183,22 @@ impl Unspent {
 
 /// Number of holders a request can have: the caller and its networks.
 pub const HOLDERS: usize = 1 + NET_LEVELS;
+
+/// One lease ask per holder of a request (index 0 the caller, then its networks by level):
+/// the holder's own request and the requests wanted; `None`: not asked.
+pub type Asks = [Option<(CountRequest, u32)>; HOLDERS];
+/// The store's answer to [`Asks`], holder by holder: the holder's first-request outcome and
+/// the requests it granted (0: refused).
+pub type Grants = [Option<(CountOutcome, u32)>; HOLDERS];
+
+/// `req`'s holders, each as a request of its own (the caller without its networks, then each
+/// network): leases are held per holder, so a network's grant on a host serves every caller
+/// in it, and the callers of one network never tie up its budget in shares of their own.
+pub fn holders(req: &CountRequest) -> [Option<CountRequest>; HOLDERS] {
+    let mut h = [None; HOLDERS];
+    h[0] = Some(req.caller_only());
+    for (i, slot) in h.iter_mut().skip(1).enumerate() {
+        *slot = req.for_network(i);
+    }
+    h
+}

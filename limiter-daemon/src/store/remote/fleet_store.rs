@@ -74,7 +74,7 @@ pub struct FleetStore {
     pub(super) breaker: Breaker,
     pub(super) connected: AtomicBool,
     pub(super) local: Counters,
-    pub(super) over_limit: OverLimit,
+    pub(super) over_limit: Arc<OverLimit>,
     pub(super) replica: Replica,
     pub(super) writer: Arc<Writer>,
     /// Where events from other hosts go after the replica (the engine: kernel, lists).
@@ -151,9 +151,14 @@ impl FleetStore {
         {
             return Some(Ok(Gate::Locked(l)));
         }
-        if let Some(o) = self.over_limit.refusal(req) {
-            self.stats.over_limit_hits.fetch_add(1, Ordering::Relaxed);
-            return Some(Ok(Gate::Counted(self.with_local_burst(req, o))));
+        // A held refusal answers, unless the caller holds a grant here: the store counted
+        // those units for this host, so they are spent first.
+        let holds = self.leases.as_ref().is_some_and(|l| l.holds(req));
+        if !holds {
+            if let Some(o) = self.over_limit.refusal(req) {
+                self.stats.over_limit_hits.fetch_add(1, Ordering::Relaxed);
+                return Some(Ok(Gate::Counted(self.with_local_burst(req, o))));
+            }
         }
         // A grant held here answers even while the store is down: only then the fallback.
         if let Some(a) = self.lease_answer(req, miss) {
@@ -367,8 +372,26 @@ impl CountStore for FleetStore {
         self.stats.remote_calls.fetch_add(1, Ordering::Relaxed);
         let here = self.count_local_burst(req);
         if let Some(m) = miss {
-            let a = self.remote.lease(*req, m.want, m.back);
-            return self.settle_lease(req, here, a);
+            let mut m = m;
+            let back = std::mem::take(&mut m.back);
+            let a = self.remote.lease(m.asks, false, back).map(|mut grants| {
+                if let Some(l) = self.leases.as_ref().filter(|l| l.any_refused(&m, &grants)) {
+                    let waits = l.refill_waits(&m, &grants);
+                    if waits {
+                        let deadline = std::time::Instant::now() + self.settings.decision_timeout;
+                        l.wait_refills(&m, &grants, deadline);
+                    }
+                    l.rescue(&mut m, &mut grants);
+                    let retry = l.retry(&m, &grants);
+                    if waits && retry.iter().any(Option::is_some) {
+                        if let Ok(again) = self.remote.lease(retry, true, Vec::new()) {
+                            l.retried(&mut grants, &retry, &again);
+                        }
+                    }
+                }
+                grants
+            });
+            return self.settle_lease(req, here, m, a);
         }
         let a = self.remote.check_and_count(req).map(Gate::Counted);
         self.settle(req, here, a)
@@ -449,6 +472,16 @@ impl CountStore for FleetStore {
             events_applied: load(&self.stats.events_applied),
             writes_queued: self.writer.queued() as u64,
             writes_dropped: self.writer.dropped(),
+            ..self
+                .leases
+                .as_ref()
+                .map_or_else(RemoteStats::default, |l| RemoteStats {
+                    lease_answers: load(&l.stats.local),
+                    lease_grants: load(&l.stats.grants),
+                    lease_refills: load(&l.stats.refills),
+                    lease_given_back: load(&l.stats.given_back),
+                    ..RemoteStats::default()
+                })
         })
     }
 }

@@ -1,6 +1,7 @@
-//! [`FleetStore`] with leases ([`super::leases`]): a request whose identity holds a live grant
-//! is answered here; one that holds none asks the store for a lease (giving back what its
-//! expired grant left, in the same round trip), and the answer is settled like any decision.
+//! [`FleetStore`] with leases ([`super::leases`]): a request each of whose holders (the caller,
+//! its networks) holds a live grant is answered here; otherwise the holders that hold none ask
+//! the store for a lease (giving back what expired grants left, in the same round trip), and
+//! the answer is settled like any decision.
 
 use std::time::{Duration, Instant};
 
@@ -10,11 +11,12 @@ use crate::model::WindowKind;
 use crate::store::count::{CountOutcome, CountRequest};
 use crate::store::error::StoreError;
 use crate::store::gate::Gate;
-use crate::store::lease::Unspent;
+use crate::store::lease::Grants;
 use crate::store::traits::Counting;
 
 impl FleetStore {
-    /// The answer from a grant this host holds, if it holds one; else `miss` says what to ask.
+    /// The answer from grants this host holds, if each of the request's holders holds one;
+    /// else `miss` says what to ask.
     pub(super) fn lease_answer(
         &self,
         req: &CountRequest,
@@ -22,7 +24,7 @@ impl FleetStore {
     ) -> Option<Result<Gate, StoreError>> {
         let l = self.leases.as_ref()?;
         match l.spend(req) {
-            Spend::Local(mut o) => {
+            Spend::Local(mut o, taken) => {
                 // This host's own burst copy sees every request, also those a held refusal
                 // answered here, which the store's count lacks: the larger count answers, as
                 // in `settle`.
@@ -36,65 +38,53 @@ impl FleetStore {
                         }
                     }
                 }
+                if !o.admitted {
+                    // Refused by this host's burst: the units taken go back but the arrival.
+                    l.refused(&taken, &[None; crate::store::lease::HOLDERS]);
+                }
                 Some(Ok(Gate::Counted(o)))
             }
-            Spend::Remote { want, back } => {
-                *miss = Some(Miss { want, back });
+            Spend::Remote(m) => {
+                *miss = Some(m);
                 None
             }
         }
     }
 
-    /// A miss not asked of the store (it is down, or the path takes no lease): what it was to
-    /// give back goes to the background task.
+    /// A miss not asked of the store (it is down, or the path takes no lease): what it took
+    /// and what it was to give back go to the background task.
     pub(super) fn miss_unasked(&self, miss: &mut Option<Miss>) {
         if let (Some(l), Some(m)) = (&self.leases, miss.take()) {
-            if !m.back.is_empty() {
-                l.give_back_later(m.back);
-            }
+            l.failed(m);
         }
     }
 
-    /// Settles a lease's answer: installs the grant when the request is admitted, gives it
-    /// back when the settled answer refuses what the store granted.
+    /// Settles the store's answer to a miss: installs the grants when the request is
+    /// admitted, gives back what it took and was granted when the settled answer refuses.
     pub(super) fn settle_lease(
         &self,
         req: &CountRequest,
         here: Option<CountOutcome>,
-        a: Result<(CountOutcome, u32), StoreError>,
+        m: Miss,
+        a: Result<Grants, StoreError>,
     ) -> Result<Gate, StoreError> {
         let Some(l) = &self.leases else {
-            return self.settle(req, here, a.map(|(o, _)| Gate::Counted(o)));
+            return self.settle(req, here, Err(StoreError::Open));
         };
         match a {
-            Ok((o, g)) => {
-                // Refused by the store while a grant another request of this identity brought
-                // is held here: that grant answers (the store counted it; refusing would
-                // under-admit on one host).
-                if g == 0 {
-                    if let Spend::Local(o) = l.spend(req) {
-                        return Ok(Gate::Counted(o));
-                    }
-                }
+            Ok(grants) => {
+                let o = l.outcome(req, &m, &grants);
                 let gate = self.settle(req, here, Ok(Gate::Counted(o)));
                 match &gate {
-                    Ok(Gate::Counted(s)) if s.admitted => l.install(req, &o, g),
-                    _ => {
-                        if g > 0 {
-                            let holders = std::iter::once((req.id, req.limits))
-                                .chain(req.networks.iter().flatten().map(|n| (n.id, n.limits)));
-                            l.give_back_later(
-                                holders
-                                    .map(|(id, lim)| Unspent::one(id, req, lim, g - 1, g))
-                                    .collect(),
-                            );
-                        }
-                        l.install(req, &o, 0);
-                    }
+                    Ok(Gate::Counted(s)) if s.admitted => l.admitted(&m, &grants),
+                    _ => l.refused(&m, &grants),
                 }
                 gate
             }
-            Err(e) => self.settle(req, here, Err(e)),
+            Err(e) => {
+                l.failed(m);
+                self.settle(req, here, Err(e))
+            }
         }
     }
 
@@ -103,11 +93,12 @@ impl FleetStore {
         &self,
         req: CountRequest,
         here: Option<CountOutcome>,
-        m: Miss,
+        mut m: Miss,
     ) -> Counting<'_> {
         let deadline = self.settings.decision_timeout;
         Counting::Pending(Box::pin(async move {
-            let call = self.remote.lease_async(req, m.want, false, m.back);
+            let back = std::mem::take(&mut m.back);
+            let call = self.remote.lease_async(m.asks, false, back);
             let a = match tokio::time::timeout(deadline, call).await {
                 Ok(a) => a,
                 Err(_) => {
@@ -120,7 +111,27 @@ impl FleetStore {
                     })
                 }
             };
-            self.settle_lease(&req, here, a)
+            let a = match a {
+                Ok(mut grants) => {
+                    if let Some(l) = self.leases.as_ref().filter(|l| l.any_refused(&m, &grants)) {
+                        let waits = l.refill_waits(&m, &grants);
+                        if waits {
+                            l.wait_refills_async(&m, &grants, deadline).await;
+                        }
+                        l.rescue(&mut m, &mut grants);
+                        let retry = l.retry(&m, &grants);
+                        if waits && retry.iter().any(Option::is_some) {
+                            let call = self.remote.lease_async(retry, true, Vec::new());
+                            if let Ok(Ok(again)) = tokio::time::timeout(deadline, call).await {
+                                l.retried(&mut grants, &retry, &again);
+                            }
+                        }
+                    }
+                    Ok(grants)
+                }
+                Err(e) => Err(e),
+            };
+            self.settle_lease(&req, here, m, a)
         }))
     }
 

@@ -1,7 +1,9 @@
-//! This host's leases ([`crate::store::lease`]): per identity the grant being spent and the
-//! refill behind it, spent on the request path without I/O; refills (asked when half a grant
-//! is spent), give-backs of what expired unspent, and the fleet's host count are the work of
-//! one background task ([`run`]), batched: every millisecond or every 64 identities.
+//! This host's leases ([`crate::store::lease`]), held per holder (a caller, a network): the
+//! grant being spent and the refill behind it, spent on the request path without I/O. A
+//! request is answered here when each of its holders holds a live grant; a network's grant
+//! serves every caller of that network on this host. Refills (asked when half a grant is
+//! spent), give-backs of what expired unspent, and the fleet's host count are the work of one
+//! background task ([`run`]), batched: every millisecond or every 64 holders.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -12,20 +14,29 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::over_limit::OverLimit;
 use crate::identity::hash::IdKey;
-use crate::store::count::{CountOutcome, CountRequest};
+use crate::store::count::{combine, CountOutcome, CountRequest};
 use crate::store::fleet_remote::FleetRemote;
-use crate::store::lease::{expiry, nth, size, Unspent};
+use crate::store::lease::{expiry, holders, nth, size, start, Asks, Grants, Unspent, HOLDERS};
 
 const SHARDS: usize = 64;
 /// A flush runs at once when this many refills wait.
 const BATCH: usize = 64;
+/// An ask for a lease older than this (request time) no longer holds other requests of its
+/// identity to leases of one: its answer was lost (a timeout), or the clock jumped.
+const ASK_STALE_MS: u64 = 2_000;
+/// The background task's calls give up after this: a frozen store must not stall the refills
+/// and give-backs behind it (a refill lost is units the window under-admits, never over).
+const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// One grant: its first request's outcome, when it was made, until when it may be spent.
+/// One grant: its first request's outcome, when it was made, and the span in which it may be
+/// spent (inside the windows it was counted in, at most the lease TTL past it).
 #[derive(Clone, Copy)]
 struct Grant {
     first: CountOutcome,
     at_ms: u64,
+    from_ms: u64,
     until_ms: u64,
     granted: u32,
     spent: u32,
@@ -33,20 +44,26 @@ struct Grant {
 
 impl Grant {
     fn live(&self, now: u64) -> bool {
-        now >= self.at_ms && now < self.until_ms
+        now >= self.from_ms && now < self.until_ms
     }
     fn left(&self) -> u32 {
         self.granted - self.spent
     }
 }
 
-/// One identity's leases.
+/// One holder's leases.
 struct Held {
     /// The request with its time zeroed: a grant serves only requests exactly like it.
     template: CountRequest,
     cur: Option<Grant>,
     next: Option<Grant>,
     refilling: bool,
+    /// The request time of this host's ask for a lease of more than one, while it is in
+    /// flight: the identity's other misses meanwhile ask for exactly themselves, so one host
+    /// never holds more than one lease's worth of an identity's budget being asked for at once
+    /// (with 16 threads missing together, 16 leases of `k` tied up the budget, and other hosts
+    /// were refused what these would give back later).
+    asking: Option<u64>,
     /// The next lease's size.
     k: u32,
 }
@@ -80,15 +97,20 @@ impl Held {
     reason = "matched at once on the request path; boxing the local answer would allocate"
 )]
 pub enum Spend {
-    /// Admitted from a grant held here.
-    Local(CountOutcome),
-    /// Ask the store for a lease of `want`, giving back `back` first.
-    Remote { want: u32, back: Vec<Unspent> },
+    /// Admitted from grants held here, one for each holder (what was taken, in the miss).
+    Local(CountOutcome, Miss),
+    /// Some holder held no live grant: ask the store.
+    Remote(Miss),
 }
 
-/// A request's identity held no live grant: the lease to ask for, and what to give back first.
+/// A request some of whose holders held no live grant: what to ask the store for, the units
+/// already taken here from the holders that held one, and what to give back first.
 pub struct Miss {
-    pub want: u32,
+    /// `req`'s holders, each as its own request.
+    pub holders: [Option<CountRequest>; HOLDERS],
+    pub asks: Asks,
+    /// Per holder, the outcome of the unit taken here (its own request's view).
+    pub taken: [Option<CountOutcome>; HOLDERS],
     pub back: Vec<Unspent>,
 }
 
@@ -112,11 +134,19 @@ pub struct Leases {
     per_shard: usize,
     latest_ms: AtomicU64,
     in_flight: AtomicU32,
+    /// The store's held refusals: a holder given back units is asked again, not refused
+    /// from the cache while the units it gave back sit in the store.
+    over_limit: Arc<OverLimit>,
+    /// Refill batches landed: a request refused while its holder's refill was in flight
+    /// waits for it ([`Leases::refill_waits`]).
+    landed: Mutex<u64>,
+    landed_cv: parking_lot::Condvar,
+    landed_async: Notify,
     pub stats: LeaseStats,
 }
 
 impl Leases {
-    pub fn new(max: u32, ttl_ms: u64, max_identities: usize) -> Leases {
+    pub fn new(max: u32, ttl_ms: u64, max_identities: usize, over_limit: Arc<OverLimit>) -> Leases {
         Leases {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             refills: Mutex::new(Vec::new()),
@@ -128,6 +158,10 @@ impl Leases {
             per_shard: (max_identities / SHARDS).max(16),
             latest_ms: AtomicU64::new(0),
             in_flight: AtomicU32::new(0),
+            over_limit,
+            landed: Mutex::new(0),
+            landed_cv: parking_lot::Condvar::new(),
+            landed_async: Notify::new(),
             stats: LeaseStats::default(),
         }
     }
@@ -143,110 +177,376 @@ impl Leases {
         self.hosts.load(Ordering::Relaxed)
     }
 
-    /// Spends one request of `req`'s grant if this host holds one that is live; else says
-    /// what lease to ask for.
+    /// Spends one request of each of `req`'s holders from the grants this host holds, if
+    /// every holder holds a live one; else says what to ask the store for (the holders that
+    /// held one keep the unit taken, in [`Miss::taken`]).
     pub fn spend(&self, req: &CountRequest) -> Spend {
         self.latest_ms.fetch_max(req.now_ms, Ordering::Relaxed);
-        let mut shard = self.shard(&req.id).lock();
-        let Some(h) = shard.get_mut(&req.id) else {
-            return Spend::Remote {
-                want: 1,
-                back: Vec::new(),
-            };
+        let mut miss = Miss {
+            holders: holders(req),
+            asks: [None; HOLDERS],
+            taken: [None; HOLDERS],
+            back: Vec::new(),
         };
-        let mut back = Vec::new();
-        if h.template != template(req) {
-            h.drain(&mut back);
-            h.template = template(req);
-            h.k = 1;
-            return Spend::Remote { want: 1, back };
-        }
-        loop {
-            match h.cur {
-                Some(ref mut g) if g.live(req.now_ms) && g.left() > 0 => {
-                    let j = g.spent;
-                    g.spent += 1;
-                    let o = nth(&g.first, req, j, req.now_ms - g.at_ms);
-                    let half = g.granted > 1 && g.spent * 2 >= g.granted;
-                    if half && !h.refilling && h.next.is_none() {
-                        h.refilling = true;
-                        self.refills.lock().push(*req);
-                        self.wake.notify_one();
-                    }
-                    self.stats.local.fetch_add(1, Ordering::Relaxed);
-                    if !back.is_empty() {
-                        self.give_back_later(back);
-                    }
-                    return Spend::Local(o);
+        for (i, h) in miss.holders.iter().enumerate() {
+            if let Some(h) = h {
+                match self.take(h, &mut miss.back) {
+                    Ok(o) => miss.taken[i] = Some(o),
+                    Err(want) => miss.asks[i] = Some((*h, want)),
                 }
-                Some(g) => {
-                    h.unspent(&g, &mut back);
-                    h.cur = h.next.take();
-                }
-                None => match h.next.take() {
-                    Some(n) => h.cur = Some(n),
-                    None => break,
-                },
-            }
-            if h.cur.is_none() {
-                break;
             }
         }
-        Spend::Remote { want: h.k, back }
+        if miss.asks.iter().all(Option::is_none) {
+            self.stats.local.fetch_add(1, Ordering::Relaxed);
+            if !miss.back.is_empty() {
+                self.give_back_later(std::mem::take(&mut miss.back));
+            }
+            let o = compose(req, &miss.taken, &[None; HOLDERS]);
+            return Spend::Local(o, miss);
+        }
+        Spend::Remote(miss)
     }
 
-    /// Installs a grant the request path received (`g` requests, the first spent by `req`).
-    pub fn install(&self, req: &CountRequest, o: &CountOutcome, g: u32) {
+    /// One request of holder `h` from a live grant held here, asking nothing.
+    fn take_held(&self, h: &CountRequest, back: &mut Vec<Unspent>) -> Option<CountOutcome> {
+        let mut shard = self.shard(&h.id).lock();
+        let held = shard.get_mut(&h.id)?;
+        (held.template == template(h))
+            .then(|| self.spend_held(held, h, back))
+            .flatten()
+    }
+
+    /// One request of holder `h` (its own request) from its live grant here: that request's
+    /// outcome, or the lease to ask for. What expired goes to `back`.
+    fn take(&self, h: &CountRequest, back: &mut Vec<Unspent>) -> Result<CountOutcome, u32> {
+        let mut shard = self.shard(&h.id).lock();
+        let Some(held) = shard.get_mut(&h.id) else {
+            return Err(1);
+        };
+        if held.template != template(h) {
+            held.drain(back);
+            held.template = template(h);
+            held.k = 1;
+            held.asking = None;
+            return Err(1);
+        }
+        if let Some(o) = self.spend_held(held, h, back) {
+            return Ok(o);
+        }
+        let asked = held
+            .asking
+            .is_some_and(|t| h.now_ms.abs_diff(t) < ASK_STALE_MS);
+        let want = if held.k > 1 && asked { 1 } else { held.k };
+        if want > 1 {
+            held.asking = Some(h.now_ms);
+        }
+        Err(want)
+    }
+
+    /// Spends one request of `held`'s live grant for `h`, moving to the queued grant when the
+    /// current one is spent or expired (what it left goes to `back`); a refill is queued at
+    /// half spent.
+    fn spend_held(
+        &self,
+        held: &mut Held,
+        h: &CountRequest,
+        back: &mut Vec<Unspent>,
+    ) -> Option<CountOutcome> {
+        loop {
+            match held.cur {
+                Some(ref mut g) if g.live(h.now_ms) && g.left() > 0 => {
+                    let j = g.spent;
+                    g.spent += 1;
+                    let o = nth(&g.first, h, j, h.now_ms.saturating_sub(g.at_ms));
+                    let half = g.granted > 1 && g.spent * 2 >= g.granted;
+                    if half && !held.refilling && held.next.is_none() {
+                        held.refilling = true;
+                        self.refills.lock().push(*h);
+                        self.wake.notify_one();
+                    }
+                    return Some(o);
+                }
+                Some(g) => {
+                    held.unspent(&g, back);
+                    held.cur = held.next.take();
+                }
+                None => {
+                    held.cur = Some(held.next.take()?);
+                }
+            }
+            held.cur?;
+        }
+    }
+
+    /// Settles the store's answer to `miss` for `req`: the combined outcome of the holders'
+    /// units (taken here or granted now), to be admitted if every holder admitted it.
+    pub fn outcome(&self, req: &CountRequest, miss: &Miss, grants: &Grants) -> CountOutcome {
+        compose(req, &miss.taken, grants)
+    }
+
+    /// The request was admitted: each grant the store made is installed here (its first
+    /// request spent by `req`).
+    pub fn admitted(&self, miss: &Miss, grants: &Grants) {
+        for (i, (h, want)) in miss
+            .asks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| Some((i, (*a)?)))
+        {
+            if let Some((o, g)) = grants[i] {
+                self.install(&h, &o, g, want);
+            } else {
+                self.ask_failed(&h, want);
+            }
+        }
+    }
+
+    /// The request was refused (by a holder, or by this host's burst): what it took here and
+    /// what the store granted it go back, all but the arrival the burst counts.
+    pub fn refused(&self, miss: &Miss, grants: &Grants) {
+        let mut back = Vec::new();
+        for (taken, h) in miss.taken.iter().zip(&miss.holders) {
+            if let (Some(_), Some(h)) = (taken, h) {
+                back.push(Unspent::one(h.id, h, h.limits, 0, 1));
+            }
+        }
+        for (i, (h, want)) in miss
+            .asks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| Some((i, (*a)?)))
+        {
+            match grants[i] {
+                Some((o, g)) if g > 0 => {
+                    back.push(Unspent::one(h.id, &h, h.limits, g - 1, g));
+                    self.install(&h, &o, 0, want);
+                }
+                Some((o, _)) => self.install(&h, &o, 0, want),
+                None => self.ask_failed(&h, want),
+            }
+        }
+        if !back.is_empty() {
+            self.give_back_later(back);
+        }
+    }
+
+    /// The store did not answer `miss`: the units taken here go back (the fallback counts the
+    /// request on its own), and every ask may be made again.
+    pub fn failed(&self, miss: Miss) {
+        let mut back = miss.back;
+        for (taken, h) in miss.taken.iter().zip(&miss.holders) {
+            if let (Some(_), Some(h)) = (taken, h) {
+                back.push(Unspent::one(h.id, h, h.limits, 1, 1));
+            }
+        }
+        for (h, want) in miss.asks.iter().flatten() {
+            self.ask_failed(h, *want);
+        }
+        if !back.is_empty() {
+            self.give_back_later(back);
+        }
+    }
+
+    fn refills_landed(&self) {
+        *self.landed.lock() += 1;
+        self.landed_cv.notify_all();
+        self.landed_async.notify_waiters();
+    }
+
+    /// Whether a holder the store refused in `grants` has a refill in flight here: the refill
+    /// took what the store had left, and this host will spend it. On one host the request is
+    /// then answered from the refill once it lands, as one script per decision would have
+    /// admitted it, rather than refused while the units sit in flight.
+    /// Also while give-backs are on their way: the store refused what it will hold again
+    /// when they land (then asked once more, [`Leases::retry`]).
+    pub fn refill_waits(&self, miss: &Miss, grants: &Grants) -> bool {
+        let mut refused = self.refused_holders(miss, grants).peekable();
+        refused.peek().is_some() && (self.pending() > 0 || refused.any(|h| self.refilling(h)))
+    }
+
+    /// Whether the store refused a holder of `miss`.
+    pub fn any_refused(&self, miss: &Miss, grants: &Grants) -> bool {
+        self.refused_holders(miss, grants).next().is_some()
+    }
+
+    /// After [`Leases::rescue`]: the holders still refused, each asked once more for one
+    /// request (as a refill: a refusal counts nothing again).
+    pub fn retry(&self, miss: &Miss, grants: &Grants) -> Asks {
+        let mut asks: Asks = [None; HOLDERS];
+        for (i, a) in asks.iter_mut().enumerate() {
+            if let (Some((h, _)), Some((_, 0))) = (miss.asks[i], grants[i]) {
+                *a = Some((h, 1));
+            }
+        }
+        asks
+    }
+
+    /// The answers to [`Leases::retry`] replace the refusals they admit; each such holder
+    /// gives back the burst arrival its first refusal counted (the grant counts it again).
+    pub fn retried(&self, grants: &mut Grants, asked: &Asks, again: &Grants) {
+        let mut back = Vec::new();
+        for i in 0..HOLDERS {
+            if let (Some((h, _)), Some((o, g))) = (asked[i], again[i]) {
+                if g > 0 {
+                    grants[i] = Some((o, g));
+                    back.push(Unspent::one(h.id, &h, h.limits, 1, 0));
+                }
+            }
+        }
+        if !back.is_empty() {
+            self.give_back_later(back);
+        }
+    }
+
+    fn refused_holders<'a>(
+        &'a self,
+        miss: &'a Miss,
+        grants: &'a Grants,
+    ) -> impl Iterator<Item = &'a CountRequest> + 'a {
+        miss.asks
+            .iter()
+            .zip(grants)
+            .filter_map(|(a, g)| match (a, g) {
+                (Some((h, _)), Some((_, 0))) => Some(h),
+                _ => None,
+            })
+    }
+
+    fn refilling(&self, h: &CountRequest) -> bool {
+        self.shard(&h.id)
+            .lock()
+            .get(&h.id)
+            .is_some_and(|held| held.refilling)
+    }
+
+    /// Waits (the synchronous path) until no refused holder of `miss` is refilling, or
+    /// `deadline`.
+    pub fn wait_refills(&self, miss: &Miss, grants: &Grants, deadline: std::time::Instant) {
+        let mut landed = self.landed.lock();
+        while self.refill_waits(miss, grants) {
+            if self.landed_cv.wait_until(&mut landed, deadline).timed_out() {
+                return;
+            }
+        }
+    }
+
+    /// [`Leases::wait_refills`] for the awaited path.
+    pub async fn wait_refills_async(&self, miss: &Miss, grants: &Grants, deadline: Duration) {
+        let until = tokio::time::Instant::now() + deadline;
+        loop {
+            let landed = self.landed_async.notified();
+            tokio::pin!(landed);
+            landed.as_mut().enable();
+            if !self.refill_waits(miss, grants) {
+                return;
+            }
+            if tokio::time::timeout_at(until, landed).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// After [`Leases::wait_refills`]: each refused holder takes its unit from the refill
+    /// that landed, if there is one, and is no longer refused.
+    pub fn rescue(&self, miss: &mut Miss, grants: &mut Grants) {
+        for (i, grant) in grants.iter_mut().enumerate() {
+            let (Some((h, want)), Some((_, 0))) = (miss.asks[i], *grant) else {
+                continue;
+            };
+            let mut back = Vec::new();
+            let got = self.take_held(&h, &mut back);
+            if !back.is_empty() {
+                self.give_back_later(back);
+            }
+            if let Some(o) = got {
+                self.ask_failed(&h, want);
+                miss.taken[i] = Some(o);
+                miss.asks[i] = None;
+                *grant = None;
+            }
+        }
+    }
+
+    /// An ask of holder `h` for a lease of `want` got no grant to install: its next miss may
+    /// ask again.
+    fn ask_failed(&self, h: &CountRequest, want: u32) {
+        if want > 1 {
+            if let Some(held) = self.shard(&h.id).lock().get_mut(&h.id) {
+                held.asking = None;
+            }
+        }
+    }
+
+    /// Installs a grant holder `h`'s request received for an ask of `want` (`g` requests, the
+    /// first spent by the request).
+    fn install(&self, h: &CountRequest, o: &CountOutcome, g: u32, want: u32) {
         self.stats.grants.fetch_add(1, Ordering::Relaxed);
         let mut back = Vec::new();
         {
-            let mut shard = self.shard(&req.id).lock();
-            if shard.len() >= self.per_shard && !shard.contains_key(&req.id) {
-                let now = req.now_ms;
-                shard.retain(|_, h| {
-                    let live = [h.cur, h.next].iter().flatten().any(|g| g.live(now));
+            let mut shard = self.shard(&h.id).lock();
+            if shard.len() >= self.per_shard && !shard.contains_key(&h.id) {
+                let now = h.now_ms;
+                shard.retain(|_, held| {
+                    let live = [held.cur, held.next].iter().flatten().any(|g| g.live(now));
                     if !live {
-                        h.drain(&mut back);
+                        held.drain(&mut back);
                     }
                     live
                 });
             }
-            let h = shard.entry(req.id).or_insert_with(|| Held {
-                template: template(req),
+            let held = shard.entry(h.id).or_insert_with(|| Held {
+                template: template(h),
                 cur: None,
                 next: None,
                 refilling: false,
+                asking: None,
                 k: 1,
             });
-            if h.template != template(req) {
-                h.drain(&mut back);
-                h.template = template(req);
+            if held.template != template(h) {
+                held.drain(&mut back);
+                held.template = template(h);
+            }
+            if want > 1 {
+                held.asking = None;
             }
             let grant = (g >= 1).then(|| Grant {
                 first: *o,
-                at_ms: req.now_ms,
-                until_ms: expiry(req, req.now_ms, self.ttl_ms),
+                at_ms: h.now_ms,
+                from_ms: start(h, h.now_ms),
+                until_ms: expiry(h, h.now_ms, self.ttl_ms),
                 granted: g,
                 spent: 1,
             });
-            // Requests of one identity that missed at once each bring a grant: one that is
-            // still live is kept (spent first), the new one queued behind it.
-            match h.cur {
-                Some(old) if old.live(req.now_ms) && old.left() > 0 && h.next.is_none() => {
-                    h.next = grant;
+            // Requests of one holder that missed at once each bring a grant: one that is
+            // still live is kept (spent first), the new one queued behind it, or given back
+            // when a grant is queued already. A grant of one was spent by its request and
+            // holds nothing: it leaves what is held alone.
+            let live = |g: &Option<Grant>| g.is_some_and(|g| g.live(h.now_ms) && g.left() > 0);
+            match grant {
+                None if live(&held.cur) => {}
+                Some(new) if new.left() == 0 && live(&held.cur) => {}
+                Some(new) if live(&held.cur) && live(&held.next) => {
+                    let r = held.at(new.at_ms);
+                    back.extend(Unspent::of_all(&r, new.left()));
+                }
+                Some(new) if live(&held.cur) => {
+                    if let Some(old) = held.next.take() {
+                        held.unspent(&old, &mut back);
+                    }
+                    held.next = Some(new);
                 }
                 _ => {
-                    if let Some(old) = h.cur.take() {
-                        h.unspent(&old, &mut back);
+                    if let Some(old) = held.cur.take() {
+                        held.unspent(&old, &mut back);
                     }
-                    h.cur = grant;
+                    held.cur = grant;
                 }
             }
-            let outstanding = g.saturating_sub(1) + h.next.map_or(0, |n| n.left());
-            h.k = if g == 0 {
+            let outstanding = g.saturating_sub(1) + held.next.map_or(0, |n| n.left());
+            held.k = if g == 0 {
                 1
             } else {
-                size(o, req, outstanding, self.hosts(), self.max)
+                size(o, h, outstanding, self.hosts(), self.max)
             };
         }
         if !back.is_empty() {
@@ -263,6 +563,7 @@ impl Leases {
             let grant = Grant {
                 first: *o,
                 at_ms: req.now_ms,
+                from_ms: start(req, req.now_ms),
                 until_ms: expiry(req, req.now_ms, self.ttl_ms),
                 granted: g,
                 spent: 0,
@@ -286,8 +587,22 @@ impl Leases {
         }
     }
 
+    /// Whether `req`'s caller holds a live grant with requests left here.
+    pub fn holds(&self, req: &CountRequest) -> bool {
+        self.shard(&req.id).lock().get(&req.id).is_some_and(|h| {
+            h.template == template(&req.caller_only())
+                && [h.cur, h.next]
+                    .iter()
+                    .flatten()
+                    .any(|g| g.live(req.now_ms) && g.left() > 0)
+        })
+    }
+
     /// Queues `back` for the background task.
     pub fn give_back_later(&self, back: Vec<Unspent>) {
+        for u in &back {
+            self.over_limit.forget(&u.id);
+        }
         self.stats
             .given_back
             .fetch_add(back.len() as u64, Ordering::Relaxed);
@@ -352,6 +667,18 @@ impl Leases {
     }
 }
 
+/// The outcome of a request whose holders' units were taken here (`taken`) or granted by the
+/// store (`grants`), as one decision's: admitted only if every holder admitted it.
+fn compose(
+    req: &CountRequest,
+    taken: &[Option<CountOutcome>; HOLDERS],
+    grants: &Grants,
+) -> CountOutcome {
+    let of = |i: usize| taken[i].or(grants[i].map(|(o, _)| o));
+    let caller = of(0).expect("the caller is a holder of every request");
+    combine(req, caller, [of(1), of(2)]).0
+}
+
 fn wall_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -374,7 +701,9 @@ pub async fn run(leases: Arc<Leases>, remote: Arc<dyn FleetRemote>, cancel: Canc
         }
         if tokio::time::Instant::now() >= tick {
             tick = tokio::time::Instant::now() + Duration::from_secs(1);
-            if let Ok(n) = remote.heartbeat_async(wall_ms()).await {
+            if let Ok(Ok(n)) =
+                tokio::time::timeout(BACKGROUND_TIMEOUT, remote.heartbeat_async(wall_ms())).await
+            {
                 leases.hosts.store(n, Ordering::Relaxed);
             }
             leases.sweep(leases.latest_ms.load(Ordering::Relaxed));
@@ -389,30 +718,47 @@ pub async fn run(leases: Arc<Leases>, remote: Arc<dyn FleetRemote>, cancel: Canc
             s.get(&r.id).map_or(1, |h| h.k)
         };
         let asks = refills.iter().map(|r| {
-            let w = want(r);
+            let mut ask: Asks = [None; HOLDERS];
+            ask[0] = Some((*r, want(r)));
             let remote = &remote;
-            async move { (r, remote.lease_async(*r, w, true, Vec::new()).await) }
+            async move {
+                let call = remote.lease_async(ask, true, Vec::new());
+                let a = tokio::time::timeout(BACKGROUND_TIMEOUT, call).await;
+                (r, a.unwrap_or(Err(crate::store::error::StoreError::Open)))
+            }
         });
+        let ids: Vec<IdKey> = returns.iter().map(|u| u.id).collect();
         let back = async {
             if !returns.is_empty() {
-                let r = remote.give_back_async(returns).await;
+                let call = remote.give_back_async(returns);
+                let r = tokio::time::timeout(BACKGROUND_TIMEOUT, call)
+                    .await
+                    .unwrap_or(Err(crate::store::error::StoreError::Open));
+                // A refusal the store made while these were on their way is stale now.
+                for id in &ids {
+                    leases.over_limit.forget(id);
+                }
                 leases.in_flight.fetch_sub(1, Ordering::AcqRel);
                 if let Err(e) = r {
                     tracing::debug!(error = %e, "lease give-back failed (the counts expire)");
                 }
+                leases.refills_landed();
             }
         };
         let (answers, ()) =
             futures_util::future::join(futures_util::future::join_all(asks), back).await;
         for (r, a) in answers {
             match a {
-                Ok((o, g)) => leases.install_refill(r, &o, g),
-                Err(_) => {
+                Ok([Some((o, g)), ..]) => leases.install_refill(r, &o, g),
+                _ => {
                     if let Some(h) = leases.shard(&r.id).lock().get_mut(&r.id) {
                         h.refilling = false;
                     }
                 }
             }
+        }
+        if !refills.is_empty() {
+            leases.refills_landed();
         }
     }
 }

@@ -29,12 +29,13 @@ impl FleetStore {
     /// runtime. Decisions are counted locally (degraded) until the first connect succeeds.
     pub fn start(remote: Arc<dyn FleetRemote>, settings: FleetSettings) -> Arc<Self> {
         let probe_ms = u64::try_from(settings.probe_interval.as_millis()).unwrap_or(1000);
+        let over_limit = Arc::new(OverLimit::new(OVER_LIMIT_ENTRIES));
         let store = Arc::new_cyclic(|me| FleetStore {
             me: me.clone(),
             breaker: Breaker::new(probe_ms, false),
             connected: AtomicBool::new(false),
             local: Counters::new(settings.max_identities, 60_000),
-            over_limit: OverLimit::new(OVER_LIMIT_ENTRIES),
+            over_limit: Arc::clone(&over_limit),
             replica: Replica::default(),
             writer: Arc::new(Writer::default()),
             downstream: OnceLock::new(),
@@ -49,6 +50,7 @@ impl FleetStore {
                     settings.lease_max,
                     u64::try_from(settings.lease_ttl.as_millis()).unwrap_or(1000),
                     settings.max_identities,
+                    Arc::clone(&over_limit),
                 ))
             }),
             remote,

@@ -12,11 +12,10 @@ use tokio_util::sync::CancellationToken;
 use super::lease;
 use super::valkey_store::ValkeyStore;
 use crate::model::{Lockout, StrikeRecord};
-use crate::store::count::{CountOutcome, CountRequest};
 use crate::store::error::StoreError;
 use crate::store::fleet::{LockoutEvent, LockoutEvents};
 use crate::store::fleet_remote::FleetRemote;
-use crate::store::lease::Unspent;
+use crate::store::lease::{Asks, Grants, Unspent};
 use crate::store::StoreFuture;
 
 impl FleetRemote for ValkeyStore {
@@ -61,13 +60,7 @@ impl FleetRemote for ValkeyStore {
         true
     }
 
-    fn lease_async(
-        &self,
-        req: CountRequest,
-        want: u32,
-        refill: bool,
-        back: Vec<Unspent>,
-    ) -> StoreFuture<'_, (CountOutcome, u32)> {
+    fn lease_async(&self, asks: Asks, refill: bool, back: Vec<Unspent>) -> StoreFuture<'_, Grants> {
         let inner = &self.inner;
         Box::pin(async move {
             let r = async {
@@ -75,7 +68,7 @@ impl FleetRemote for ValkeyStore {
                 if !back.is_empty() {
                     lease::give_back(&inner.scripts, &inner.layout, conn.clone(), &back).await?;
                 }
-                lease::lease_all(&inner.scripts, &inner.layout, conn, req, want, refill).await
+                lease::lease_all(&inner.scripts, &inner.layout, conn, asks, refill).await
             }
             .await;
             if r.is_err() {
@@ -87,13 +80,8 @@ impl FleetRemote for ValkeyStore {
         })
     }
 
-    fn lease(
-        &self,
-        req: CountRequest,
-        want: u32,
-        back: Vec<Unspent>,
-    ) -> Result<(CountOutcome, u32), StoreError> {
-        self.run_lease(req, want, back)
+    fn lease(&self, asks: Asks, refill: bool, back: Vec<Unspent>) -> Result<Grants, StoreError> {
+        self.run_lease(asks, refill, back)
     }
 
     fn give_back_async(&self, back: Vec<Unspent>) -> StoreFuture<'_, ()> {

@@ -1,7 +1,6 @@
-//! Leases on Valkey ([`crate::store::lease`]): a grant for the caller and each of its networks
-//! in one round trip (the count script with `want`, one call per holder, at once, as a decision
-//! is), the grants of the holders made equal (each gives back what exceeds the smallest), what
-//! a lease did not spend given back (`lease_return.lua`, one call per holder, many at once on
+//! Leases on Valkey ([`crate::store::lease`]): a grant for each holder asked (the caller, its
+//! networks) in one round trip (the count script with `want`, one call per holder, at once, as
+//! a decision is), what a lease did not spend given back (`lease_return.lua`, one call per holder, many at once on
 //! the multiplexed connection), and the fleet's live host count (a sorted set of heartbeats).
 
 use redis::Value;
@@ -10,72 +9,36 @@ use super::conn::{check, Conn};
 use super::layout::Layout;
 use super::script::{grant, iso8601, Scripts};
 use crate::model::WindowKind;
-use crate::store::count::{combine, CountOutcome, CountRequest, NET_LEVELS};
+use crate::store::count::{CountRequest, NET_LEVELS};
 use crate::store::error::StoreError;
-use crate::store::lease::Unspent;
+use crate::store::lease::{Asks, Grants, Unspent};
 
 /// A host counts as live this long after its last heartbeat.
 pub const HOST_TTL_MS: u64 = 10_000;
 
-/// Leases up to `want` requests of `req` for the caller and its networks: the combined first
-/// request's outcome ([`combine`]) and `g`, the requests granted to all holders alike (0:
-/// refused, counted as one decision counts a refusal).
+/// Leases each holder asked in `asks` up to its `want` requests, one count script per holder
+/// (each in its own slot), all in flight at once: one round trip. Each holder's answer stands
+/// alone; the leases layer combines them into the request's decision.
 pub async fn lease_all(
     scripts: &Scripts,
     layout: &Layout,
     conn: Conn,
-    req: CountRequest,
-    want: u32,
+    asks: Asks,
     refill: bool,
-) -> Result<(CountOutcome, u32), StoreError> {
-    if !req.has_networks() {
-        return grant(&scripts.count, layout, conn, req, want, refill).await;
-    }
-    let caller = req.caller_only();
-    let nets = [req.for_network(0), req.for_network(1)];
-    let one = |r: Option<CountRequest>| {
+) -> Result<Grants, StoreError> {
+    let one = |a: Option<(CountRequest, u32)>| {
         let conn = conn.clone();
         async move {
-            match r {
-                Some(r) => grant(&scripts.count, layout, conn, r, want, refill)
+            match a {
+                Some((r, want)) => grant(&scripts.count, layout, conn, r, want, refill)
                     .await
                     .map(Some),
                 None => Ok(None),
             }
         }
     };
-    let (c, n0, n1) = futures_util::future::join3(
-        grant(&scripts.count, layout, conn.clone(), caller, want, refill),
-        one(nets[0]),
-        one(nets[1]),
-    )
-    .await;
-    let (c, n0, n1) = (c?, n0?, n1?);
-    let grants = [Some(c.1), n0.map(|x| x.1), n1.map(|x| x.1)];
-    let g = grants.iter().flatten().copied().min().unwrap_or(0);
-    let (outcome, _) = combine(&req, c.0, [n0.map(|x| x.0), n1.map(|x| x.0)]);
-    // Each holder keeps `g` requests (a refusal: the one arrival its burst counts; a refill
-    // refused counted nothing) and gives back the rest.
-    let holders = [Some(caller), nets[0], nets[1]];
-    let mut back = Vec::new();
-    for (h, granted) in holders.iter().zip(grants) {
-        let (Some(h), Some(granted)) = (h, granted) else {
-            continue;
-        };
-        if granted == 0 {
-            continue;
-        }
-        let keep_burst = if refill { g } else { g.max(1) };
-        back.push(Unspent::one(
-            h.id,
-            h,
-            h.limits,
-            granted - keep_burst.min(granted),
-            granted - g,
-        ));
-    }
-    give_back(scripts, layout, conn, &back).await?;
-    Ok((outcome, g))
+    let (c, n0, n1) = futures_util::future::join3(one(asks[0]), one(asks[1]), one(asks[2])).await;
+    Ok([c?, n0?, n1?])
 }
 
 /// Gives back every `Unspent`, one script call per holder, all at once.

