@@ -233,6 +233,10 @@ fn range_lists_and_the_asn_table_refresh_without_a_restart_and_survive_a_dead_se
         "the last good list stays"
     );
     assert!(d.logs().contains("proof_source_failed"), "{}", d.logs());
+    // A config reload keeps the fetched list (it is no part of the file).
+    let r = d.admin("POST", "/admin/v1/reload", Some(&serde_json::json!({})));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(tier(&d, "66.249.70.5"), "crawler", "kept across a reload");
     assert_eq!(
         metric(
             &d,
