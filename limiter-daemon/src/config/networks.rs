@@ -126,14 +126,6 @@ impl NetworkSettings {
         let lockout = NetLockout::parse(raw.lockout.as_deref())?;
         let prefix = budget(NetLevel::Prefix, raw.prefix, tiers)?;
         let asn_level = budget(NetLevel::Asn, raw.asn, tiers)?;
-        let asn_table = match (&raw.asn_table, asn_level) {
-            (Some(path), Some(_)) => {
-                Some(Arc::new(AsnTable::load(path).map_err(|e| {
-                    ConfigError::invalid("networks.asn_table", e.to_string())
-                })?))
-            }
-            _ => None,
-        };
         let asn_url = raw
             .asn_url
             .as_deref()
@@ -145,6 +137,14 @@ impl NetworkSettings {
                 "set asn_url or asn_table, not both (asn_url keeps its own copy on disk)",
             ));
         }
+        let asn_table = match (&raw.asn_table, asn_level) {
+            (Some(path), Some(_)) => {
+                Some(Arc::new(AsnTable::load(path).map_err(|e| {
+                    ConfigError::invalid("networks.asn_table", e.to_string())
+                })?))
+            }
+            _ => None,
+        };
         Ok(NetworkSettings {
             ipv4_prefix,
             ipv6_prefix,
@@ -285,6 +285,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("networks.asn.burst"), "{err}");
+    }
+
+    #[test]
+    fn asn_url_is_https_turns_the_level_on_and_excludes_asn_table() {
+        let c =
+            parse("[networks]\nasn_url = \"https://iptoasn.com/data/ip2asn-combined.tsv.gz\"\n")
+                .unwrap();
+        assert!(
+            c.networks.asn.is_some(),
+            "on, though nothing is fetched yet"
+        );
+        assert_eq!(c.networks.asn_table, None);
+        for text in [
+            "[networks]\nasn_url = \"http://iptoasn.com/x.tsv.gz\"\n",
+            "[networks]\nasn_url = \"https://iptoasn.com/x.tsv.gz\"\nasn_table = \"/x.tsv\"\n",
+        ] {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.contains("networks.asn_url"), "{err}");
+        }
     }
 
     #[test]

@@ -357,3 +357,84 @@ pub fn next_wait(refresh: Duration, failed: bool) -> Duration {
     };
     base.mul_f64(rand::thread_rng().gen_range(0.9..1.1))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::EnvMap;
+
+    fn cfg(dir: &Path, urls: &[&str]) -> Config {
+        let list: Vec<String> = urls
+            .iter()
+            .map(|u| format!("{{ url = \"{u}\", crawler = \"x\" }}"))
+            .collect();
+        let text = format!(
+            "[store]\nstate_dir = {:?}\n[crawlers]\nrange_urls = [{}]\n",
+            dir.display().to_string(),
+            list.join(", ")
+        );
+        Config::from_toml_str(&text, Path::new("t.toml"), &EnvMap::new()).unwrap()
+    }
+
+    fn landed(p: &ProofSources, url: &str, v4: &str) -> bool {
+        let spec = SourceSpec {
+            url: url.into(),
+            kind: SourceKind::Ranges {
+                crawler: "x".into(),
+            },
+        };
+        let body = format!(r#"{{"prefixes":[{{"ipv4Prefix":"{v4}"}}]}}"#);
+        let parsed = proof_parse::parse(&spec.kind, url, body.as_bytes()).unwrap();
+        p.record(
+            &spec,
+            Ok(Some((parsed, Validators::default()))),
+            1,
+            Instant::now(),
+        )
+    }
+
+    fn covers(p: &ProofSources, c: &Config, ip: &str) -> bool {
+        let mut c = c.clone();
+        p.overlay(&mut c);
+        c.crawlers.fetched.contains(ip.parse().unwrap())
+    }
+
+    #[test]
+    fn a_reload_keeps_a_kept_sources_data_and_drops_a_removed_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = ("https://a.example/a.json", "https://b.example/b.json");
+        let both = cfg(dir.path(), &[a, b]);
+        let p = ProofSources::new(&both);
+        assert_eq!(p.due(Instant::now()).len(), 2, "both due at start");
+        assert!(landed(&p, a, "192.0.2.0/24"));
+        assert!(landed(&p, b, "198.51.100.0/24"));
+        assert!(covers(&p, &both, "192.0.2.9") && covers(&p, &both, "198.51.100.9"));
+        let only_a = cfg(dir.path(), &[a]);
+        p.configure(&only_a);
+        assert!(covers(&p, &only_a, "192.0.2.9"), "kept");
+        assert!(
+            !covers(&p, &only_a, "198.51.100.9"),
+            "dropped with its source"
+        );
+        // A failure changes the status only.
+        let spec = SourceSpec {
+            url: a.into(),
+            kind: SourceKind::Ranges {
+                crawler: "x".into(),
+            },
+        };
+        let changed = p.record(
+            &spec,
+            Err((FetchOutcome::Refused, "broken".into())),
+            2,
+            Instant::now(),
+        );
+        assert!(!changed);
+        assert!(covers(&p, &only_a, "192.0.2.9"));
+        let s = &p.status()[0];
+        assert_eq!((s.entries, s.errors()), (1, 1));
+        assert_eq!(s.last_outcome, Some(FetchOutcome::Refused));
+    }
+}
