@@ -19,8 +19,6 @@ use std::sync::{Arc, Mutex};
 use admin_support::{eventually, http, Daemon};
 use http_body_util::Full;
 use hyper::body::Bytes;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 /// What the server serves.
 #[derive(Default)]
@@ -56,44 +54,7 @@ fn gzip(text: &str) -> Vec<u8> {
 }
 
 async fn serve(dir: &Path, served: Arc<Served>) -> SocketAddr {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(dir.join("srv.pem"))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    let key = PrivateKeyDer::from_pem_file(dir.join("srv.key")).unwrap();
-    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(certs, key)
-    .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                return;
-            };
-            let (acceptor, served) = (acceptor.clone(), Arc::clone(&served));
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let svc =
-                    hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                        let served = Arc::clone(&served);
-                        async move { Ok::<_, std::convert::Infallible>(answer(&served, &req)) }
-                    });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
-                    .await;
-            });
-        }
-    });
-    addr
+    tls_support::serve_https(dir, "srv", move |req| answer(&served, req)).await
 }
 
 fn answer(
