@@ -95,10 +95,11 @@ pub async fn run(engine: Arc<Engine>, stop: CancellationToken) {
         let refresh = test_refresh.unwrap_or(fetch.refresh);
         let base = built.as_ref().map(|(_, o)| o.clone()).expect("built above");
         for (spec, held) in engine.proofs.due(Instant::now()) {
-            if stop.is_cancelled() {
-                return;
+            // A stop does not wait for a slow download (the ASN table may take minutes).
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = fetch_one(&engine, &spec, &held, &base, refresh) => {}
             }
-            fetch_one(&engine, &spec, &held, &base, refresh).await;
         }
         let wait = match engine.proofs.next_due() {
             Some(Some(at)) => at.saturating_duration_since(Instant::now()),
