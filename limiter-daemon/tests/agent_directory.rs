@@ -25,8 +25,6 @@ use limiter_daemon::identity::web_bot_auth::{
     base, fetcher, fields, jwk, verify_request, Outcome, Refusal, RequestParts,
 };
 use ring::signature::{Ed25519KeyPair, KeyPair};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Default)]
@@ -40,67 +38,30 @@ struct Served {
 const WK: &str = "/.well-known/http-message-signatures-directory";
 
 async fn serve(dir: &Path, served: Arc<Served>) -> SocketAddr {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(dir.join("srv.pem"))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    let key = PrivateKeyDer::from_pem_file(dir.join("srv.key")).unwrap();
-    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(certs, key)
-    .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                return;
-            };
-            let acceptor = acceptor.clone();
-            let served = Arc::clone(&served);
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let svc =
-                    hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                        let served = Arc::clone(&served);
-                        async move {
-                            let path = req.uri().path().to_owned();
-                            served.hits.lock().unwrap().push(path.clone());
-                            let r = Response::builder();
-                            let r = match path.as_str() {
-                                "/redirect" => r
-                                    .status(302)
-                                    .header("location", WK)
-                                    .body(Full::new(Bytes::new())),
-                                "/big" => r.body(Full::new(Bytes::from(vec![b' '; 200_000]))),
-                                WK => match served.fail.load(Ordering::SeqCst) {
-                                    0 => r
-                                        .header("content-type", fetcher::MEDIA_TYPE)
-                                        .header("cache-control", "max-age=600")
-                                        .body(Full::new(Bytes::from(
-                                            served.directory.lock().unwrap().clone(),
-                                        ))),
-                                    s => r.status(s).body(Full::new(Bytes::new())),
-                                },
-                                _ => r.status(404).body(Full::new(Bytes::new())),
-                            };
-                            Ok::<_, std::convert::Infallible>(r.unwrap())
-                        }
-                    });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
-                    .await;
-            });
-        }
-    });
-    addr
+    tls_support::serve_https(dir, "srv", move |req| {
+        let path = req.uri().path().to_owned();
+        served.hits.lock().unwrap().push(path.clone());
+        let r = Response::builder();
+        let r = match path.as_str() {
+            "/redirect" => r
+                .status(302)
+                .header("location", WK)
+                .body(Full::new(Bytes::new())),
+            "/big" => r.body(Full::new(Bytes::from(vec![b' '; 200_000]))),
+            WK => match served.fail.load(Ordering::SeqCst) {
+                0 => r
+                    .header("content-type", fetcher::MEDIA_TYPE)
+                    .header("cache-control", "max-age=600")
+                    .body(Full::new(Bytes::from(
+                        served.directory.lock().unwrap().clone(),
+                    ))),
+                s => r.status(s).body(Full::new(Bytes::new())),
+            },
+            _ => r.status(404).body(Full::new(Bytes::new())),
+        };
+        r.unwrap()
+    })
+    .await
 }
 
 fn sign(k: &Ed25519KeyPair, agent: &str, now_s: u64) -> HeaderMap {

@@ -11,7 +11,7 @@ use axum::Router;
 use super::auth::require_token;
 use super::guard;
 use super::handlers::{
-    clients, config, explain, history, kernel, keys, lists, lockouts, reload, stats,
+    clients, config, crawlers, explain, history, kernel, keys, lists, lockouts, reload, stats,
 };
 use super::page;
 use super::problem::AdminError;
@@ -117,6 +117,10 @@ pub fn table() -> Vec<(RouteSpec, MethodRouter<AdminState>)> {
         (
             spec("GET", "/admin/v1/history", "/admin/v1/history"),
             get(history::show),
+        ),
+        (
+            spec("GET", "/admin/v1/crawlers", "/admin/v1/crawlers"),
+            get(crawlers::show),
         ),
     ]
 }

@@ -173,6 +173,11 @@ async fn serve(
         Arc::clone(&engine),
         shutdown.token(),
     ));
+    // Published range lists and the ASN table fetched on a schedule (only when configured).
+    shutdown.spawn(crate::engine::proof_refresh::run(
+        Arc::clone(&engine),
+        shutdown.token(),
+    ));
     metrics.attach_engine(Arc::clone(&engine));
     let decider = Arc::new(MeteredDecider::new(
         Arc::clone(&engine) as _,

@@ -5,6 +5,9 @@
 //!   source inside one is a crawler, whatever its user agent. Read here, at start and on every
 //!   reload (a broken file is a config error naming the field and line, so a reload keeps the
 //!   old ranges), and re-read when a file changes on disk (every `range_poll`).
+//! - `range_urls`, `refresh`, `ca_file`, `allow_private_sources`: the published lists the
+//!   daemon fetches itself ([`super::proof_sources`]); what was fetched is `fetched`, set by the
+//!   engine (empty as validated here).
 //! - `user_agents`: what claims a crawler (case-insensitive substrings). Only a claiming caller
 //!   is looked up in DNS (otherwise every anonymous caller would cost a PTR query), and only a
 //!   claiming caller can be a fake.
@@ -21,7 +24,9 @@ use serde::Deserialize;
 
 use super::crawler_ranges::{self, CrawlerRanges};
 use super::keys::duration;
+use super::proof_sources::{self, RangeUrl, RawRangeUrl, SourceFetch};
 use super::ConfigError;
+use crate::model::prefix_set::PrefixSet;
 
 /// The crawlers of the default suffixes: Google's and Bing's own names for their fetchers.
 pub const DEFAULT_USER_AGENTS: &[&str] = &[
@@ -43,6 +48,14 @@ pub const DEFAULT_RDNS_SUFFIXES: &[&str] = &[".googlebot.com", ".google.com", ".
 pub struct RawCrawlers {
     pub range_files: Option<Vec<PathBuf>>,
     pub range_poll: Option<String>,
+    /// `[{ url = "https://…", crawler = "googlebot" }, …]`: fetched on a schedule.
+    pub range_urls: Option<Vec<RawRangeUrl>>,
+    /// Between two fetches of one source (range lists and `[networks] asn_url`).
+    pub refresh: Option<String>,
+    /// PEM certificates trusted for the sources besides the system's roots.
+    pub ca_file: Option<PathBuf>,
+    /// Addresses or CIDRs a source may resolve to although private or loopback.
+    pub allow_private_sources: Option<Vec<String>>,
     pub user_agents: Option<Vec<String>>,
     pub rdns_suffixes: Option<Vec<String>>,
     pub resolver: Option<String>,
@@ -63,6 +76,13 @@ pub struct CrawlerSettings {
     pub ranges: Arc<CrawlerRanges>,
     /// How often the files' size and modification time are checked.
     pub range_poll: Duration,
+    /// The lists fetched on a schedule, each with the crawler its ranges prove.
+    pub range_urls: Vec<RangeUrl>,
+    /// How they (and `[networks] asn_url`) are fetched.
+    pub sources: SourceFetch,
+    /// The last good prefixes of every `range_urls` source, set by the engine when a fetch
+    /// lands (and at start from the copies on disk); empty as validated.
+    pub fetched: Arc<PrefixSet>,
     /// Substrings (any case) of a user agent that claims a crawler.
     pub user_agents: Vec<String>,
     /// Lower case, with a leading dot and no trailing one: `.googlebot.com`.
@@ -94,7 +114,7 @@ impl Default for CrawlerSettings {
 impl CrawlerSettings {
     /// Whether any caller can be checked: ranges, or user agents with DNS proof.
     pub fn enabled(&self) -> bool {
-        !self.ranges.set.is_empty() || !self.user_agents.is_empty()
+        !self.ranges.set.is_empty() || !self.range_urls.is_empty() || !self.user_agents.is_empty()
     }
 
     pub fn validate(raw: RawCrawlers) -> Result<Self, ConfigError> {
@@ -147,10 +167,15 @@ impl CrawlerSettings {
                 "must be longer than zero",
             ));
         }
+        let range_urls = proof_sources::range_urls(raw.range_urls)?;
+        let sources = SourceFetch::validate(raw.refresh, raw.ca_file, raw.allow_private_sources)?;
         Ok(CrawlerSettings {
             range_files,
             ranges: Arc::new(ranges),
             range_poll,
+            range_urls,
+            sources,
+            fetched: Arc::new(PrefixSet::default()),
             user_agents,
             rdns_suffixes,
             resolver,

@@ -33,6 +33,7 @@ pub mod lockout;
 pub mod log;
 pub mod metrics;
 pub mod networks;
+pub mod proof_sources;
 pub mod proxy_protocol;
 pub mod quota;
 pub mod routes;

@@ -79,6 +79,9 @@ pub struct RawNetworks {
     pub ipv6_prefix: Option<u8>,
     /// An iptoasn TSV file (`ip2asn-combined.tsv`); absent: no ASN level.
     pub asn_table: Option<PathBuf>,
+    /// The same table fetched on a schedule (`https://iptoasn.com/data/ip2asn-combined.tsv.gz`);
+    /// instead of `asn_table`.
+    pub asn_url: Option<String>,
     /// What a network's strike locks: `"addresses"` (default) or `"prefix"`.
     pub lockout: Option<String>,
     #[serde(default)]
@@ -105,7 +108,10 @@ pub struct NetworkSettings {
     /// `None`: the level is off, or no table is configured.
     pub asn: Option<NetBudget>,
     pub asn_table_path: Option<PathBuf>,
-    /// The loaded table (shared: a reload loads a new one).
+    /// Where the table is fetched from (`None`: read from `asn_table_path`, or no table).
+    pub asn_url: Option<String>,
+    /// The loaded table (shared: a reload loads a new one; with `asn_url`, the engine sets
+    /// the last good download).
     pub asn_table: Option<Arc<AsnTable>>,
     /// What a network's burst strike locks out.
     pub lockout: NetLockout,
@@ -120,6 +126,17 @@ impl NetworkSettings {
         let lockout = NetLockout::parse(raw.lockout.as_deref())?;
         let prefix = budget(NetLevel::Prefix, raw.prefix, tiers)?;
         let asn_level = budget(NetLevel::Asn, raw.asn, tiers)?;
+        let asn_url = raw
+            .asn_url
+            .as_deref()
+            .map(|u| super::proof_sources::https_url("networks.asn_url", u))
+            .transpose()?;
+        if asn_url.is_some() && raw.asn_table.is_some() {
+            return Err(ConfigError::invalid(
+                "networks.asn_url",
+                "set asn_url or asn_table, not both (asn_url keeps its own copy on disk)",
+            ));
+        }
         let asn_table = match (&raw.asn_table, asn_level) {
             (Some(path), Some(_)) => {
                 Some(Arc::new(AsnTable::load(path).map_err(|e| {
@@ -132,8 +149,9 @@ impl NetworkSettings {
             ipv4_prefix,
             ipv6_prefix,
             prefix,
-            asn: asn_level.filter(|_| asn_table.is_some()),
+            asn: asn_level.filter(|_| asn_table.is_some() || asn_url.is_some()),
             asn_table_path: raw.asn_table,
+            asn_url,
             asn_table,
             lockout,
         })
@@ -267,6 +285,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("networks.asn.burst"), "{err}");
+    }
+
+    #[test]
+    fn asn_url_is_https_turns_the_level_on_and_excludes_asn_table() {
+        let c =
+            parse("[networks]\nasn_url = \"https://iptoasn.com/data/ip2asn-combined.tsv.gz\"\n")
+                .unwrap();
+        assert!(
+            c.networks.asn.is_some(),
+            "on, though nothing is fetched yet"
+        );
+        assert_eq!(c.networks.asn_table, None);
+        for text in [
+            "[networks]\nasn_url = \"http://iptoasn.com/x.tsv.gz\"\n",
+            "[networks]\nasn_url = \"https://iptoasn.com/x.tsv.gz\"\nasn_table = \"/x.tsv\"\n",
+        ] {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.contains("networks.asn_url"), "{err}");
+        }
     }
 
     #[test]

@@ -77,8 +77,9 @@ pub fn effective_limits(cfg: &Config) -> String {
         n.ipv4_prefix,
         n.ipv6_prefix,
         level(n.prefix),
-        match (&n.asn_table, n.asn) {
-            (Some(t), Some(_)) => format!("{} ({} ranges)", level(n.asn), t.len()),
+        match (&n.asn_table, &n.asn_url, n.asn) {
+            (Some(t), _, Some(_)) => format!("{} ({} ranges)", level(n.asn), t.len()),
+            (None, Some(url), Some(_)) => format!("{} (fetched from {url})", level(n.asn)),
             _ => "off (no asn_table)".to_string(),
         }
     );

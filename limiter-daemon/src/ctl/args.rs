@@ -76,6 +76,9 @@ pub enum Command {
     },
     /// The kernel dataplane: mode, interfaces, counters, map fill.
     Kernel,
+    /// The fetched crawler proofs (range lists, the ASN table): each source's crawler,
+    /// entries in force, last fetch and outcome, errors.
+    Crawlers,
     /// What the daemon would decide for a request (counts nothing).
     Explain {
         #[arg(long, value_parser = parse_ip)]
@@ -361,6 +364,7 @@ pub fn request(cmd: &Command) -> Request {
             KeysCmd::Revoke { id } => delete(format!("/admin/v1/keys/{id}")),
         },
         Command::Kernel => get("/admin/v1/kernel".into()),
+        Command::Crawlers => get("/admin/v1/crawlers".into()),
         Command::Explain {
             ip,
             method,

@@ -193,6 +193,7 @@ fn human(cmd: &Command, v: &Value) -> String {
                 table(&["VERDICT", "PACKETS"], &counters)
             )
         }
+        Command::Crawlers => crawlers(v),
         Command::Explain { .. } => {
             let w = rows(
                 &serde_json::json!({ "items": v.get("windows").cloned().unwrap_or_default() }),
@@ -237,6 +238,62 @@ fn human(cmd: &Command, v: &Value) -> String {
         // `top` draws its own frames (ctl::top::view) and never comes here.
         Command::Top(_) => v.to_string(),
     }
+}
+
+/// `limiterctl crawlers`: one row per fetched source, then each source's last error.
+fn crawlers(v: &Value) -> String {
+    let sources = v
+        .get("sources")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let head = format!("range prefixes in force: {}", s(v, "rangePrefixes"));
+    if sources.is_empty() {
+        return format!(
+            "{head}\nno fetched sources ([crawlers] range_urls and [networks] asn_url are unset)"
+        );
+    }
+    let rows: Vec<Vec<String>> = sources
+        .iter()
+        .map(|src| {
+            let proves = match src.get("crawler").and_then(Value::as_str) {
+                Some(c) => c.to_string(),
+                None => s(src, "kind"),
+            };
+            let mut entries = s(src, "entries");
+            if src.get("fromDisk").and_then(Value::as_bool) == Some(true) {
+                entries.push_str(" (disk)");
+            }
+            vec![
+                s(src, "url"),
+                proves,
+                entries,
+                s(src, "lastFetchAt"),
+                s(src, "lastOutcome"),
+                s(src, "errors"),
+            ]
+        })
+        .collect();
+    let mut out = format!(
+        "{head}\n\n{}",
+        table(
+            &[
+                "SOURCE",
+                "PROVES",
+                "ENTRIES",
+                "LAST FETCH",
+                "OUTCOME",
+                "ERRORS"
+            ],
+            &rows
+        )
+    );
+    for src in &sources {
+        if let Some(e) = src.get("lastError").and_then(Value::as_str) {
+            out.push_str(&format!("\n{}: {e}", s(src, "url")));
+        }
+    }
+    out
 }
 
 pub fn success(cmd: &Command, v: &Value, json: bool) {

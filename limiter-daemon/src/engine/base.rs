@@ -17,6 +17,7 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 use super::list_snapshot::ListSnapshot;
 use super::net_senders::NetSenders;
 use super::net_strikes::NetStrikes;
+use super::proof_sources::ProofSources;
 use super::range_reloads::RangeReloads;
 use super::sink::EnforcementSink;
 use super::tier_push::TierPusher;
@@ -93,6 +94,8 @@ pub struct Engine {
     /// Reverse-DNS answers for claiming crawlers; outlives reloads (which reconfigure it).
     pub(crate) crawler_dns: Arc<CrawlerDns>,
     pub(crate) crawler_ranges: RangeReloads,
+    /// The proofs fetched from `range_urls` and `asn_url`; outlives reloads.
+    pub(crate) proofs: ProofSources,
     _crawler_dns_thread: Option<DnsThread>,
     // Declared last: dropped after everything it might still use.
     _refresher: Option<Refresher>,
@@ -148,6 +151,9 @@ impl Engine {
             Some(seed) => StdRng::seed_from_u64(seed),
             None => StdRng::from_entropy(),
         };
+        // The last good copies of the fetched proofs are in force from the first decision.
+        let proofs = ProofSources::new(&cfg);
+        let cfg = proofs.overlaid(cfg);
         let resolver = Arc::new(IdentityResolver::with_crawler_dns(
             &cfg,
             Some(Arc::clone(&crawler_dns)),
@@ -172,6 +178,7 @@ impl Engine {
             tiers: TierPusher::default(),
             crawler_dns,
             crawler_ranges: RangeReloads::default(),
+            proofs,
             _crawler_dns_thread: dns_thread,
             _refresher: refresher,
         };
@@ -231,6 +238,9 @@ impl Engine {
     /// Swaps in a new configuration (already validated). Counters, keys and lockouts stay.
     pub fn reload(&self, cfg: Arc<Config>) {
         self.crawler_dns.configure(&cfg.crawlers, &cfg.networks);
+        // The fetched proofs are no part of the file: carried over, or read from disk.
+        self.proofs.configure(&cfg);
+        let cfg = self.proofs.overlaid(cfg);
         let resolver = Arc::new(IdentityResolver::with_crawler_dns(
             &cfg,
             Some(Arc::clone(&self.crawler_dns)),

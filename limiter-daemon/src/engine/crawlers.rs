@@ -45,9 +45,10 @@ impl Engine {
         }
     }
 
-    /// Prefixes of the published ranges in force.
+    /// Prefixes of the published ranges in force (range files, and lists fetched from
+    /// `range_urls`).
     pub fn crawler_prefixes(&self) -> usize {
-        self.with_runtime(|rt| rt.cfg.crawlers.ranges.set.len())
+        self.with_runtime(|rt| rt.cfg.crawlers.ranges.set.len() + rt.cfg.crawlers.fetched.len())
     }
 
     /// The range files' re-reads, and the reverse-DNS lookups' results.

@@ -20,12 +20,15 @@ use http::HeaderMap;
 use super::crawler_dns::{CrawlerDns, DnsCheck};
 use crate::config::crawler_ranges::CrawlerRanges;
 use crate::config::CrawlerSettings;
+use crate::model::prefix_set::PrefixSet;
 use crate::model::CrawlerStatus;
 
 /// The crawler rules of one configuration (the ranges as read for it, the claim patterns) and
 /// the engine's DNS cache, which outlives reloads.
 pub struct CrawlerRules {
     ranges: Arc<CrawlerRanges>,
+    /// The lists fetched from `range_urls` (last good of each).
+    fetched: Arc<PrefixSet>,
     /// `None`: no user agent claims a crawler.
     claims: Option<AhoCorasick>,
     dns: Option<Arc<CrawlerDns>>,
@@ -51,6 +54,7 @@ impl CrawlerRules {
             });
         CrawlerRules {
             ranges: Arc::clone(&cfg.ranges),
+            fetched: Arc::clone(&cfg.fetched),
             claims,
             dns: dns.filter(|d| d.enabled()),
         }
@@ -73,7 +77,7 @@ impl CrawlerRules {
         headers: &HeaderMap,
         now_ms: u64,
     ) -> Option<CrawlerStatus> {
-        if self.ranges.contains(ip) {
+        if self.ranges.contains(ip) || self.fetched.contains(ip) {
             return Some(CrawlerStatus::Ranges);
         }
         if !self.claims(headers) {

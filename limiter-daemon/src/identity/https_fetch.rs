@@ -1,8 +1,9 @@
 //! A careful HTTPS GET for documents the daemon fetches on its own behalf (agents' key
-//! directories; later, published range files): HTTPS only, status 200 only (a redirect is a
-//! failure, never followed), a timeout on the whole exchange, a bound on the body, and no
-//! private, loopback or link-local target unless the operator allows it (tests serve from
-//! loopback). Conditional requests (`ETag`, `Last-Modified`) are the caller's to send.
+//! directories; published range lists and the ASN table): HTTPS only, status 200 only (a
+//! redirect is a failure, never followed), a timeout on the whole exchange, a bound on the
+//! body, and no private, loopback or link-local target unless the operator allows it (tests
+//! serve from loopback). [`get_if_changed`] sends the validators of the copy the caller holds
+//! (`If-None-Match`, `If-Modified-Since`) and takes a 304 as "unchanged".
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
@@ -32,6 +33,24 @@ pub struct FetchOptions {
 pub struct Response {
     pub body: Vec<u8>,
     pub cache_control: Option<String>,
+    /// The validators of this copy, to send on the next fetch.
+    pub validators: Validators,
+}
+
+/// `ETag` and `Last-Modified` of a copy held, sent as `If-None-Match` and
+/// `If-Modified-Since`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Validators {
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
+}
+
+/// What a conditional GET found.
+#[derive(Clone, Debug)]
+pub enum Conditional {
+    /// 304: the copy held is current.
+    NotModified,
+    Fresh(Response),
 }
 
 /// Whether `ip` is a target no fetch goes to by default.
@@ -105,12 +124,29 @@ impl FetchOptions {
 
 /// GETs `url` under `opts`; any failure is a message for the log and the source's status.
 pub async fn get(url: &str, opts: &FetchOptions) -> Result<Response, String> {
-    tokio::time::timeout(opts.timeout, get_inner(url, opts))
+    match get_if_changed(url, opts, &Validators::default()).await? {
+        Conditional::Fresh(r) => Ok(r),
+        // Unasked for: nothing was held to be current.
+        Conditional::NotModified => Err("status 304".into()),
+    }
+}
+
+/// GETs `url` unless the copy `held` describes is current (a 304).
+pub async fn get_if_changed(
+    url: &str,
+    opts: &FetchOptions,
+    held: &Validators,
+) -> Result<Conditional, String> {
+    tokio::time::timeout(opts.timeout, get_inner(url, opts, held))
         .await
         .map_err(|_| format!("timed out after {:?}", opts.timeout))?
 }
 
-async fn get_inner(url: &str, opts: &FetchOptions) -> Result<Response, String> {
+async fn get_inner(
+    url: &str,
+    opts: &FetchOptions,
+    held: &Validators,
+) -> Result<Conditional, String> {
     let uri: http::Uri = url.parse().map_err(|e| format!("bad URL: {e}"))?;
     if uri.scheme_str() != Some("https") {
         return Err("not https".into());
@@ -144,31 +180,50 @@ async fn get_inner(url: &str, opts: &FetchOptions) -> Result<Response, String> {
             .map_err(|e| format!("HTTP: {e}"))?;
     let driver = tokio::spawn(conn);
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
-    let req = http::Request::get(path)
+    let mut req = http::Request::get(path)
         .header(http::header::HOST, authority.as_str())
         .header(http::header::ACCEPT, opts.accept)
-        .header(http::header::USER_AGENT, "limiter")
-        .body(Empty::<Bytes>::new())
-        .map_err(|e| e.to_string())?;
+        .header(http::header::USER_AGENT, "limiter");
+    if let Some(etag) = &held.etag {
+        req = req.header(http::header::IF_NONE_MATCH, etag);
+    }
+    if let Some(lm) = &held.last_modified {
+        req = req.header(http::header::IF_MODIFIED_SINCE, lm);
+    }
+    let req = req.body(Empty::<Bytes>::new()).map_err(|e| e.to_string())?;
     let resp = sender
         .send_request(req)
         .await
         .map_err(|e| format!("HTTP: {e}"))?;
-    let result = read(resp, opts.max_body).await;
+    let conditional = held.etag.is_some() || held.last_modified.is_some();
+    let result = read(resp, opts.max_body, conditional).await;
     driver.abort();
     result
 }
 
-async fn read(resp: http::Response<hyper::body::Incoming>, max: usize) -> Result<Response, String> {
+async fn read(
+    resp: http::Response<hyper::body::Incoming>,
+    max: usize,
+    conditional: bool,
+) -> Result<Conditional, String> {
+    if conditional && resp.status() == http::StatusCode::NOT_MODIFIED {
+        return Ok(Conditional::NotModified);
+    }
     if resp.status() != http::StatusCode::OK {
         // Redirects included: a directory is served where it is named, or not at all.
         return Err(format!("status {}", resp.status().as_u16()));
     }
-    let cache_control = resp
-        .headers()
-        .get(http::header::CACHE_CONTROL)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let header = |name: http::header::HeaderName| {
+        resp.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let cache_control = header(http::header::CACHE_CONTROL);
+    let validators = Validators {
+        etag: header(http::header::ETAG),
+        last_modified: header(http::header::LAST_MODIFIED),
+    };
     if resp
         .headers()
         .get(http::header::CONTENT_LENGTH)
@@ -183,8 +238,9 @@ async fn read(resp: http::Response<hyper::body::Incoming>, max: usize) -> Result
         .map_err(|_| format!("body over {max} bytes or broken"))?
         .to_bytes()
         .to_vec();
-    Ok(Response {
+    Ok(Conditional::Fresh(Response {
         body,
         cache_control,
-    })
+        validators,
+    }))
 }

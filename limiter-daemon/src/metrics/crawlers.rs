@@ -1,5 +1,6 @@
 //! The crawler rung's scrape-time series, read from the engine: the published ranges in
-//! force and their re-reads, and the reverse-DNS lookups (per-decision counts of verified and
+//! force and their re-reads, the fetched proof sources (`range_urls`, `asn_url`: fetches by
+//! outcome, entries in force), and the reverse-DNS lookups (per-decision counts of verified and
 //! fake crawlers are in [`super::decisions`]).
 
 use std::fmt;
@@ -10,6 +11,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
+use crate::engine::proof_sources::FetchOutcome;
 use crate::engine::Engine;
 
 pub fn encode(enc: &mut DescriptorEncoder, engine: &Engine) -> Result<(), fmt::Error> {
@@ -39,6 +41,30 @@ pub fn encode(enc: &mut DescriptorEncoder, engine: &Engine) -> Result<(), fmt::E
         ("refused", reloads.failed.load(Ordering::Relaxed)),
     ] {
         ConstCounter::new(v).encode(fam.encode_family(&[("result", result)])?)?;
+    }
+    let sources = engine.proof_sources();
+    let mut fam = enc.encode_descriptor(
+        "proof_source_fetches",
+        "Fetches of the proof sources ([crawlers] range_urls, [networks] asn_url), by source URL and outcome (updated, not_modified: a 304, failed: no body, refused: a body that does not parse; after failed or refused the previous list stays in force)",
+        None,
+        MetricType::Counter,
+    )?;
+    for s in &sources {
+        for (outcome, n) in FetchOutcome::ALL.iter().zip(s.fetches) {
+            ConstCounter::new(n).encode(
+                fam.encode_family(&[("source", s.url.as_str()), ("outcome", outcome.as_str())])?,
+            )?;
+        }
+    }
+    let mut fam = enc.encode_descriptor(
+        "proof_source_entries",
+        "Prefixes (or ASN ranges) in force from each proof source, by source URL (0: nothing fetched yet and no copy on disk)",
+        None,
+        MetricType::Gauge,
+    )?;
+    for s in &sources {
+        ConstGauge::new(i64::try_from(s.entries).unwrap_or(i64::MAX))
+            .encode(fam.encode_family(&[("source", s.url.as_str())])?)?;
     }
     let mut fam = enc.encode_descriptor(
         "crawler_dns_lookups",

@@ -10,12 +10,19 @@ use ipnet::IpNet;
 
 use super::address::{canonical_ip, canonical_net};
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct PrefixSet {
     /// `(prefix length, networks of that length as masked integers)`, longest first.
     v4: Vec<(u8, HashSet<u32>)>,
     v6: Vec<(u8, HashSet<u128>)>,
     len: usize,
+}
+
+impl std::fmt::Debug for PrefixSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Thousands of fetched prefixes say nothing in a config dump; their count does.
+        write!(f, "PrefixSet({} prefixes)", self.len)
+    }
 }
 
 fn mask4(bits: u32, len: u8) -> u32 {

@@ -81,3 +81,61 @@ const P256: [&str; 5] = [
     "ec_paramgen_curve:prime256v1",
     "-nodes",
 ];
+
+/// The answer of [`serve_https`]'s handler.
+pub type Reply = http::Response<http_body_util::Full<hyper::body::Bytes>>;
+
+/// An HTTPS (HTTP/1.1) server on a free loopback port, on the current tokio runtime, with the
+/// leaf `<name>.pem`/`<name>.key` in `dir`; `answer` answers every request. The servers that
+/// stand in for agents' directories and published range lists.
+pub async fn serve_https(
+    dir: &Path,
+    name: &str,
+    answer: impl Fn(&http::Request<hyper::body::Incoming>) -> Reply + Send + Sync + 'static,
+) -> std::net::SocketAddr {
+    use std::sync::Arc;
+
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_file_iter(dir.join(format!("{name}.pem")))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+    let key = PrivateKeyDer::from_pem_file(dir.join(format!("{name}.key"))).unwrap();
+    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let answer = Arc::new(answer);
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let (acceptor, answer) = (acceptor.clone(), Arc::clone(&answer));
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let svc =
+                    hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                        let reply = answer(&req);
+                        async move { Ok::<_, std::convert::Infallible>(reply) }
+                    });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
+                    .await;
+            });
+        }
+    });
+    addr
+}

@@ -5,6 +5,7 @@
 pub mod blocking;
 pub mod clients;
 pub mod config;
+pub mod crawlers;
 pub mod explain;
 pub mod history;
 pub mod kernel;
