@@ -99,6 +99,12 @@ fn same(a: &[Said], b: &[Said], what: &str) {
     }
 }
 
+/// Mode 0600, as the daemon asks of a token file.
+fn private(path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
 struct World {
     _dir: tempfile::TempDir,
     _d: Daemon,
@@ -114,6 +120,7 @@ fn start(http_extra: &str) -> World {
     let admin_token = "admin-token-0123456789abcdef".to_string();
     let token_file = dir.path().join("admin-token");
     std::fs::write(&token_file, &admin_token).unwrap();
+    private(&token_file);
     let text = config_text(
         dir.path(),
         &format!(
@@ -522,6 +529,7 @@ async fn a_configured_token_is_required_as_metadata() {
     let token = "grpc-token-0123456789abcdef";
     let file = dir.path().join("api-token");
     std::fs::write(&file, token).unwrap();
+    private(&file);
     let w = start(&format!("api_token_file = \"{}\"\n", file.display()));
     let (mut authz, mut rls) = clients(&w).await;
     let ask = || rl_request(vec![entries(&[("remote_address", "192.0.2.50")])]);
@@ -567,7 +575,7 @@ fn values(text: &str, key: &str) -> Vec<String> {
         .flat_map(|l| l.match_indices(key).map(move |(i, _)| &l[i + key.len()..]))
         .map(|rest| {
             rest.trim()
-                .split([',', '}'])
+                .split([',', '}', '#'])
                 .next()
                 .unwrap()
                 .trim()
