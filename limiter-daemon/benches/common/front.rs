@@ -16,7 +16,6 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,7 +28,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use limiter_tests::caddy::{self, Caddy};
 use limiter_tests::nginx::free_port;
 
-use super::wrk::{median, wait_listening, wrk_with, Daemon, Run};
+use super::wrk::{median, start_daemon, wrk_with, Daemon, Run};
 
 /// Whether `LIMITER_BENCH_ROWS` asks for `row` (unset: every row).
 pub fn wanted(row: &str) -> bool {
@@ -44,7 +43,7 @@ fn addr() -> SocketAddr {
 }
 
 /// The daemon with only its API (and gRPC) listeners, limits out of reach.
-fn start_daemon(bin: &Path, scratch: &Path, api: SocketAddr, grpc: SocketAddr) -> Daemon {
+fn daemon(bin: &Path, scratch: &Path, api: SocketAddr, grpc: SocketAddr) -> Daemon {
     let big = 400_000_000u32;
     let state = scratch.join("state-front");
     let config = format!(
@@ -57,17 +56,7 @@ fn start_daemon(bin: &Path, scratch: &Path, api: SocketAddr, grpc: SocketAddr) -
     );
     let path = scratch.join("limiter-front.toml");
     std::fs::write(&path, config).unwrap();
-    let mut child = Command::new(bin)
-        .arg("run")
-        .arg("--config")
-        .arg(&path)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start the daemon");
-    wait_listening(api, &mut child);
-    wait_listening(grpc, &mut child);
-    Daemon(child)
+    start_daemon(bin, &path, &[api, grpc])
 }
 
 /// A wrk script POSTing `/v1/decide` bodies naming the next of 65,536 client addresses.
@@ -156,7 +145,7 @@ pub fn run(bin: &Path, up_addr: SocketAddr, secs: u64, rounds: usize, scratch: &
         return;
     }
     let (api, grpc) = (addr(), addr());
-    let daemon = start_daemon(bin, scratch, api, grpc);
+    let daemon = daemon(bin, scratch, api, grpc);
     let mut table: Vec<(String, Run, Option<f64>)> = Vec::new();
     if caddy_rows {
         assert!(

@@ -23,9 +23,10 @@ use std::net::IpAddr;
 use std::num::NonZeroU32;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
-use http::{HeaderMap, Method};
+use http::Method;
 
 use crate::config::grpc::{METHOD_KEY, REMOTE_ADDRESS_KEY};
+use crate::http::api::decide_body::Described;
 use crate::http::api::state::drop_forwarding;
 use crate::http::grpc::fields::{Fields, Part};
 use crate::http::grpc::invalid::FieldError;
@@ -35,13 +36,10 @@ use crate::http::proxy::limits::HeaderLimits;
 /// request, and would spend a day's quota at once.
 pub const MAX_HITS_ADDEND: u64 = 1_000_000;
 
-/// The request a call describes.
+/// The request a call describes (as a `/v1/decide` body would), and what it costs.
 #[derive(Debug)]
-pub struct Described {
-    pub ip: IpAddr,
-    pub method: Method,
-    pub path: String,
-    pub headers: HeaderMap,
+pub struct Call {
+    pub request: Described,
     /// `None`: the route's cost.
     pub cost: Option<NonZeroU32>,
 }
@@ -91,7 +89,7 @@ pub fn read(
     req: &RateLimitRequest,
     route_key: &str,
     limits: HeaderLimits,
-) -> Result<Described, FieldError> {
+) -> Result<Call, FieldError> {
     if req.descriptors.is_empty() {
         return Err(FieldError::new(
             "descriptors",
@@ -176,11 +174,13 @@ pub fn read(
     let mut headers = fields.into_map();
     // The caller is `remote_address`; no entry may name another.
     drop_forwarding(&mut headers);
-    Ok(Described {
-        ip,
-        method: method.value.unwrap_or(Method::GET),
-        path: path.value.unwrap_or_else(|| "/".to_string()),
-        headers,
+    Ok(Call {
+        request: Described {
+            ip,
+            method: method.value.unwrap_or(Method::GET),
+            path: path.value.unwrap_or_else(|| "/".to_string()),
+            headers,
+        },
         cost,
     })
 }

@@ -109,10 +109,11 @@ impl RateLimitService for RateLimits {
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
         let req = request.into_inner();
-        let a = read(&req, &self.route_key, self.state.limits.headers)
+        let call = read(&req, &self.route_key, self.state.limits.headers)
             .map_err(FieldError::into_status)?;
         let n = req.descriptors.len();
         drop(req);
+        let a = &call.request;
         let view = RequestView {
             peer: a.ip,
             method: &a.method,
@@ -120,7 +121,7 @@ impl RateLimitService for RateLimits {
             headers: &a.headers,
             unattributed: false,
         };
-        let settled = settle(&self.state, &view, a.cost).await;
+        let settled = settle(&self.state, &view, call.cost).await;
         Ok(Response::new(answer(settled, n)))
     }
 }

@@ -52,13 +52,14 @@ fn entries_become_the_request() {
         ],
         0,
     );
-    let got = read(&r, "path", LIMITS).unwrap();
+    let call = read(&r, "path", LIMITS).unwrap();
+    let got = &call.request;
     assert_eq!(got.ip, "203.0.113.9".parse::<IpAddr>().unwrap());
-    assert_eq!((got.method, got.path.as_str()), (Method::POST, "/a"));
+    assert_eq!((&got.method, got.path.as_str()), (&Method::POST, "/a"));
     assert_eq!(got.headers.get_all("x-api-key").iter().count(), 1);
     assert!(got.headers.get("x-forwarded-for").is_none());
     assert_eq!(got.headers["generic_key"], "shop");
-    assert_eq!(got.cost, None);
+    assert_eq!(call.cost, None);
     // Defaults: GET on `/`; another route key.
     let plain = read(
         &req(vec![d(&[("remote_address", "::1"), ("route", "/r")])], 3),
@@ -66,7 +67,10 @@ fn entries_become_the_request() {
         LIMITS,
     )
     .unwrap();
-    assert_eq!((plain.method, plain.path.as_str()), (Method::GET, "/r"));
+    assert_eq!(
+        (&plain.request.method, plain.request.path.as_str()),
+        (&Method::GET, "/r")
+    );
     assert_eq!(plain.cost, NonZeroU32::new(3));
 }
 
