@@ -27,6 +27,8 @@ use std::process::{Command, Stdio};
 
 use limiter_tests::nginx::{available, free_port, Nginx};
 
+#[path = "common/front.rs"]
+mod front;
 #[path = "common/wrk.rs"]
 mod wrk;
 use wrk::{
@@ -123,6 +125,21 @@ fn main() {
         up_addr,
         1,
     );
+
+    // Caddy forward_auth and ShouldRateLimit rows (`LIMITER_BENCH_ROWS`), their own table.
+    let rounds_env = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    front::run(
+        &bin,
+        up_addr,
+        secs,
+        rounds_env.unwrap_or(3).max(1),
+        scratch.path(),
+    );
+    if !front::wanted("proxy") {
+        return;
+    }
 
     // nginx with limit_req in front of the same upstream; a second, identical one whose workers
     // run SCHED_BATCH, as the daemon's proxy threads do by default (like for like).

@@ -116,10 +116,16 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             let env = crate::config::env_from_process();
             let cfg = crate::config::Config::load(&file, &env)?;
             // On stderr: stdout stays the effective limits, and the exit stays 0 (a warning).
-            for w in crate::config::api_token::api_listen_warnings(
-                &cfg.http.api_listen,
-                cfg.http.api_token.as_ref(),
-            ) {
+            let token = cfg.http.api_token.as_ref();
+            let grpc = &cfg.http.grpc.listen;
+            for w in crate::config::api_token::api_listen_warnings(&cfg.http.api_listen, token)
+                .into_iter()
+                .chain(crate::config::api_token::listen_warnings(
+                    "http.grpc_listen",
+                    grpc,
+                    token,
+                ))
+            {
                 eprintln!("warning: {w}");
             }
             println!("{}: valid\n", file.display());

@@ -133,6 +133,23 @@ pub fn wait_listening(addr: SocketAddr, child: &mut Child) {
 
 pub struct Daemon(pub Child);
 
+/// Runs `bin run --config <config>` (`RUST_LOG=warn`) and waits until every one of `ready`
+/// accepts connections.
+pub fn start_daemon(bin: &Path, config: &Path, ready: &[SocketAddr]) -> Daemon {
+    let mut child = Command::new(bin)
+        .arg("run")
+        .arg("--config")
+        .arg(config)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start the daemon");
+    for &addr in ready {
+        wait_listening(addr, &mut child);
+    }
+    Daemon(child)
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         limiter_tests::process::terminate(&mut self.0, Duration::from_secs(10));

@@ -37,6 +37,8 @@ pub fn restart_only(
     // Listeners: bound once, before privileges and sockets are handed out.
     same!("http.proxy_listen", http.proxy_listen);
     same!("http.api_listen", http.api_listen);
+    same!("http.grpc_listen", http.grpc.listen);
+    same!("http.grpc_route_key", http.grpc.route_key);
     same!("metrics.listen", metrics.listen);
     same!("admin.listen", admin.listen);
     // The admin token is read once at start (a generated one is written then).

@@ -66,15 +66,24 @@ impl ApiToken {
 
 /// One warning per `api_listen` address that is not loopback while no token is set.
 pub fn api_listen_warnings(api_listen: &[SocketAddr], token: Option<&ApiToken>) -> Vec<String> {
+    listen_warnings("http.api_listen", api_listen, token)
+}
+
+/// The same for any listener the token guards (`field`: `http.api_listen`, `http.grpc_listen`).
+pub fn listen_warnings(
+    field: &str,
+    listen: &[SocketAddr],
+    token: Option<&ApiToken>,
+) -> Vec<String> {
     if token.is_some() {
         return Vec::new();
     }
-    api_listen
+    listen
         .iter()
         .filter(|a| !a.ip().is_loopback())
         .map(|a| {
             format!(
-                "http.api_listen {a} is not loopback and http.api_token_file is not set: \
+                "{field} {a} is not loopback and http.api_token_file is not set: \
                  anyone who reaches it can strike any address into a lockout; set \
                  http.api_token_file"
             )

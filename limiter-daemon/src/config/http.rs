@@ -30,6 +30,10 @@ pub struct RawHttp {
     pub tls: Option<Vec<super::tls::RawTls>>,
     /// Decision API + nginx `auth_request` listeners (default: none; e.g. `127.0.0.1:8081`).
     pub api_listen: Option<Vec<String>>,
+    /// Envoy's gRPC services, ext_authz and rate limit (default: none; e.g. `127.0.0.1:8082`).
+    pub grpc_listen: Option<Vec<String>>,
+    /// The `ShouldRateLimit` descriptor key carrying the route path (default `path`).
+    pub grpc_route_key: Option<String>,
     /// Where the proxy forwards: `http://host:port` (plain HTTP, no path).
     pub upstream: Option<String>,
     /// Time allowed to open a TCP connection to the upstream (default 2s) → 502 past it.
@@ -119,6 +123,8 @@ pub struct HttpSettings {
     pub tls_listen: Vec<SocketAddr>,
     pub tls: Vec<super::tls::TlsCert>,
     pub api_listen: Vec<SocketAddr>,
+    /// `grpc_listen` and `grpc_route_key` (see [`super::grpc`]).
+    pub grpc: super::grpc::GrpcSettings,
     pub upstream: Option<Upstream>,
     pub connect_timeout: Duration,
     pub response_timeout: Duration,
@@ -403,6 +409,10 @@ impl HttpSettings {
             tls_listen,
             tls,
             api_listen: addrs("http.api_listen", raw.api_listen, &[])?,
+            grpc: super::grpc::GrpcSettings::validate(
+                addrs("http.grpc_listen", raw.grpc_listen, &[])?,
+                raw.grpc_route_key,
+            )?,
             upstream,
             connect_timeout: duration(
                 "http.connect_timeout",
@@ -546,6 +556,8 @@ mod tests {
         assert!(err("upstream = \"https://x:1\"").contains("http.upstream"));
         assert!(err("upstream = \"http://x:1/app\"").contains("http.upstream"));
         assert!(err("api_listen = [\"localhost\"]").contains("http.api_listen"));
+        assert!(err("grpc_listen = [\"localhost\"]").contains("http.grpc_listen"));
+        assert!(err("grpc_route_key = \"\"").contains("http.grpc_route_key"));
         assert!(err("connect_timeout = \"soon\"").contains("http.connect_timeout"));
         assert!(err("response_timeout = \"0s\"").contains("http.response_timeout"));
         assert!(err("max_held = 0").contains("http.max_held"));

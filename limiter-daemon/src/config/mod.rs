@@ -22,6 +22,7 @@ pub mod env;
 pub mod error;
 pub mod field_path;
 pub mod file;
+pub mod grpc;
 pub mod h2;
 pub mod http;
 pub mod identity;

@@ -15,6 +15,7 @@
 //! budgets, then a network's spent hourly budget. A request refused anywhere spends no budget
 //! anywhere.
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use super::base::{Engine, Runtime};
@@ -162,7 +163,7 @@ impl Engine {
     /// round trip: the request path uses [`Engine::decide_async`].
     pub fn decide(&self, req: &RequestInfo<'_>) -> Decision {
         let now = self.clock.now_ms();
-        self.with_runtime(|rt| match self.begin(rt, req, now, true) {
+        self.with_runtime(|rt| match self.begin(rt, req, now, true, None) {
             Step::Done(d) => d,
             Step::Count(c) => {
                 let gate = self.store.gate_and_count(c.caller.group, &c.creq);
@@ -177,9 +178,19 @@ impl Engine {
     /// decision stays on the stack and borrows this thread's runtime: no allocation and no
     /// shared reference count per request.
     pub fn decide_async(&self, req: &RequestInfo<'_>) -> Decided<'_> {
+        self.decide_async_costing(req, None)
+    }
+
+    /// [`Engine::decide_async`] at `cost` units instead of the route's (`None`: the route's),
+    /// for a front end that states what a request costs (Envoy's `hits_addend`).
+    pub fn decide_async_costing(
+        &self,
+        req: &RequestInfo<'_>,
+        cost: Option<NonZeroU32>,
+    ) -> Decided<'_> {
         let now = self.clock.now_ms();
         self.with_runtime(|rt| {
-            let c = match self.begin(rt, req, now, true) {
+            let c = match self.begin(rt, req, now, true, cost) {
                 Step::Done(d) => return Decided::Ready(d),
                 Step::Count(c) => c,
             };
@@ -199,7 +210,7 @@ impl Engine {
     /// What `decide` would answer, without counting anything or striking (admin dry-run).
     pub fn explain(&self, req: &RequestInfo<'_>) -> Decision {
         let now = self.clock.now_ms();
-        match self.with_runtime(|rt| self.begin(rt, req, now, false)) {
+        match self.with_runtime(|rt| self.begin(rt, req, now, false, None)) {
             Step::Done(d) => d,
             // A dry run reads the usage in `begin`; it never asks to count.
             Step::Count(c) => c.d,
@@ -207,10 +218,18 @@ impl Engine {
     }
 
     /// Everything before the store counts: caller, route, lists; for a dry run, the whole
-    /// decision from the current usage.
-    fn begin(&self, rt: &Runtime, req: &RequestInfo<'_>, now: u64, count: bool) -> Step {
+    /// decision from the current usage. `cost`, when given, replaces the route's.
+    fn begin(
+        &self,
+        rt: &Runtime,
+        req: &RequestInfo<'_>,
+        now: u64,
+        count: bool,
+        cost: Option<NonZeroU32>,
+    ) -> Step {
         let cfg = &*rt.cfg;
         let route = cfg.routes.matching(req.method, req.path);
+        let cost = cost.unwrap_or(route.cost);
         let shadow = cfg.engine.shadow || route.shadow;
         let caller = rt.resolver.resolve(
             cfg,
@@ -227,7 +246,7 @@ impl Engine {
         d.crawler = caller.crawler;
         let creq = CountRequest {
             networks: net_counts,
-            ..CountRequest::new(id, now, route.cost.get(), limits(cfg, &caller, route))
+            ..CountRequest::new(id, now, cost.get(), limits(cfg, &caller, route))
         };
         // A lockout counts no window, yet its 429 names the budget like every other.
         let budget = hourly_budget(&creq.limits);

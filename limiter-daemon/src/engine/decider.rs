@@ -4,6 +4,7 @@
 //! can be tested with a scripted decider; the daemon plugs in the real engine.
 
 use std::net::IpAddr;
+use std::num::NonZeroU32;
 
 use http::{HeaderMap, Method};
 
@@ -39,6 +40,14 @@ pub trait Decider: Send + Sync + 'static {
         Decided::Ready(self.decide(req))
     }
 
+    /// [`Decider::decide_async`] at `cost` units instead of the route's: a front end that
+    /// states the cost itself (Envoy's `hits_addend`). The default, for deciders that do not
+    /// count units (scripted ones in tests), answers as `decide_async`.
+    fn decide_async_costing<'a>(&'a self, req: &RequestView<'_>, cost: NonZeroU32) -> Decided<'a> {
+        let _ = cost;
+        self.decide_async(req)
+    }
+
     /// Whether a decision may depend on the request field `name` (any case). A surface that
     /// parses heads itself builds the view's map from these fields alone; the default, every
     /// field, is always correct.
@@ -62,6 +71,10 @@ impl<D: Decider + ?Sized> Decider for std::sync::Arc<D> {
         (**self).decide_async(req)
     }
 
+    fn decide_async_costing<'a>(&'a self, req: &RequestView<'_>, cost: NonZeroU32) -> Decided<'a> {
+        (**self).decide_async_costing(req, cost)
+    }
+
     fn reads_header(&self, name: &[u8]) -> bool {
         (**self).reads_header(name)
     }
@@ -79,6 +92,10 @@ impl Decider for Engine {
 
     fn decide_async<'a>(&'a self, req: &RequestView<'_>) -> Decided<'a> {
         Engine::decide_async(self, &info(req))
+    }
+
+    fn decide_async_costing<'a>(&'a self, req: &RequestView<'_>, cost: NonZeroU32) -> Decided<'a> {
+        Engine::decide_async_costing(self, &info(req), Some(cost))
     }
 
     fn reads_header(&self, name: &[u8]) -> bool {

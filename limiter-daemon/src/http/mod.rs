@@ -10,6 +10,8 @@
 //!   direct exchange for bodyless requests, hyper's client for the rest.
 //! - [`api`]: the decision API (`POST /v1/decide`) and nginx `auth_request` (`GET /v1/auth`)
 //!   behind one router.
+//! - [`grpc`]: Envoy's gRPC services (ext_authz `Check`, `ShouldRateLimit`) on
+//!   `[http] grpc_listen`, deciding as the API does.
 //! - [`listen`]: how the API, admin and metrics routers are served: HTTP/1.1 with a head-read
 //!   (and idle) timeout, a body-read timeout and a connection cap on every listener.
 //! - [`render`]: how a decision becomes rate-limit fields and a 429, and every error body as
@@ -18,6 +20,7 @@
 //! Every surface asks [`crate::engine::decider::Decider`] for its decisions.
 
 pub mod api;
+pub mod grpc;
 pub mod h1;
 pub mod listen;
 pub mod proxy;

@@ -1,8 +1,9 @@
 //! [`MeteredDecider`]: wraps the engine where all three HTTP surfaces (reverse proxy,
-//! `/v1/decide`, `/v1/auth`) ask for decisions, so each decision is counted exactly once
+//! `/v1/decide`, `/v1/auth`, Envoy's gRPC services) ask for decisions, so each decision is counted exactly once
 //! whatever surface renders it, and the surfaces themselves know nothing about metrics.
 
 use std::net::IpAddr;
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -54,7 +55,29 @@ impl Decider for MeteredDecider {
     fn decide_async<'a>(&'a self, req: &RequestView<'_>) -> Decided<'a> {
         let started = Instant::now();
         let addr = self.address(req);
-        match self.inner.decide_async(req) {
+        self.observed(started, addr, self.inner.decide_async(req))
+    }
+
+    fn decide_async_costing<'a>(&'a self, req: &RequestView<'_>, cost: NonZeroU32) -> Decided<'a> {
+        let started = Instant::now();
+        let addr = self.address(req);
+        self.observed(started, addr, self.inner.decide_async_costing(req, cost))
+    }
+
+    fn reads_header(&self, name: &[u8]) -> bool {
+        self.inner.reads_header(name)
+    }
+
+    /// Not a decision: not observed.
+    fn standing(&self, req: &RequestView<'_>) -> Option<Standing> {
+        self.inner.standing(req)
+    }
+}
+
+impl MeteredDecider {
+    /// `decided`, observed once it is known.
+    fn observed<'a>(&'a self, started: Instant, addr: IpAddr, decided: Decided<'a>) -> Decided<'a> {
+        match decided {
             Decided::Ready(d) => {
                 self.observe(started, &d, addr);
                 Decided::Ready(d)
@@ -65,14 +88,5 @@ impl Decider for MeteredDecider {
                 d
             })),
         }
-    }
-
-    fn reads_header(&self, name: &[u8]) -> bool {
-        self.inner.reads_header(name)
-    }
-
-    /// Not a decision: not observed.
-    fn standing(&self, req: &RequestView<'_>) -> Option<Standing> {
-        self.inner.standing(req)
     }
 }

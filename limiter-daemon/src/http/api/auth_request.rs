@@ -24,10 +24,10 @@ use axum::extract::{ConnectInfo, State};
 use axum::response::Response;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
 
-use crate::engine::decider::{Decided, RequestView};
+use crate::engine::decider::RequestView;
 use crate::http::api::auth_convention::{caller, original, strip};
+use crate::http::api::settle::{settle, Settled};
 use crate::http::api::state::{drop_forwarding, ApiState};
-use crate::http::proxy::admit::{admission, Admission};
 use crate::http::proxy::limits::too_large;
 use crate::http::render::problem;
 use crate::http::render::response::{problem as rejection_problem, write_headers};
@@ -63,32 +63,29 @@ pub async fn auth(
     drop_forwarding(&mut headers);
     strip(&mut headers);
 
-    let d = match state.decider.decide_async(&RequestView {
+    let view = RequestView {
         peer: client.ip(),
         method: &method,
         path: &path,
         headers: &headers,
         unattributed: matches!(client, Client::Unattributed(_)),
-    }) {
-        Decided::Ready(d) => d,
-        Decided::Pending(f) => f.await,
     };
-    // nginx replays a 429 from the captured headers, so the problem document travels in one.
-    let compact =
-        (d.action() == Action::Reject).then(|| rejection_problem(&d, &state.hints).to_bytes());
-    let d = match admission(d, &state.gate, &state.hints) {
-        Admission::Answer(mut resp) => {
-            if let Some(v) = compact.and_then(|c| HeaderValue::from_bytes(&c).ok()) {
-                resp.headers_mut().insert(X_LIMITER_PROBLEM, v);
+    let d = match settle(&state, &view, None).await {
+        Settled::Allowed(d) => d,
+        Settled::Refused {
+            decision,
+            mut response,
+        } => {
+            // nginx replays a 429 from the captured headers, so the problem document travels
+            // in one.
+            if decision.action() == Action::Reject {
+                let compact = rejection_problem(&decision, &state.hints).to_bytes();
+                if let Ok(v) = HeaderValue::from_bytes(&compact) {
+                    response.headers_mut().insert(X_LIMITER_PROBLEM, v);
+                }
             }
-            return resp.map(Body::from);
+            return response.map(Body::from);
         }
-        Admission::Hold(d, permit) => {
-            tokio::time::sleep(d.delay()).await;
-            drop(permit);
-            d
-        }
-        Admission::Forward(d) => d,
     };
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = orig.front.allow_status();

@@ -20,9 +20,10 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode, Uri};
 use serde_json::{json, Map, Value};
 
-use crate::engine::decider::{Decided, RequestView};
+use crate::engine::decider::RequestView;
 use crate::http::api::browser::{cross_site, json_content_type};
 use crate::http::api::decide_body::{parse, DescribeError};
+use crate::http::api::settle::decision;
 use crate::http::api::state::ApiState;
 use crate::http::render::problem;
 use crate::http::render::response::{problem as rejection_problem, retry_after, write_headers};
@@ -104,16 +105,14 @@ pub async fn decide(
     };
     // Headers are copied into the map; the body's buffer is not needed any more.
     drop(body);
-    let d = match state.decider.decide_async(&RequestView {
+    let view = RequestView {
         peer: described.ip,
         method: &described.method,
         path: &described.path,
         headers: &described.headers,
         unattributed: false,
-    }) {
-        Decided::Ready(d) => d,
-        Decided::Pending(f) => f.await,
     };
+    let d = decision(&*state.decider, &view, None).await;
     let mut h = HeaderMap::new();
     write_headers(&d, &mut h);
     let headers: Map<String, Value> = h

@@ -22,16 +22,23 @@ use crate::http::render::problem::Problem;
 
 /// Whether `headers` carry `Authorization: Bearer <expected>`.
 pub fn authorized(headers: &HeaderMap, expected: &ApiToken) -> bool {
-    let Some(given) = headers
+    headers
         .get(AUTHORIZATION)
-        .and_then(|v| v.as_bytes().get(..7).map(|p| (p, v)))
-        .and_then(|(p, v)| {
-            p.eq_ignore_ascii_case(b"bearer ")
-                .then(|| &v.as_bytes()[7..])
-        })
-    else {
-        return false;
-    };
+        .is_some_and(|v| bearer_matches(v.as_bytes(), expected))
+}
+
+/// Whether `value`, an `Authorization` field's, is `Bearer <expected>` (scheme in any case).
+pub fn bearer_matches(value: &[u8], expected: &ApiToken) -> bool {
+    match value.split_at_checked(7) {
+        Some((scheme, given)) if scheme.eq_ignore_ascii_case(b"bearer ") => {
+            token_matches(given, expected)
+        }
+        _ => false,
+    }
+}
+
+/// Whether `given` (surrounding blanks aside) is the token, compared in constant time.
+pub fn token_matches(given: &[u8], expected: &ApiToken) -> bool {
     // `ct_eq` on slices of different lengths is false without comparing; the length of a
     // token is no secret worth hiding (it is fixed by whoever generated it).
     bool::from(given.trim_ascii().ct_eq(expected.expose()))

@@ -24,15 +24,31 @@ pub enum Admission {
 
 /// What `decision` lets happen next: reject, hold (within `gate`'s bounds) or forward.
 pub fn admission(decision: Decision, gate: &Arc<HoldGate>, hints: &Hints) -> Admission {
+    match next(&decision, gate, hints) {
+        Next::Answer(resp) => Admission::Answer(resp),
+        Next::Hold(permit) => Admission::Hold(decision, permit),
+        Next::Forward => Admission::Forward(decision),
+    }
+}
+
+/// [`admission`] for a caller that keeps the decision (a refusal's fields are read from it).
+pub enum Next {
+    Forward,
+    Hold(HoldPermit),
+    Answer(Response<Bytes>),
+}
+
+/// What `decision` lets happen next, the decision left with the caller.
+pub fn next(decision: &Decision, gate: &Arc<HoldGate>, hints: &Hints) -> Next {
     match decision.action() {
-        Action::Reject => Admission::Answer(rejection(&decision, hints)),
+        Action::Reject => Next::Answer(rejection(decision, hints)),
         Action::Delay => match gate.try_hold(&decision.identity) {
-            Some(permit) => Admission::Hold(decision, permit),
+            Some(permit) => Next::Hold(permit),
             None => {
                 tracing::debug!(identity = %decision.identity, "held-request bound reached");
-                Admission::Answer(hold_overflow(&decision))
+                Next::Answer(hold_overflow(decision))
             }
         },
-        Action::Allow => Admission::Forward(decision),
+        Action::Allow => Next::Forward,
     }
 }

@@ -75,6 +75,8 @@ pub struct HttpServer {
     /// The `[[http.tls]]` certificates (replaced on reload).
     tls: Arc<TlsCerts>,
     api_listeners: Vec<TcpListener>,
+    /// `grpc_listen`'s: Envoy's gRPC services over the API's state.
+    grpc_listeners: Vec<TcpListener>,
     decider: Arc<dyn Decider>,
     hints: Hints,
     api: ApiState,
@@ -150,6 +152,10 @@ impl HttpServer {
         for &addr in &settings.api_listen {
             api_listeners.push(bind_one(addr, "http.api_listen")?);
         }
+        let mut grpc_listeners = Vec::new();
+        for &addr in &settings.grpc.listen {
+            grpc_listeners.push(bind_one(addr, "http.grpc_listen")?);
+        }
         let api = ApiState {
             decider: Arc::clone(&decider),
             gate: Arc::clone(&gate),
@@ -163,6 +169,7 @@ impl HttpServer {
             tls_listeners,
             tls: TlsCerts::new(settings.tls.clone()),
             api_listeners,
+            grpc_listeners,
             decider,
             hints,
             api,
@@ -199,6 +206,14 @@ impl HttpServer {
 
     pub fn api_addrs(&self) -> Result<Vec<SocketAddr>, ServeError> {
         self.api_listeners
+            .iter()
+            .map(|l| l.local_addr().map_err(ServeError::LocalAddr))
+            .collect()
+    }
+
+    /// The bound `grpc_listen` addresses.
+    pub fn grpc_addrs(&self) -> Result<Vec<SocketAddr>, ServeError> {
+        self.grpc_listeners
             .iter()
             .map(|l| l.local_addr().map_err(ServeError::LocalAddr))
             .collect()
@@ -248,6 +263,15 @@ impl HttpServer {
                 limits,
                 "http.api_listen",
                 stop.clone().cancelled_owned(),
+            ));
+        }
+        let grpc = crate::http::grpc::serve::GrpcOptions::from_settings(&self.settings);
+        for listener in self.grpc_listeners {
+            api_tasks.spawn(crate::http::grpc::serve::serve(
+                listener,
+                self.api.clone(),
+                grpc.clone(),
+                stop.clone(),
             ));
         }
         api_tasks.close();
@@ -409,9 +433,13 @@ pub async fn serve_bound(
     for a in server.api_addrs()? {
         tracing::info!(addr = %a, "decision API and /v1/auth listening");
     }
+    for a in server.grpc_addrs()? {
+        tracing::info!(addr = %a, "Envoy gRPC (ext_authz Check, ShouldRateLimit) listening");
+    }
     if server.proxy_listeners.is_empty()
         && server.tls_listeners.is_empty()
         && server.api_listeners.is_empty()
+        && server.grpc_listeners.is_empty()
     {
         tracing::warn!(
             "no HTTP listener configured ([http] proxy_listen / api_listen): requests are not \
