@@ -21,7 +21,7 @@ use std::convert::Infallible;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::{pin, Pin};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -290,10 +290,12 @@ pub(crate) async fn hand_over<S>(
         count_stream(&state.h2, req.version() == http::Version::HTTP_2);
         async move { Ok::<_, Infallible>(handle(&state, peer, req, decided, https).await) }
     });
+    let flooded = Arc::new(AtomicBool::new(false));
     let io = TokioIo::new(Rewind {
         read,
         stream,
         watch: FrameWatch::default(),
+        flooded: Arc::clone(&flooded),
         counters: Arc::clone(&front.state.h2),
     });
     let mut conn = pin!(front.hyper.serve_connection_with_upgrades(io, svc));
@@ -304,15 +306,19 @@ pub(crate) async fn hand_over<S>(
             conn.await
         }
     };
-    if let Err(err) = ended {
+    if let Err(err) = &ended {
         tracing::debug!(error = %err, "proxy connection ended with an error");
-        if let Some(why) = abuse(&*err) {
-            front.state.h2.abuse_closes.fetch_add(1, Ordering::Relaxed);
-            tracing::info!(%peer, reason = why, "HTTP/2 connection closed for abuse");
-            // A strike may wait on the store: not on this thread.
-            let decider = Arc::clone(&front.state.decider);
-            tokio::task::spawn_blocking(move || decider.abuse_strike(peer, why));
-        }
+    }
+    let err = ended
+        .as_ref()
+        .err()
+        .map(|e| &**e as &(dyn std::error::Error + 'static));
+    if let Some(why) = abuse(flooded.load(Ordering::Relaxed), err) {
+        front.state.h2.abuse_closes.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(%peer, reason = why, "HTTP/2 connection closed for abuse");
+        // A strike may wait on the store: not on this thread.
+        let decider = Arc::clone(&front.state.decider);
+        tokio::task::spawn_blocking(move || decider.abuse_strike(peer, why));
     }
 }
 
@@ -324,6 +330,8 @@ struct Rewind<S> {
     stream: S,
     watch: FrameWatch,
     counters: Arc<H2Counters>,
+    /// Set when the watch cut the connection off for a flood.
+    flooded: Arc<AtomicBool>,
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
@@ -344,6 +352,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
             }
         }
         let watched = this.watch.feed(&buf.filled()[before..], &this.counters);
+        if watched.is_err() {
+            this.flooded.store(true, Ordering::Relaxed);
+        }
         Poll::Ready(watched.map_err(io::Error::other))
     }
 }

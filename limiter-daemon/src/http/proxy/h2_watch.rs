@@ -131,16 +131,15 @@ impl FrameWatch {
     }
 }
 
-/// Whether `err` (a read error hyper passed on) is a [`Flood`].
-pub fn is_flood(err: &std::io::Error) -> bool {
-    err.get_ref().is_some_and(|e| e.is::<Flood>())
-}
-
-/// Why a connection that ended with `err` was HTTP/2 abuse, or `None`: h2 closed it with
-/// GOAWAY `ENHANCE_YOUR_CALM` (its own limits: rapid reset, CONTINUATION and DATA floods), or
-/// the control-frame bound did ([`crate::http::proxy::h2_watch::Flood`]).
-pub fn abuse(err: &(dyn StdError + 'static)) -> Option<&'static str> {
-    let mut at = Some(err);
+/// Why a connection was HTTP/2 abuse, or `None`: `flooded`, the control-frame bound cut it
+/// off (a [`Flood`]: h2 keeps only the kind of a read error, so the reader says so), or it
+/// ended with `err`, h2's GOAWAY `ENHANCE_YOUR_CALM` (its own limits: rapid reset,
+/// CONTINUATION and DATA floods).
+pub fn abuse(flooded: bool, err: Option<&(dyn StdError + 'static)>) -> Option<&'static str> {
+    if flooded {
+        return Some("HTTP/2 PING, SETTINGS or PRIORITY flood");
+    }
+    let mut at = err;
     while let Some(e) = at {
         if let Some(h2) = e.downcast_ref::<h2::Error>() {
             if h2.is_go_away()
@@ -149,9 +148,6 @@ pub fn abuse(err: &(dyn StdError + 'static)) -> Option<&'static str> {
             {
                 return Some("HTTP/2 limits exceeded (rapid reset, CONTINUATION or DATA flood)");
             }
-        }
-        if e.downcast_ref::<std::io::Error>().is_some_and(is_flood) {
-            return Some("HTTP/2 PING, SETTINGS or PRIORITY flood");
         }
         at = e.source();
     }
