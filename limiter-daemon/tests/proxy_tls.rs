@@ -138,6 +138,39 @@ impl Kept {
     }
 }
 
+/// The daemon's stderr when it refuses to start with `config`; panics when it starts (still
+/// running after 10 s: killed) or exits successfully.
+fn refused_at_start(config: &Path) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_limiter-daemon"))
+        .args(["run", "--config"])
+        .arg(config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{} accepted: the daemon started", config.display());
+        }
+        std::thread::park_timeout(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!status.success(), "{} accepted", config.display());
+    err
+}
+
 fn config(
     dir: &Path,
     proxy: SocketAddr,
@@ -208,13 +241,7 @@ fn tls_at_the_edge() {
         ),
     ] {
         std::fs::write(p.join("bad.toml"), config(p, proxy, metrics_at, up, files)).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_limiter-daemon"))
-            .args(["run", "--config"])
-            .arg(p.join("bad.toml"))
-            .output()
-            .unwrap();
-        assert!(!out.status.success(), "{files:?} accepted");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = refused_at_start(&p.join("bad.toml"));
         assert!(err.contains(field) && err.contains(why), "{files:?}: {err}");
     }
 
