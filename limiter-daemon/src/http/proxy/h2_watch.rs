@@ -51,6 +51,8 @@ pub struct FrameWatch {
     /// Control frames left, and when they were last refilled (`None`: none seen yet).
     tokens: f64,
     refilled: Option<Instant>,
+    /// Past the bound once: every later read fails too.
+    flooded: bool,
 }
 
 impl Default for FrameWatch {
@@ -63,6 +65,7 @@ impl Default for FrameWatch {
             off: false,
             tokens: CONTROL_BURST,
             refilled: None,
+            flooded: false,
         }
     }
 }
@@ -80,6 +83,9 @@ impl FrameWatch {
         counters: &H2Counters,
         now: impl Fn() -> Instant,
     ) -> Result<(), Flood> {
+        if self.flooded {
+            return Err(Flood);
+        }
         while !data.is_empty() && !self.off {
             if self.matched < PREFACE.len() {
                 let n = (PREFACE.len() - self.matched).min(data.len());
@@ -107,7 +113,9 @@ impl FrameWatch {
                         (RST_STREAM, _) => {
                             counters.resets.fetch_add(1, Ordering::Relaxed);
                         }
-                        (PING | SETTINGS, 0) | (PRIORITY, _) => self.control(now())?,
+                        (PING | SETTINGS, 0) | (PRIORITY, _) => {
+                            self.control(now())?;
+                        }
                         _ => {}
                     }
                 }
@@ -124,6 +132,7 @@ impl FrameWatch {
         }
         self.refilled = Some(now);
         if self.tokens < 1.0 {
+            self.flooded = true;
             return Err(Flood);
         }
         self.tokens -= 1.0;
@@ -215,7 +224,14 @@ mod tests {
             .collect();
         s.feed_at(&acks, &c, || t0).unwrap();
         s.feed_at(&frame(PING, 0, &[0; 8]), &c, || t0).unwrap_err();
-        // A second later, CONTROL_PER_SEC more.
+        // A flood is the connection's end: nothing read after it is taken.
+        s.feed_at(&frame(0x0, 0, &[0; 8]), &c, || t0).unwrap_err();
+
+        // Spent at once, then a second later CONTROL_PER_SEC more.
+        let mut s = FrameWatch::default();
+        s.feed_at(PREFACE, &c, || t0).unwrap();
+        let pings: Vec<u8> = (0..burst).flat_map(|_| frame(PING, 0, &[0; 8])).collect();
+        s.feed_at(&pings, &c, || t0).unwrap();
         let t1 = t0 + Duration::from_secs(1);
         for _ in 0..CONTROL_PER_SEC as usize {
             s.feed_at(&frame(PING, 0, &[0; 8]), &c, || t1).unwrap();
