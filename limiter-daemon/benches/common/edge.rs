@@ -19,14 +19,14 @@
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use limiter_tests::nginx::{free_port, Nginx};
 
-use crate::wrk::{median, wait_listening, wrk_with, Daemon, Run};
+use crate::wrk::{median, spawn_daemon, wait_listening, wrk_with, Daemon, Run};
 
 #[path = "../../tests/h2_support/mod.rs"]
 mod h2_support;
@@ -191,15 +191,7 @@ fn start_daemon(
     );
     let path = scratch.join(format!("limiter-{name}.toml"));
     std::fs::write(&path, config).unwrap();
-    let child = Command::new(bin)
-        .arg("run")
-        .arg("--config")
-        .arg(&path)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start the daemon");
-    Daemon(child)
+    Daemon(spawn_daemon(bin, &path))
 }
 
 /// One row's samples: (daemon, nginx, direct when there is one).
