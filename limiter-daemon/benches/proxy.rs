@@ -29,6 +29,8 @@ use limiter_tests::nginx::{available, free_port, Nginx};
 
 #[path = "common/front.rs"]
 mod front;
+#[path = "common/edge.rs"]
+mod edge;
 #[path = "common/wrk.rs"]
 mod wrk;
 use wrk::{
@@ -264,7 +266,7 @@ fn main() {
             samples[i].push((r, us_per_req));
         }
     }
-    drop((daemon, daemon_normal, nginx, nginx_batch, upstream));
+    drop((daemon, daemon_normal, nginx, nginx_batch));
 
     struct Row {
         rps: f64,
@@ -321,6 +323,9 @@ fn main() {
         dm.rps / ngb.rps,
         dmn.rps / ng.rps
     );
+    // TLS, HTTP/2, WebSocket and rapid reset, against the same upstream.
+    edge::run(&bin, scratch.path(), up_addr, &script, secs, rounds);
+    drop(upstream);
 }
 
 /// Puts process `pid` (an nginx worker) on `SCHED_BATCH`, as the daemon does its proxy threads.

@@ -10,12 +10,14 @@
 //!   refused), does not take the daemon down, another client is served, and the resets are
 //!   counted.
 
+mod h2_support;
 mod ops_support;
 mod tls_support;
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use ops_support::*;
@@ -84,52 +86,11 @@ fn counter(m: &str, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {name} in\n{m}"))
 }
 
-/// Opens `n` streams from `from`, resetting each as soon as its HEADERS are out, on a new
-/// connection whenever the daemon closes one; (streams sent, connections used).
+/// [`h2_support::rapid_reset`] of `n` streams, to the end.
 fn rapid_reset(proxy: SocketAddr, from: &str, n: usize) -> (usize, usize) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async move {
-        let (mut sent, mut conns) = (0, 0);
-        while sent < n {
-            conns += 1;
-            assert!(conns <= 2000, "{sent} streams over {conns} connections");
-            let sock = tokio::net::TcpSocket::new_v4().unwrap();
-            sock.bind(format!("{from}:0").parse().unwrap()).unwrap();
-            let tcp = sock.connect(proxy).await.unwrap();
-            let Ok((sender, conn)) = h2::client::handshake(tcp).await else {
-                continue;
-            };
-            let conn = tokio::spawn(conn);
-            let mut sender = Some(sender);
-            while sent < n {
-                let Some(Ok(mut ready)) = (match sender.take() {
-                    Some(s) => Some(s.ready().await),
-                    None => None,
-                }) else {
-                    break;
-                };
-                let req = http::Request::get(format!("http://{proxy}/reset"))
-                    .body(())
-                    .unwrap();
-                let Ok((resp, mut stream)) = ready.send_request(req, false) else {
-                    break;
-                };
-                // Lets the connection task write the HEADERS first: reset before that, the h2
-                // client drops the stream without a frame.
-                tokio::task::yield_now().await;
-                stream.send_reset(h2::Reason::CANCEL);
-                drop(resp);
-                sender = Some(ready);
-                sent += 1;
-            }
-            drop(sender);
-            let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
-        }
-        (sent, conns)
-    })
+    let (sent, conns) = h2_support::rapid_reset(proxy, from, n, &AtomicBool::new(false));
+    assert!(conns <= 2000, "{sent} streams over {conns} connections");
+    (sent, conns)
 }
 
 #[test]
@@ -272,4 +233,122 @@ fn http2_on_the_proxy_listeners() {
     eprintln!("rapid reset: {sent} streams over {conns} connections; resets counted {resets}");
     // A connection's last streams may be reset after the daemon stopped reading it.
     assert!(resets >= sent as u64 / 2, "{sent} sent, {resets} counted");
+}
+
+/// One HTTP/2 frame: `kind`, `flags`, stream `id`, `payload` (RFC 9113 §4.1).
+fn frame(kind: u8, flags: u8, id: u32, payload: &[u8]) -> Vec<u8> {
+    let len = (payload.len() as u32).to_be_bytes();
+    let mut f = vec![len[1], len[2], len[3], kind, flags];
+    f.extend_from_slice(&id.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// Sends the preface, an empty SETTINGS and `flood` from `from`, then reads until the daemon
+/// closes the connection (within 10 s, else it panics naming `what`).
+fn flood_until_closed(proxy: SocketAddr, from: &str, what: &str, flood: &[u8]) {
+    use std::io::{Read, Write};
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let src: SocketAddr = format!("{from}:0").parse().unwrap();
+    sock.bind(&src.into()).unwrap();
+    sock.connect(&proxy.into()).unwrap();
+    let mut tcp: std::net::TcpStream = sock.into();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut wire = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    wire.extend(frame(0x4, 0, 0, &[]));
+    wire.extend_from_slice(flood);
+    // The daemon may close before it has read everything: a failed write is that.
+    let _ = tcp.write_all(&wire);
+    let mut buf = [0u8; 65536];
+    loop {
+        match tcp.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return,
+            Err(e) => panic!("{what}: the connection was not closed: {e}"),
+        }
+    }
+}
+
+/// HTTP/2 abuse on its own daemon, with budgets far above the 10,000 streams sent, so only
+/// the abuse itself can strike:
+/// - rapid reset from 127.0.0.5 (10,000 streams opened and cancelled): hyper's guard closes
+///   its connections and the first such close strikes it (a lockout, as a burst makes),
+///   while 127.0.0.6 is served all along;
+/// - a CONTINUATION flood (127.0.0.7: header fragments past the header-list size, h2's own
+///   limit), a PING flood (127.0.0.8) and a SETTINGS flood (127.0.0.9), both past the
+///   control-frame bound: each connection is closed, each caller struck, and the daemon
+///   serves 127.0.0.10 afterwards.
+#[test]
+fn http2_abuse_is_struck_and_floods_are_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let up = Upstream::start();
+    let (plain, metrics_at) = (free_addr(), free_addr());
+    let text = config_text(
+        p,
+        &format!(
+            "[tiers.anon]\nburst = 60000\nhourly = 1000000\n[quota]\nanon = 1000000\n\
+             [networks.prefix]\nenabled = false\n[admin]\nlisten = \"\"\n[http]\n\
+             proxy_listen = [\"{plain}\"]\nupstream = \"http://{}\"\n\
+             [metrics]\nlisten = \"{metrics_at}\"\n",
+            up.addr,
+        ),
+    );
+    let mut d = Daemon::start(p, &text, &[], plain);
+    let url = format!("http://{plain}/page");
+    let get = |from: &str| curl(p, &["--interface", from, "--http2-prior-knowledge", &url]);
+
+    let flood = std::thread::spawn(move || rapid_reset(plain, "127.0.0.5", 10_000));
+    let mut served = 0;
+    while !flood.is_finished() || served == 0 {
+        let (ok, head, log) = get("127.0.0.6");
+        assert!(
+            ok && head.starts_with("http/2 200"),
+            "during the flood: {head}{log}"
+        );
+        served += 1;
+    }
+    let (sent, conns) = flood.join().unwrap();
+    eprintln!("rapid reset: {sent} streams over {conns} connections; 127.0.0.6 served {served}");
+    let log = d.wait_log("lockout_made", 1);
+    assert!(
+        log.lines()
+            .any(|l| l.contains("lockout_made") && l.contains("127.0.0.5")),
+        "{log}"
+    );
+    let (_, head, log) = get("127.0.0.5");
+    assert!(
+        head.starts_with("http/2 429"),
+        "after the flood: {head}{log}"
+    );
+
+    // CONTINUATION: a HEADERS frame without END_HEADERS, then fragments holding one valid
+    // field each (`x-a: aaaa`, a literal), far more frames than the header list needs.
+    let field = [0x00, 3, b'x', b'-', b'a', 4, b'a', b'a', b'a', b'a'];
+    let mut cont = frame(0x1, 0x1, 1, &[0x82, 0x86, 0x84]);
+    for _ in 0..1000 {
+        cont.extend(frame(0x9, 0, 1, &field));
+    }
+    flood_until_closed(plain, "127.0.0.7", "CONTINUATION flood", &cont);
+    let pings: Vec<u8> = (0..10_000u64)
+        .flat_map(|i| frame(0x6, 0, 0, &i.to_be_bytes()))
+        .collect();
+    flood_until_closed(plain, "127.0.0.8", "PING flood", &pings);
+    let settings: Vec<u8> = (0..10_000).flat_map(|_| frame(0x4, 0, 0, &[])).collect();
+    flood_until_closed(plain, "127.0.0.9", "SETTINGS flood", &settings);
+
+    let log = d.wait_log("lockout_made", 4);
+    for ip in ["127.0.0.7", "127.0.0.8", "127.0.0.9"] {
+        assert!(
+            log.lines()
+                .any(|l| l.contains("lockout_made") && l.contains(ip)),
+            "{ip} not struck: {log}"
+        );
+    }
+    assert!(d.running(), "the daemon died under the floods");
+    let (ok, head, log) = get("127.0.0.10");
+    assert!(ok && head.starts_with("http/2 200"), "{head}{log}");
+    let m = metrics(metrics_at);
+    assert!(counter(&m, "h2_abuse_closes_total") >= 4, "{m}");
 }

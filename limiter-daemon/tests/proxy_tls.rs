@@ -2,9 +2,9 @@
 //! (a test CA, leaf certificates for `a.test` and `b.test`): `curl --cacert` gets through on
 //! TLS 1.2 and 1.3 and the upstream sees `X-Forwarded-Proto: https`; SNI picks between the two
 //! certificates; a SIGHUP reload swaps a certificate (signed by a second CA) while a
-//! connection made before it goes on being served; a key that does not match its certificate
-//! is refused at reload (old certificate kept) and at start, naming the field; the handshake
-//! metrics count both results.
+//! connection made before it goes on being served; a key that does not match its certificate,
+//! an expired certificate and one not valid yet are refused at start and at reload (the
+//! certificate in force kept), naming the field; the handshake metrics count both results.
 
 mod ops_support;
 mod tls_support;
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ops_support::*;
-use tls_support::{ca, leaf};
+use tls_support::{ca, leaf, leaf_dated};
 
 /// An upstream answering each request with its head as the body.
 fn upstream() -> SocketAddr {
@@ -138,18 +138,51 @@ impl Kept {
     }
 }
 
+/// The daemon's stderr when it refuses to start with `config`; panics when it starts (still
+/// running after 10 s: killed) or exits successfully.
+fn refused_at_start(config: &Path) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_limiter-daemon"))
+        .args(["run", "--config"])
+        .arg(config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{} accepted: the daemon started", config.display());
+        }
+        std::thread::park_timeout(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!status.success(), "{} accepted", config.display());
+    err
+}
+
 fn config(
     dir: &Path,
     proxy: SocketAddr,
     metrics: SocketAddr,
     up: SocketAddr,
-    a_key: &str,
+    (a_cert, a_key): (&str, &str),
 ) -> String {
     config_text(
         dir,
         &format!(
             "[tiers.anon]\nburst = 100\n[admin]\nlisten = \"\"\n[http]\ntls_listen = [\"{proxy}\"]\n\
-             upstream = \"http://{up}\"\n[[http.tls]]\ncert_file = \"{d}/a.pem\"\nkey_file = \"{d}/{a_key}\"\n\
+             upstream = \"http://{up}\"\n[[http.tls]]\ncert_file = \"{d}/{a_cert}\"\nkey_file = \"{d}/{a_key}\"\n\
              [[http.tls]]\ncert_file = \"{d}/b.pem\"\nkey_file = \"{d}/b.key\"\n\
              [metrics]\nlisten = \"{metrics}\"\n",
             d = dir.display()
@@ -166,22 +199,58 @@ fn tls_at_the_edge() {
     leaf(p, "ca1", "a", "a.test", "DNS:a.test");
     leaf(p, "ca1", "b", "b.test", "DNS:b.test");
     leaf(p, "ca2", "a2", "a.test", "DNS:a.test");
+    // a.test's certificates of 2020 (expired) and of 2099 (not valid yet).
+    leaf_dated(
+        p,
+        "ca1",
+        "old",
+        "a.test",
+        "DNS:a.test",
+        "20200101000000Z",
+        "20200102000000Z",
+    );
+    leaf_dated(
+        p,
+        "ca1",
+        "later",
+        "a.test",
+        "DNS:a.test",
+        "20990101000000Z",
+        "20990102000000Z",
+    );
     let up = upstream();
     let (proxy, metrics_at) = (free_addr(), free_addr());
 
-    // A key that is not the certificate's is refused at start, naming the field.
-    let bad = config(p, proxy, metrics_at, up, "b.key");
-    std::fs::write(p.join("bad.toml"), &bad).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_limiter-daemon"))
-        .args(["run", "--config"])
-        .arg(p.join("bad.toml"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("http.tls[0].key_file"), "{err}");
+    // Refused at start, naming the field: a key that is not the certificate's, an expired
+    // certificate, one not valid yet.
+    for (files, field, why) in [
+        (
+            ("a.pem", "b.key"),
+            "http.tls[0].key_file",
+            "is not the key of",
+        ),
+        (
+            ("old.pem", "old.key"),
+            "http.tls[0].cert_file",
+            "expired on",
+        ),
+        (
+            ("later.pem", "later.key"),
+            "http.tls[0].cert_file",
+            "is not valid before",
+        ),
+    ] {
+        std::fs::write(p.join("bad.toml"), config(p, proxy, metrics_at, up, files)).unwrap();
+        let err = refused_at_start(&p.join("bad.toml"));
+        assert!(err.contains(field) && err.contains(why), "{files:?}: {err}");
+    }
 
-    let mut d = Daemon::start(p, &config(p, proxy, metrics_at, up, "a.key"), &[], proxy);
+    let mut d = Daemon::start(
+        p,
+        &config(p, proxy, metrics_at, up, ("a.pem", "a.key")),
+        &[],
+        proxy,
+    );
 
     // Through on TLS 1.3 and 1.2; the upstream is told the client came over https.
     for versions in [&["--tlsv1.3"][..], &["--tlsv1.2", "--tls-max", "1.2"][..]] {
@@ -215,12 +284,23 @@ fn tls_at_the_edge() {
     );
 
     // A mismatched key at reload: refused, naming the field; the certificate in force stays.
-    d.rewrite(&config(p, proxy, metrics_at, up, "b.key"));
-    d.signal(libc::SIGHUP);
-    let log = d.wait_log("config reload refused", 1);
-    assert!(log.contains("http.tls[0].key_file"), "{log}");
-    let (ok, _, log) = curl(p, proxy, "a.test", "ca2", &[]);
-    assert!(ok, "{log}");
+    // So is an expired certificate, and one not valid yet.
+    for (n, (files, field)) in [
+        (("a.pem", "b.key"), "http.tls[0].key_file"),
+        (("old.pem", "old.key"), "http.tls[0].cert_file"),
+        (("later.pem", "later.key"), "http.tls[0].cert_file"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        d.rewrite(&config(p, proxy, metrics_at, up, files));
+        d.signal(libc::SIGHUP);
+        let log = d.wait_log("config reload refused", n + 1);
+        let last = log.lines().rfind(|l| l.contains("config reload refused"));
+        assert!(last.is_some_and(|l| l.contains(field)), "{files:?}: {log}");
+        let (ok, _, log) = curl(p, proxy, "a.test", "ca2", &[]);
+        assert!(ok, "{files:?}: {log}");
+    }
 
     let m = metrics(metrics_at);
     let count = |label: &str| -> u64 {

@@ -131,6 +131,18 @@ pub fn wait_listening(addr: SocketAddr, child: &mut Child) {
     }
 }
 
+/// Starts `bin run --config <config>` (logging warnings only, stdout discarded).
+pub fn spawn_daemon(bin: &Path, config: &Path) -> Child {
+    Command::new(bin)
+        .arg("run")
+        .arg("--config")
+        .arg(config)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start the daemon")
+}
+
 pub struct Daemon(pub Child);
 
 /// Runs `bin run --config <config>` (`RUST_LOG=warn`) and waits until every one of `ready`

@@ -1,7 +1,9 @@
 //! `[[http.tls]]`: the certificates the proxy's TLS listeners (`[http] tls_listen`) present,
 //! each a PEM chain and its key. Every file is read and checked when the config is (at start
 //! and at each reload): a missing or unparsable file, or a key that does not match its
-//! certificate, is refused naming the entry's field, and a reload refused keeps the old ones.
+//! certificate, or a certificate outside its validity dates (expired, or not valid yet), is
+//! refused naming the entry's field, and a reload refused keeps the old ones. Only the dates
+//! of the leaf are checked (the chain is the client's to judge).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,6 +12,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 use serde::Deserialize;
+use x509_parser::time::ASN1Time;
 
 use crate::config::error::ConfigError;
 
@@ -81,6 +84,12 @@ fn load(i: usize, r: RawTls) -> Result<TlsCert, ConfigError> {
             ),
         ));
     }
+    check_dates(&certs[0]).map_err(|why| {
+        ConfigError::invalid(
+            field("cert_file"),
+            format!("{}: the certificate {why}", r.cert_file.display()),
+        )
+    })?;
     let key_pem = read("key_file", &r.key_file)?;
     let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
         ConfigError::invalid(
@@ -104,4 +113,19 @@ fn load(i: usize, r: RawTls) -> Result<TlsCert, ConfigError> {
         key_file: r.key_file,
         key: Arc::new(key),
     })
+}
+
+/// `Err(why)` when the time now is outside the leaf's validity dates.
+fn check_dates(leaf: &CertificateDer<'_>) -> Result<(), String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf)
+        .map_err(|e| format!("does not parse as X.509: {e}"))?;
+    let validity = cert.validity();
+    let now = ASN1Time::now();
+    if now < validity.not_before {
+        return Err(format!("is not valid before {}", validity.not_before));
+    }
+    if now > validity.not_after {
+        return Err(format!("expired on {}", validity.not_after));
+    }
+    Ok(())
 }

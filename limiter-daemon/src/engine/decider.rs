@@ -60,6 +60,11 @@ pub trait Decider: Send + Sync + 'static {
     fn standing(&self, _req: &RequestView<'_>) -> Option<Standing> {
         None
     }
+
+    /// Strikes the caller at `peer` for protocol abuse `why` (an HTTP/2 connection closed for
+    /// rapid reset or a frame flood), as a burst would. May touch the store: call it off the
+    /// request threads. The default strikes no one.
+    fn abuse_strike(&self, _peer: IpAddr, _why: &str) {}
 }
 
 impl<D: Decider + ?Sized> Decider for std::sync::Arc<D> {
@@ -81,6 +86,10 @@ impl<D: Decider + ?Sized> Decider for std::sync::Arc<D> {
 
     fn standing(&self, req: &RequestView<'_>) -> Option<Standing> {
         (**self).standing(req)
+    }
+
+    fn abuse_strike(&self, peer: IpAddr, why: &str) {
+        (**self).abuse_strike(peer, why);
     }
 }
 
@@ -104,6 +113,10 @@ impl Decider for Engine {
 
     fn standing(&self, req: &RequestView<'_>) -> Option<Standing> {
         Some(Engine::standing(self, &info(req)))
+    }
+
+    fn abuse_strike(&self, peer: IpAddr, why: &str) {
+        Engine::abuse_strike(self, peer, why);
     }
 }
 

@@ -62,6 +62,26 @@ impl Engine {
         }
     }
 
+    /// Strikes the client at `peer` (grouped) for abusing the protocol, `why`, as a burst
+    /// would: an HTTP/2 connection the proxy closed for rapid reset or a frame flood. In
+    /// shadow mode it is only logged.
+    pub fn abuse_strike(&self, peer: IpAddr, why: &str) -> Option<Lockout> {
+        let cfg = self.config();
+        if cfg.engine.shadow {
+            tracing::info!(%peer, reason = why, "shadow mode: protocol abuse would strike");
+            return None;
+        }
+        let group = crate::identity::client_ip::group(peer, cfg.identity.ipv6_prefix);
+        self.strike(
+            &cfg,
+            group,
+            self.clock.now_ms(),
+            0,
+            LockCause::Burst,
+            Some(why),
+        )
+    }
+
     /// Records a strike against `ip` (grouped) and locks it for the escalation's duration, but
     /// at least `frees_ms` (until the refusing burst window has room). Returns the lockout in
     /// force, or `None` when `ip` may not be locked by strikes (a trusted proxy, allow-listed).

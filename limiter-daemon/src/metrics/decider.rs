@@ -72,6 +72,10 @@ impl Decider for MeteredDecider {
     fn standing(&self, req: &RequestView<'_>) -> Option<Standing> {
         self.inner.standing(req)
     }
+
+    fn abuse_strike(&self, peer: IpAddr, why: &str) {
+        self.inner.abuse_strike(peer, why);
+    }
 }
 
 impl MeteredDecider {

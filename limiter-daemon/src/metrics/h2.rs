@@ -1,5 +1,6 @@
-//! The proxy's HTTP/2 streams at scrape time: streams served and streams the client reset
-//! (RST_STREAM frames: rapid reset shows here first). Read from the HTTP server's counters.
+//! The proxy's HTTP/2 streams at scrape time: streams served, streams the client reset
+//! (RST_STREAM frames: rapid reset shows here first) and connections closed for abuse. Read
+//! from the HTTP server's counters.
 
 use std::fmt;
 use std::sync::atomic::Ordering;
@@ -33,6 +34,14 @@ impl Collector for H2Collector {
             None,
             MetricType::Counter,
         )?)?;
+        ConstCounter::new(h.h2.abuse_closes.load(Ordering::Relaxed)).encode(
+            enc.encode_descriptor(
+                "h2_abuse_closes",
+                "HTTP/2 connections closed for abuse (rapid reset, CONTINUATION, DATA or control frame floods); each strikes its caller",
+                None,
+                MetricType::Counter,
+            )?,
+        )?;
         Ok(())
     }
 }

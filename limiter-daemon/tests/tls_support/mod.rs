@@ -1,6 +1,7 @@
 //! Shared by the TLS tests (the proxy's TLS and HTTP/2 listeners, agents' key directories,
 //! Valkey behind stunnel): test certificates made by the real `openssl` in a directory the
-//! test owns, a CA and leaves it signs, P-256 keys, valid for two days.
+//! test owns, a CA and leaves it signs, P-256 keys, valid for two days (or for the dates a
+//! test names: [`leaf_dated`]).
 
 #![allow(
     dead_code,
@@ -68,6 +69,65 @@ pub fn leaf(dir: &Path, ca: &str, name: &str, cn: &str, san: &str) {
             &pem,
             "-days",
             "2",
+            "-extfile",
+            &ext,
+        ],
+    );
+}
+
+/// `<name>.pem` and `<name>.key` like [`leaf`], but valid only from `start` to `end`
+/// (openssl's `YYYYMMDDHHMMSSZ`), so a test can make an expired or a not yet valid
+/// certificate: `openssl ca -startdate/-enddate`, as `openssl x509` (3.0) takes no start date.
+pub fn leaf_dated(dir: &Path, ca: &str, name: &str, cn: &str, san: &str, start: &str, end: &str) {
+    let (key, csr, pem, ext) = (
+        format!("{name}.key"),
+        format!("{name}.csr"),
+        format!("{name}.pem"),
+        format!("{name}.ext"),
+    );
+    std::fs::write(dir.join(&ext), format!("subjectAltName={san}\n")).unwrap();
+    let subject = format!("/CN={cn}");
+    let mut args = vec!["req"];
+    args.extend(P256);
+    args.extend(["-keyout", &key, "-out", &csr, "-subj", &subject]);
+    openssl(dir, &args);
+    // `openssl ca` keeps a database and a serial of its own, one per leaf here.
+    let db = dir.join(format!("{name}.db"));
+    std::fs::create_dir_all(&db).unwrap();
+    std::fs::write(db.join("index.txt"), "").unwrap();
+    std::fs::write(db.join("serial"), "01\n").unwrap();
+    let cnf = format!("{name}.cnf");
+    std::fs::write(
+        dir.join(&cnf),
+        format!(
+            "[ca]\ndefault_ca = test\n[test]\ndatabase = {d}/index.txt\nnew_certs_dir = {d}\n\
+             serial = {d}/serial\ndefault_md = sha256\npolicy = any\nunique_subject = no\n\
+             [any]\ncommonName = supplied\n",
+            d = db.display()
+        ),
+    )
+    .unwrap();
+    let (ca_pem, ca_key) = (format!("{ca}.pem"), format!("{ca}.key"));
+    openssl(
+        dir,
+        &[
+            "ca",
+            "-batch",
+            "-notext",
+            "-config",
+            &cnf,
+            "-cert",
+            &ca_pem,
+            "-keyfile",
+            &ca_key,
+            "-in",
+            &csr,
+            "-out",
+            &pem,
+            "-startdate",
+            start,
+            "-enddate",
+            end,
             "-extfile",
             &ext,
         ],

@@ -21,6 +21,7 @@ use std::convert::Infallible;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -37,7 +38,8 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::decider::RequestView;
 use crate::http::h1::write::write_answer;
 use crate::http::proxy::forward::forward;
-use crate::http::proxy::h2::{count_stream, H2Counters, ResetSniffer, PREFACE};
+use crate::http::proxy::h2::{count_stream, H2Counters, PREFACE};
+use crate::http::proxy::h2_watch::{abuse, FrameWatch};
 use crate::http::proxy::held;
 use crate::http::proxy::hyper::{admit, handle, Admission, ProxyState};
 use crate::http::proxy::inspect::{inspect, Inspected, Scope, MAX_FIELDS};
@@ -288,10 +290,12 @@ pub(crate) async fn hand_over<S>(
         count_stream(&state.h2, req.version() == http::Version::HTTP_2);
         async move { Ok::<_, Infallible>(handle(&state, peer, req, decided, https).await) }
     });
+    let flooded = Arc::new(AtomicBool::new(false));
     let io = TokioIo::new(Rewind {
         read,
         stream,
-        sniff: ResetSniffer::default(),
+        watch: FrameWatch::default(),
+        flooded: Arc::clone(&flooded),
         counters: Arc::clone(&front.state.h2),
     });
     let mut conn = pin!(front.hyper.serve_connection_with_upgrades(io, svc));
@@ -302,18 +306,32 @@ pub(crate) async fn hand_over<S>(
             conn.await
         }
     };
-    if let Err(err) = ended {
+    if let Err(err) = &ended {
         tracing::debug!(error = %err, "proxy connection ended with an error");
+    }
+    let err = ended
+        .as_ref()
+        .err()
+        .map(|e| &**e as &(dyn std::error::Error + 'static));
+    if let Some(why) = abuse(flooded.load(Ordering::Relaxed), err) {
+        front.state.h2.abuse_closes.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(%peer, reason = why, "HTTP/2 connection closed for abuse");
+        // A strike may wait on the store: not on this thread.
+        let decider = Arc::clone(&front.state.decider);
+        tokio::task::spawn_blocking(move || decider.abuse_strike(peer, why));
     }
 }
 
 /// A stream with bytes already read off it put back in front; what the client sends is
-/// followed for HTTP/2 resets (see [`ResetSniffer`]).
+/// followed by a [`FrameWatch`] (HTTP/2 resets counted, control-frame floods cut off: the
+/// read fails, and hyper drops the connection).
 struct Rewind<S> {
     read: Bytes,
     stream: S,
-    sniff: ResetSniffer,
+    watch: FrameWatch,
     counters: Arc<H2Counters>,
+    /// Set when the watch cut the connection off for a flood.
+    flooded: Arc<AtomicBool>,
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
@@ -327,14 +345,17 @@ impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
         if !this.read.is_empty() {
             let n = this.read.len().min(buf.remaining());
             buf.put_slice(&this.read.split_to(n));
-            this.sniff.feed(&buf.filled()[before..], &this.counters);
-            return Poll::Ready(Ok(()));
+        } else {
+            match Pin::new(&mut this.stream).poll_read(cx, buf) {
+                Poll::Ready(Ok(())) => {}
+                other => return other,
+            }
         }
-        let polled = Pin::new(&mut this.stream).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = polled {
-            this.sniff.feed(&buf.filled()[before..], &this.counters);
+        let watched = this.watch.feed(&buf.filled()[before..], &this.counters);
+        if watched.is_err() {
+            this.flooded.store(true, Ordering::Relaxed);
         }
-        polled
+        Poll::Ready(watched.map_err(io::Error::other))
     }
 }
 

@@ -2,24 +2,17 @@
 //!
 //! A delayed request costs a task and a timer (never a thread), but a scanner could still open
 //! thousands of them. [`HoldGate`] admits a hold only while the total and the caller's own count
-//! are under their bounds; a [`HoldPermit`] gives the slot back when dropped (the request was
+//! are under their bounds ([`super::slots`]); a [`HoldPermit`] gives the slot back when dropped (the request was
 //! forwarded, failed, or its client went away). Refusals are counted for metrics.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use super::slots::Slots;
 
 #[derive(Debug)]
 pub struct HoldGate {
-    /// Atomics: a config reload changes them while requests are held ([`HoldGate::set_bounds`]).
-    max_total: AtomicUsize,
-    max_per_identity: AtomicUsize,
-    total: AtomicUsize,
-    /// Holds per identity; an entry is removed when its count returns to zero, so the map never
-    /// holds more entries than there are held requests.
-    per_identity: Mutex<HashMap<String, usize>>,
+    slots: Slots,
     refused: AtomicU64,
     admitted: AtomicU64,
 }
@@ -34,10 +27,7 @@ pub struct HoldPermit {
 impl HoldGate {
     pub fn new(max_total: usize, max_per_identity: usize) -> Arc<Self> {
         Arc::new(HoldGate {
-            max_total: AtomicUsize::new(max_total),
-            max_per_identity: AtomicUsize::new(max_per_identity),
-            total: AtomicUsize::new(0),
-            per_identity: Mutex::new(HashMap::new()),
+            slots: Slots::new(max_total, max_per_identity),
             refused: AtomicU64::new(0),
             admitted: AtomicU64::new(0),
         })
@@ -46,27 +36,15 @@ impl HoldGate {
     /// New bounds (a reload). Requests already held keep their slots; lower bounds only refuse
     /// new holds until enough of them end.
     pub fn set_bounds(&self, max_total: usize, max_per_identity: usize) {
-        // Under the map lock, like every admission: no hold sees one bound old, one new.
-        let _map = self.per_identity.lock();
-        self.max_total.store(max_total, Ordering::Relaxed);
-        self.max_per_identity
-            .store(max_per_identity, Ordering::Relaxed);
+        self.slots.set_bounds(max_total, max_per_identity);
     }
 
     /// A slot for `identity`, or `None` (counted) when either bound is reached.
     pub fn try_hold(self: &Arc<Self>, identity: &str) -> Option<HoldPermit> {
-        let mut map = self.per_identity.lock();
-        let mine = map.get(identity).copied().unwrap_or(0);
-        if mine >= self.max_per_identity.load(Ordering::Relaxed)
-            || self.total.load(Ordering::Relaxed) >= self.max_total.load(Ordering::Relaxed)
-        {
-            drop(map);
+        if !self.slots.try_take(identity) {
             self.refused.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        map.insert(identity.to_owned(), mine + 1);
-        // Changed under the map lock, so the total bound is exact.
-        self.total.fetch_add(1, Ordering::Relaxed);
         self.admitted.fetch_add(1, Ordering::Relaxed);
         Some(HoldPermit {
             gate: Arc::clone(self),
@@ -76,12 +54,12 @@ impl HoldGate {
 
     /// Requests held right now.
     pub fn held(&self) -> usize {
-        self.total.load(Ordering::Relaxed)
+        self.slots.taken()
     }
 
     /// Requests held right now for `identity`.
     pub fn held_for(&self, identity: &str) -> usize {
-        self.per_identity.lock().get(identity).copied().unwrap_or(0)
+        self.slots.taken_by(identity)
     }
 
     /// Delayed requests refused with 503 because a bound was reached (since start).
@@ -96,20 +74,13 @@ impl HoldGate {
 
     /// Distinct identities with a held request (bounded by [`HoldGate::held`]).
     pub fn identities(&self) -> usize {
-        self.per_identity.lock().len()
+        self.slots.identities()
     }
 }
 
 impl Drop for HoldPermit {
     fn drop(&mut self) {
-        let mut map = self.gate.per_identity.lock();
-        if let Some(n) = map.get_mut(&self.identity) {
-            *n -= 1;
-            if *n == 0 {
-                map.remove(&self.identity);
-            }
-        }
-        self.gate.total.fetch_sub(1, Ordering::Relaxed);
+        self.gate.slots.give_back(&self.identity);
     }
 }
 

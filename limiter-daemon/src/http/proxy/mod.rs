@@ -1,7 +1,7 @@
 //! The reverse proxy. [`server`] binds the listeners and runs the workers; each connection
 //! starts in [`front`] (the own HTTP/1.1 loop) and is handed to [`hyper`] for what the loop
 //! does not serve. Both decide through [`hyper::admit`], wait out holds in [`held`] within the
-//! bounds of [`hold`], refuse what breaks [`request_rules`] or [`limits`], and stream bodies
+//! bounds of [`hold`] (slots counted by [`slots`], as tunnels' are), refuse what breaks [`request_rules`] or [`limits`], and stream bodies
 //! ([`body`], [`request_body`]). [`sched`] sets the workers' scheduling policy.
 //! [`self_service`] answers callers asking for their own limits, on both paths.
 
@@ -10,6 +10,7 @@ pub mod body;
 pub mod forward;
 pub mod front;
 pub mod h2;
+pub mod h2_watch;
 pub mod held;
 pub mod hold;
 pub mod hyper;
@@ -20,4 +21,5 @@ pub mod request_rules;
 pub mod sched;
 pub mod self_service;
 pub mod server;
+pub mod slots;
 pub mod tunnel;

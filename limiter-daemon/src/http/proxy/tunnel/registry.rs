@@ -7,13 +7,15 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use http::{HeaderMap, Method};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+
+use crate::http::proxy::slots::Slots;
 
 /// Why a tunnel closed (a metrics label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,13 +64,10 @@ struct Open {
 
 #[derive(Debug)]
 pub struct Tunnels {
-    max_total: AtomicUsize,
-    max_per_identity: AtomicUsize,
-    /// Open tunnels per identity; entries removed at zero.
-    per_identity: Mutex<HashMap<String, usize>>,
+    /// `max_tunnels`, `max_tunnels_per_identity`.
+    slots: Slots,
     open: Mutex<HashMap<u64, Open>>,
     next_id: AtomicU64,
-    total: AtomicUsize,
     opened: AtomicU64,
     refused: AtomicU64,
     closed: [AtomicU64; 4],
@@ -90,12 +89,9 @@ pub struct TunnelPermit {
 impl Tunnels {
     pub fn new(max_total: usize, max_per_identity: usize) -> Arc<Self> {
         Arc::new(Tunnels {
-            max_total: AtomicUsize::new(max_total),
-            max_per_identity: AtomicUsize::new(max_per_identity),
-            per_identity: Mutex::new(HashMap::new()),
+            slots: Slots::new(max_total, max_per_identity),
             open: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
-            total: AtomicUsize::new(0),
             opened: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             closed: Default::default(),
@@ -105,26 +101,15 @@ impl Tunnels {
 
     /// New bounds (a reload); open tunnels keep their slots.
     pub fn set_bounds(&self, max_total: usize, max_per_identity: usize) {
-        let _map = self.per_identity.lock();
-        self.max_total.store(max_total, Ordering::Relaxed);
-        self.max_per_identity
-            .store(max_per_identity, Ordering::Relaxed);
+        self.slots.set_bounds(max_total, max_per_identity);
     }
 
     /// A slot for `identity`'s new tunnel, or `None` (counted) when a bound is reached.
     pub fn try_open(self: &Arc<Self>, identity: &str, caller: Caller) -> Option<TunnelPermit> {
-        let mut map = self.per_identity.lock();
-        let mine = map.get(identity).copied().unwrap_or(0);
-        if mine >= self.max_per_identity.load(Ordering::Relaxed)
-            || self.total.load(Ordering::Relaxed) >= self.max_total.load(Ordering::Relaxed)
-        {
-            drop(map);
+        if !self.slots.try_take(identity) {
             self.refused.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        map.insert(identity.to_owned(), mine + 1);
-        self.total.fetch_add(1, Ordering::Relaxed);
-        drop(map);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let kill = CancellationToken::new();
         self.open.lock().insert(
@@ -155,7 +140,7 @@ impl Tunnels {
 
     /// Tunnels open now.
     pub fn open_now(&self) -> usize {
-        self.total.load(Ordering::Relaxed)
+        self.slots.taken()
     }
 
     /// Tunnels opened since start.
@@ -178,15 +163,7 @@ impl Drop for TunnelPermit {
     fn drop(&mut self) {
         let t = &self.tunnels;
         t.open.lock().remove(&self.id);
-        let mut map = t.per_identity.lock();
-        if let Some(n) = map.get_mut(&self.identity) {
-            *n -= 1;
-            if *n == 0 {
-                map.remove(&self.identity);
-            }
-        }
-        t.total.fetch_sub(1, Ordering::Relaxed);
-        drop(map);
+        t.slots.give_back(&self.identity);
         t.closed[self.reason.index()].fetch_add(1, Ordering::Relaxed);
     }
 }
