@@ -25,6 +25,7 @@ use crate::config::Config;
 use crate::identity::crawler_dns::{CrawlerDns, DnsThread};
 use crate::identity::hash::IdentityHasher;
 use crate::identity::key_cache::{KeyCache, Refresher};
+use crate::identity::web_bot_auth::directory::DirectoryCache;
 use crate::identity::IdentityResolver;
 use crate::store::Store;
 
@@ -93,6 +94,9 @@ pub struct Engine {
     /// Reverse-DNS answers for claiming crawlers; outlives reloads (which reconfigure it).
     pub(crate) crawler_dns: Arc<CrawlerDns>,
     pub(crate) crawler_ranges: RangeReloads,
+    /// Signed agents' key directories; outlives reloads. Fetched by
+    /// [`super::agents::fetch_directories`], which the daemon runs.
+    pub(crate) agent_dirs: Arc<DirectoryCache>,
     _crawler_dns_thread: Option<DnsThread>,
     // Declared last: dropped after everything it might still use.
     _refresher: Option<Refresher>,
@@ -172,6 +176,7 @@ impl Engine {
             tiers: TierPusher::default(),
             crawler_dns,
             crawler_ranges: RangeReloads::default(),
+            agent_dirs: Arc::new(DirectoryCache::new()),
             _crawler_dns_thread: dns_thread,
             _refresher: refresher,
         };
