@@ -3,12 +3,10 @@
 //!
 //! - Verification happens on the request when the agent's keys are cached (one Ed25519
 //!   check); an agent not known yet is unverified, and its directory is fetched once the
-//!   request is admitted ([`Caller::agent_fetch`], queued by the engine), like API keys.
+//!   request is admitted (the caller's `agent_fetch`, queued by the engine), like API keys.
 //! - The target authority is the `Host` field (what HTTP/1.1 sends, and what the proxy and
 //!   `/v1/decide` pass on); the scheme and query are not known to the engine, so a signature
 //!   covering them is unverified (nothing is refused for what the engine cannot see).
-//!
-//! [`Caller::agent_fetch`]: super::Caller::agent_fetch
 
 use std::net::IpAddr;
 
