@@ -153,15 +153,7 @@ async fn directories_over_https_redirects_oversize_failures_and_max_age() {
             directory: dir_url.clone()
         }
     );
-    let fetches = || {
-        served
-            .hits
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|p| *p == WK)
-            .count()
-    };
+    let fetches = || served.directory_fetches();
     assert_eq!(fetches(), 1);
 
     // max-age=600: no refetch at +599 s; at +600 s one, which fails (500) and keeps the keys.

@@ -32,6 +32,18 @@ pub struct Served {
     pub hits: Mutex<Vec<String>>,
 }
 
+impl Served {
+    /// How often the directory was asked for.
+    pub fn directory_fetches(&self) -> usize {
+        self.hits
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|p| *p == WK)
+            .count()
+    }
+}
+
 /// Serves `served` over HTTPS with `dir`'s `srv.pem`/`srv.key` on a loopback port.
 pub async fn serve(dir: &Path, served: Arc<Served>) -> SocketAddr {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(dir.join("srv.pem"))
