@@ -6,7 +6,9 @@ pub const TIER_SPONSOR: u32 = 2;
 /// A verified crawler (published ranges or forward-confirmed reverse DNS). Last, so the older
 /// rungs keep their indexes.
 pub const TIER_CRAWLER: u32 = 3;
-pub const TIER_COUNT: usize = 4;
+/// A verified signed agent (Web Bot Auth), pushed for the address it called from.
+pub const TIER_AGENT: u32 = 4;
+pub const TIER_COUNT: usize = 5;
 
 /// Lockouts and deny entries drop every packet from the source, not only those to protected ports.
 pub const FLAG_LOCK_ALL_PORTS: u32 = 1;
@@ -33,14 +35,15 @@ pub struct KernelConfig {
     pub sample_every: u32,
     pub _reserved: u32,
 }
-const _: () = assert!(core::mem::size_of::<KernelConfig>() == 48);
+const _: () = assert!(core::mem::size_of::<KernelConfig>() == 56);
 
 impl KernelConfig {
     /// Used by the program only when the daemon has not written a config yet (a zeroed entry).
     pub const DEFAULT: Self = Self {
-        // Indexed by `TIER_*`: anon, session, sponsor, crawler (a crawler's like a session's).
-        ceiling_burst: [60, 200, 1000, 200],
-        ceiling_per_sec: [10, 50, 200, 50],
+        // Indexed by `TIER_*`: anon, session, sponsor, crawler (a crawler's like a session's),
+        // agent (between session and sponsor, like its budgets).
+        ceiling_burst: [60, 200, 1000, 200, 500],
+        ceiling_per_sec: [10, 50, 200, 50, 100],
         v6_prefix_len: 64,
         flags: 0,
         sample_every: 64,

@@ -275,14 +275,14 @@ fn main() -> ExitCode {
     // Anonymous sources effectively unlimited, so "SYN under the ceiling" stays under it for every
     // repetition; the sponsor tier likewise for the tiered row.
     let base_cfg = KernelConfig {
-        ceiling_burst: [u32::MAX, 200, u32::MAX, 200],
-        ceiling_per_sec: [MAX_PER_SEC, 50, MAX_PER_SEC, 50],
+        ceiling_burst: [u32::MAX, 200, u32::MAX, 200, 500],
+        ceiling_per_sec: [MAX_PER_SEC, 50, MAX_PER_SEC, 50, 100],
         ..KernelConfig::default()
     };
     // One SYN per source, refilling at one a second: OVER spends its token before timing starts.
     let over_cfg = KernelConfig {
-        ceiling_burst: [1, 200, 1000, 200],
-        ceiling_per_sec: [1, 50, 200, 50],
+        ceiling_burst: [1, 200, 1000, 200, 500],
+        ceiling_per_sec: [1, 50, 200, 50, 100],
         ..KernelConfig::default()
     };
     let lists_cfg = KernelConfig {

@@ -27,10 +27,10 @@ use std::process::{Command, Stdio};
 
 use limiter_tests::nginx::{available, free_port, Nginx};
 
-#[path = "common/front.rs"]
-mod front;
 #[path = "common/edge.rs"]
 mod edge;
+#[path = "common/front.rs"]
+mod front;
 #[path = "common/wrk.rs"]
 mod wrk;
 use wrk::{

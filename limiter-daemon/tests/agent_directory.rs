@@ -6,84 +6,34 @@
 //! refetch happens (the clock is the test's). That a failure then backs off for 5 minutes is
 //! the directory cache's unit test (`identity::web_bot_auth::tests`).
 
+mod agent_support;
 mod tls_support;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::path::Path;
-use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
-use base64::Engine as _;
-use http::{HeaderMap, Response};
-use http_body_util::Full;
-use hyper::body::Bytes;
+use agent_support::WK;
+use http::HeaderMap;
 use limiter_daemon::identity::https_fetch::{self, FetchOptions};
 use limiter_daemon::identity::web_bot_auth::directory::DirectoryCache;
 use limiter_daemon::identity::web_bot_auth::{
-    base, fetcher, fields, jwk, verify_request, Outcome, Refusal, RequestParts,
+    fetcher, signer, verify_request, Outcome, Refusal, RequestParts,
 };
-use ring::signature::{Ed25519KeyPair, KeyPair};
+use ring::signature::Ed25519KeyPair;
 use tokio_util::sync::CancellationToken;
 
-#[derive(Default)]
-struct Served {
-    directory: Mutex<Vec<u8>>,
-    /// 200 while 0, else this status for the directory.
-    fail: AtomicU16,
-    hits: Mutex<Vec<String>>,
-}
-
-const WK: &str = "/.well-known/http-message-signatures-directory";
-
-async fn serve(dir: &Path, served: Arc<Served>) -> SocketAddr {
-    tls_support::serve_https(dir, "srv", move |req| {
-        let path = req.uri().path().to_owned();
-        served.hits.lock().unwrap().push(path.clone());
-        let r = Response::builder();
-        let r = match path.as_str() {
-            "/redirect" => r
-                .status(302)
-                .header("location", WK)
-                .body(Full::new(Bytes::new())),
-            "/big" => r.body(Full::new(Bytes::from(vec![b' '; 200_000]))),
-            WK => match served.fail.load(Ordering::SeqCst) {
-                0 => r
-                    .header("content-type", fetcher::MEDIA_TYPE)
-                    .header("cache-control", "max-age=600")
-                    .body(Full::new(Bytes::from(
-                        served.directory.lock().unwrap().clone(),
-                    ))),
-                s => r.status(s).body(Full::new(Bytes::new())),
-            },
-            _ => r.status(404).body(Full::new(Bytes::new())),
-        };
-        r.unwrap()
-    })
-    .await
-}
-
 fn sign(k: &Ed25519KeyPair, agent: &str, now_s: u64) -> HeaderMap {
-    let x = URL_SAFE_NO_PAD.encode(k.public_key().as_ref());
-    let mut h = HeaderMap::new();
-    h.insert(
-        "signature-agent",
-        format!("sig1=\"{agent}\"").parse().unwrap(),
-    );
-    let input = format!(
-        "sig1=(\"@authority\" \"signature-agent\");created={};expires={};keyid=\"{}\";tag=\"web-bot-auth\"",
-        now_s,
-        now_s + 3600,
-        jwk::thumbprint(&x)
-    );
-    h.insert("signature-input", input.parse().unwrap());
-    h.insert("signature", "sig1=:AAAA:".parse().unwrap());
-    let p = fields::presented(&h).unwrap();
-    let b = base::signature_base(&p, &parts(&h)).unwrap();
-    let sig = STANDARD.encode(k.sign(b.as_bytes()).as_ref());
-    h.insert("signature", format!("sig1=:{sig}:").parse().unwrap());
-    h
+    let now_s = now_s as i64;
+    signer::sign(
+        k,
+        agent,
+        "site.example",
+        "\"@authority\" \"signature-agent\"",
+        &signer::params(k, now_s, now_s + 3600, "web-bot-auth"),
+    )
 }
 
 fn parts(h: &HeaderMap) -> RequestParts<'_> {
@@ -116,12 +66,10 @@ async fn directories_over_https_redirects_oversize_failures_and_max_age() {
         "localhost",
         "IP:127.0.0.1,DNS:localhost",
     );
-    let served = Arc::new(Served::default());
+    let served = Arc::new(agent_support::Served::default());
     let k = Ed25519KeyPair::from_seed_unchecked(&[3; 32]).unwrap();
-    let x = URL_SAFE_NO_PAD.encode(k.public_key().as_ref());
-    *served.directory.lock().unwrap() =
-        format!(r#"{{"keys":[{{"kty":"OKP","crv":"Ed25519","x":"{x}"}}]}}"#).into_bytes();
-    let addr = serve(tmp.path(), Arc::clone(&served)).await;
+    *served.directory.lock().unwrap() = signer::directory_of(&k).1.into_bytes();
+    let addr = agent_support::serve(tmp.path(), Arc::clone(&served)).await;
     let base_url = format!("https://{addr}");
     let ca = tmp.path().join("ca.pem");
     let opts = |allow: bool, ca: Option<&Path>| {
@@ -205,15 +153,7 @@ async fn directories_over_https_redirects_oversize_failures_and_max_age() {
             directory: dir_url.clone()
         }
     );
-    let fetches = || {
-        served
-            .hits
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|p| *p == WK)
-            .count()
-    };
+    let fetches = || served.directory_fetches();
     assert_eq!(fetches(), 1);
 
     // max-age=600: no refetch at +599 s; at +600 s one, which fails (500) and keeps the keys.

@@ -3,9 +3,11 @@
 //! key, in both `Signature-Agent` forms (dictionary and bare string); our verifier verifies
 //! them against the agent's directory, and refuses the same signature for another host.
 
+mod agent_support;
+#[allow(dead_code, reason = "agent_support serves through it")]
+mod tls_support;
+
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use http::HeaderMap;
@@ -14,52 +16,9 @@ use limiter_daemon::identity::web_bot_auth::{
     directory_url, verify_request, Outcome, Refusal, RequestParts,
 };
 
-fn npm_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let dir = target.join("web-bot-auth-npm");
-    if !dir.join("node_modules/web-bot-auth/package.json").is_file() {
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = Command::new("npm")
-            .args([
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--silent",
-                "web-bot-auth@0.1.3",
-            ])
-            .current_dir(&dir)
-            .output()
-            .expect("npm must be installed (Node 20, scripts/setup.sh)");
-        assert!(
-            out.status.success(),
-            "npm install: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/web_bot_auth/sign.mjs");
-    std::fs::copy(script, dir.join("sign.mjs")).unwrap();
-    dir
-}
-
-fn sign(dir: &Path, url: &str, agent: &str) -> serde_json::Value {
-    let out = Command::new("node")
-        .args(["sign.mjs", url, agent])
-        .current_dir(dir)
-        .output()
-        .expect("node must be installed");
-    assert!(
-        out.status.success(),
-        "node: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 #[test]
 fn cloudflares_signer_is_verified_and_a_replay_to_another_host_is_not() {
-    let dir = npm_dir();
+    let dir = agent_support::npm_dir();
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -68,7 +27,7 @@ fn cloudflares_signer_is_verified_and_a_replay_to_another_host_is_not() {
     let agent_url = "https://agent.example";
     let directory = directory_url(agent_url).unwrap();
     for form in [format!("sig1=\"{agent_url}\""), format!("\"{agent_url}\"")] {
-        let signed = sign(&dir, "https://site.example/path?q=1", &form);
+        let signed = agent_support::npm_sign(&dir, "https://site.example/path?q=1", &form);
         let mut h = HeaderMap::new();
         for (name, field) in [
             ("signature", "signature"),

@@ -98,7 +98,7 @@ fn stats_report_decisions_top_talkers_and_tier_mix_from_real_traffic() {
     );
     assert_eq!(
         s["tierMix"],
-        json!({"anon": 133, "session": 0, "crawler": 0, "sponsor": 0})
+        json!({"anon": 133, "session": 0, "crawler": 0, "agent": 0, "sponsor": 0})
     );
     assert_eq!(s["windowSecs"], 300);
     let top = &s["topByRefusals"];

@@ -645,3 +645,45 @@ fn a_network_strike_reports_the_addresses_it_locked_and_why() {
         "{text}"
     );
 }
+
+#[test]
+fn a_logged_signature_agent_is_its_own_rung_as_a_claimed_agent() {
+    let d = Dir::new();
+    // One agent from ten addresses, 300 requests in the hour (one every 12 s); one more
+    // caller naming a plain-http "agent", which names none.
+    let mut lines: Vec<String> = (0..300u64)
+        .map(|i| {
+            let line = json_line(&format!("198.51.100.{}", i % 10), i * 12_000, "/a");
+            line.replace(
+                r#""status":200}"#,
+                r#""status":200,"http_signature_agent":"sig1=\"https://agent.example\""}"#,
+            )
+        })
+        .collect();
+    lines.push(json_line("192.0.2.1", 3_599_000, "/a").replace(
+        r#""status":200}"#,
+        r#""signature_agent":"\"http://plain.example\""}"#,
+    ));
+    let log = d.write("agents.jsonl", &lines);
+    let body = format!(
+        "{HOURLY_ONLY}[agents]\nenabled = true\n[[agents.budgets]]\nagent = \"https://agent.example\"\nhourly = 100\n"
+    );
+    let on = d.config("on.toml", &body);
+    let r = ok_json(&replay(&[&"--config", &on, &"--json", &log]));
+    assert_eq!(row(&r, "agent", None), [100, 0, 0, 0], "{r}");
+    assert_eq!(
+        row(&r, "agent", Some("hourly")),
+        [0, 0, 0, 200],
+        "one budget: {r}"
+    );
+    assert_eq!(row(&r, "anon", None), [1, 0, 0, 0], "{r}");
+    let text = replay(&[&"--config", &on, &log]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("agent: claimed"), "{text}");
+    // A config that does not verify agents meters them as their addresses.
+    let off = d.config("off.toml", HOURLY_ONLY);
+    let r = ok_json(&replay(&[&"--config", &off, &"--json", &log]));
+    assert_eq!(row(&r, "agent", None), [0; 4], "{r}");
+    assert_eq!(row(&r, "anon", None), [301, 0, 0, 0], "{r}");
+    d.no_state_written();
+}

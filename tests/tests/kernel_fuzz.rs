@@ -285,8 +285,8 @@ fn random_and_mutated_frames_never_abort_and_never_drop_what_is_not_judgeable() 
     };
     let now = boottime_ns();
     k.set_config(&KernelConfig {
-        ceiling_burst: [0, 2, 1000, 2],
-        ceiling_per_sec: [0, 1, 1000, 1],
+        ceiling_burst: [0, 2, 1000, 2, 2],
+        ceiling_per_sec: [0, 1, 1000, 1, 1],
         flags: FLAG_HAS_ALLOW | FLAG_HAS_DENY,
         sample_every: 7,
         ..KernelConfig::default()

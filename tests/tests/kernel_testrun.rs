@@ -9,8 +9,8 @@ use std::net::IpAddr;
 
 use aya::maps::{MapData, RingBuf};
 use limiter_common::config::{
-    FLAG_HAS_ALLOW, FLAG_HAS_DENY, FLAG_LOCK_ALL_PORTS, TIER_ANON, TIER_CRAWLER, TIER_SESSION,
-    TIER_SPONSOR,
+    FLAG_HAS_ALLOW, FLAG_HAS_DENY, FLAG_LOCK_ALL_PORTS, TIER_AGENT, TIER_ANON, TIER_CRAWLER,
+    TIER_SESSION, TIER_SPONSOR,
 };
 use limiter_common::lockout_cache::{lockout_slot, overflow_bit};
 use limiter_common::maps::MAP_EVENTS;
@@ -34,8 +34,8 @@ fn ip(s: &str) -> IpAddr {
 /// Ceilings small enough to reach in a test; refill slow enough not to interfere.
 fn config() -> KernelConfig {
     KernelConfig {
-        ceiling_burst: [3, 5, 8, 6],
-        ceiling_per_sec: [1, 1, 1, 1],
+        ceiling_burst: [3, 5, 8, 6, 7],
+        ceiling_per_sec: [1, 1, 1, 1, 1],
         ..KernelConfig::default()
     }
 }
@@ -104,7 +104,7 @@ fn run_table(k: &mut Instance, rows: &[Row]) {
 #[test]
 fn parses_families_encapsulations_and_protocols() {
     let cfg = KernelConfig {
-        ceiling_burst: [1000; 4],
+        ceiling_burst: [1000; 5],
         ..config()
     };
     let Some(mut k) = setup_with(cfg) else { return };
@@ -502,8 +502,10 @@ fn tier_elevated_source_gets_its_tier_ceiling() {
     let expired = "192.0.2.21";
     let bogus = "192.0.2.22";
     let crawler = "192.0.2.23";
+    let agent = "192.0.2.24";
     k.set_tier(key(ip(sponsor), 64), TIER_SPONSOR, now + 3600 * SEC);
     k.set_tier(key(ip(crawler), 64), TIER_CRAWLER, now + 3600 * SEC);
+    k.set_tier(key(ip(agent), 64), TIER_AGENT, now + 3600 * SEC);
     k.set_tier(key(ip(session), 64), TIER_SESSION, now + 3600 * SEC);
     k.set_tier(key(ip(expired), 64), TIER_SPONSOR, now - SEC);
     // A tier index the program does not know is treated as anonymous, not trusted.
@@ -513,6 +515,7 @@ fn tier_elevated_source_gets_its_tier_ceiling() {
         (sponsor, TIER_SPONSOR),
         (session, TIER_SESSION),
         (crawler, TIER_CRAWLER),
+        (agent, TIER_AGENT),
         (expired, TIER_ANON),
         (bogus, TIER_ANON),
     ] {
@@ -635,7 +638,7 @@ fn bucket_refills_as_time_passes() {
 #[test]
 fn zero_burst_admits_no_new_connection() {
     let cfg = KernelConfig {
-        ceiling_burst: [0, 5, 8, 6],
+        ceiling_burst: [0, 5, 8, 6, 7],
         ..config()
     };
     let Some(mut k) = setup_with(cfg) else { return };
@@ -719,7 +722,7 @@ fn pin_to_one_cpu() {
 fn sampling_zero_sends_no_events() {
     let cfg = KernelConfig {
         sample_every: 0,
-        ceiling_burst: [0; 4],
+        ceiling_burst: [0; 5],
         ..config()
     };
     let Some(mut k) = setup_with(cfg) else { return };

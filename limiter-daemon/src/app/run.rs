@@ -178,6 +178,11 @@ async fn serve(
         Arc::clone(&engine),
         shutdown.token(),
     ));
+    // Signed agents' key directories, fetched behind the request.
+    shutdown.spawn(crate::engine::agents::fetch_directories(
+        Arc::clone(&engine),
+        shutdown.token(),
+    ));
     metrics.attach_engine(Arc::clone(&engine));
     let decider = Arc::new(MeteredDecider::new(
         Arc::clone(&engine) as _,

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::admin::AdminSettings;
+use super::agents::AgentSettings;
 use super::crawlers::CrawlerSettings;
 use super::engine::EngineSettings;
 use super::env::EnvMap;
@@ -24,8 +25,8 @@ use super::store::StoreSettings;
 use super::tiers::TierTable;
 use super::upgrade::UpgradePaths;
 use super::{
-    admin, crawlers, engine, field_path, http, identity, jwt, kernel, keys, locate, lockout, log,
-    metrics, networks, quota, routes, store, tiers, upgrade,
+    admin, agents, crawlers, engine, field_path, http, identity, jwt, kernel, keys, locate,
+    lockout, log, metrics, networks, quota, routes, store, tiers, upgrade,
 };
 
 /// The file as written: every section optional, unknown fields refused.
@@ -45,6 +46,8 @@ pub struct RawConfig {
     pub identity: identity::RawIdentity,
     #[serde(default)]
     pub crawlers: crawlers::RawCrawlers,
+    #[serde(default)]
+    pub agents: agents::RawAgents,
     pub jwt: Option<jwt::RawJwt>,
     #[serde(default)]
     pub keys: keys::RawKeys,
@@ -79,6 +82,8 @@ pub struct Config {
     pub identity: IdentitySettings,
     /// `[crawlers]`: how search engines and archives prove they are one.
     pub crawlers: CrawlerSettings,
+    /// `[agents]`: which signed agents are verified, and their own budgets.
+    pub agents: AgentSettings,
     /// `None`: bearer JWTs are not recognised (callers stay anonymous).
     pub jwt: Option<JwtSettings>,
     pub keys: KeySettings,
@@ -144,16 +149,18 @@ impl Config {
         let kernel = KernelSettings::validate(raw.kernel, identity.ipv6_prefix)?;
         let session_daily = raw.tiers.session.daily;
         let crawler_daily = raw.tiers.crawler.daily;
+        let agent_daily = raw.tiers.agent.daily;
         let tiers = TierTable::validate(raw.tiers)?;
         let networks = NetworkSettings::validate(raw.networks, &tiers)?;
         let upgrade = UpgradePaths::validate(raw.upgrade, tiers.auth_multiplier)?;
         Ok(Config {
             engine: EngineSettings::validate(raw.engine),
             tiers,
-            quota: QuotaSettings::validate(raw.quota, session_daily, crawler_daily)?,
+            quota: QuotaSettings::validate(raw.quota, session_daily, crawler_daily, agent_daily)?,
             routes: RouteTable::validate(raw.routes, raw.default_route)?,
             identity,
             crawlers: CrawlerSettings::validate(raw.crawlers)?,
+            agents: AgentSettings::validate(raw.agents)?,
             jwt: raw.jwt.map(JwtSettings::validate).transpose()?,
             keys: KeySettings::validate(raw.keys)?,
             lockout: LockoutSettings::validate(raw.lockout)?,

@@ -50,6 +50,7 @@ pub struct RawCeilings {
     pub session: Option<RawCeiling>,
     pub sponsor: Option<RawCeiling>,
     pub crawler: Option<RawCeiling>,
+    pub agent: Option<RawCeiling>,
 }
 
 /// `[kernel]` as written in the file; every field optional with a documented default.
@@ -130,12 +131,14 @@ impl KernelSettings {
             session: None,
             sponsor: None,
             crawler: None,
+            agent: None,
         });
         let ceilings = [
             ceiling("anon", 0, raw_ceilings.anon)?,
             ceiling("session", 1, raw_ceilings.session)?,
             ceiling("sponsor", 2, raw_ceilings.sponsor)?,
             ceiling("crawler", 3, raw_ceilings.crawler)?,
+            ceiling("agent", 4, raw_ceilings.agent)?,
         ];
         let protected_ports = raw.protected_ports.unwrap_or_else(|| vec![80, 443]);
         if protected_ports.contains(&0) {

@@ -13,6 +13,7 @@
 //! line.
 
 pub mod admin;
+pub mod agents;
 pub mod api_token;
 pub mod asn;
 pub mod crawler_ranges;
@@ -45,6 +46,7 @@ pub mod tls;
 pub mod upgrade;
 
 pub use admin::AdminSettings;
+pub use agents::AgentSettings;
 pub use crawlers::CrawlerSettings;
 pub use engine::EngineSettings;
 pub use env::{env_from_process, EnvMap, ENV_VARS};

@@ -35,6 +35,8 @@ pub struct QuotaSettings {
     pub session: NonZeroU32,
     /// The crawler rung (`[tiers.crawler] daily`, `QUOTA_CRAWLER`; default `anon`).
     pub crawler: NonZeroU32,
+    /// The agent rung (`[tiers.agent] daily`, `QUOTA_AGENT`; default 10,000).
+    pub agent: NonZeroU32,
     pub sponsor: Option<NonZeroU32>,
     pub soft_delay: Duration,
     /// Units past the limit that get the soft delay; beyond them, the hard delay.
@@ -51,6 +53,7 @@ impl QuotaSettings {
             Tier::Anon => Some(self.anon),
             Tier::Session => Some(self.session),
             Tier::Crawler => Some(self.crawler),
+            Tier::Agent => Some(self.agent),
             Tier::Sponsor => self.sponsor,
         }
     }
@@ -80,11 +83,13 @@ impl QuotaSettings {
     }
 
     /// Validates `raw`; `session_daily` and `crawler_daily` are `[tiers.session] daily` and
-    /// `[tiers.crawler] daily` (the environment already applied).
+    /// `[tiers.crawler] daily`, `agent_daily` `[tiers.agent] daily` (the environment already
+    /// applied).
     pub fn validate(
         raw: RawQuota,
         session_daily: Option<u32>,
         crawler_daily: Option<u32>,
+        agent_daily: Option<u32>,
     ) -> Result<Self, ConfigError> {
         let sponsor = match raw.sponsor {
             None => None,
@@ -113,6 +118,7 @@ impl QuotaSettings {
                 None => anon,
                 Some(v) => positive("tiers.crawler.daily", Some(v), 0)?,
             },
+            agent: positive("tiers.agent.daily", agent_daily, 10_000)?,
             token: positive("quota.token", raw.token, 10_000)?,
             sponsor,
             soft_delay,

@@ -1,6 +1,13 @@
 //! `[tiers]`: per-rung burst (per 60 s) and hourly budget. The session budget is the anonymous
 //! budget times a multiplier, as the seed defines it; the crawler rung's defaults are the
 //! session's (burst 300, hourly = anonymous × multiplier), each settable on its own.
+//!
+//! The agent rung (a verified Web Bot Auth signature, `[agents]`) defaults between session
+//! and sponsor: burst 600, hourly 20,000, daily 10,000 (`[quota] token`'s default). More than
+//! a session's, because the signature proves one agent across every address it calls from
+//! (it cannot be had by deleting a cookie or moving address), and one agent is many users'
+//! traffic on one budget; less than a sponsor's, because nobody here issued it anything: an
+//! API key is still the way up.
 
 use std::num::NonZeroU32;
 
@@ -43,6 +50,15 @@ pub struct RawCrawlerTier {
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct RawAgentTier {
+    pub burst: Option<u32>,
+    pub hourly: Option<u32>,
+    /// Daily quota of verified agents; absent means 10,000.
+    pub daily: Option<u32>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RawTiers {
     #[serde(default)]
     pub anon: RawTier,
@@ -50,6 +66,8 @@ pub struct RawTiers {
     pub session: RawSessionTier,
     #[serde(default)]
     pub crawler: RawCrawlerTier,
+    #[serde(default)]
+    pub agent: RawAgentTier,
     #[serde(default)]
     pub sponsor: RawTier,
 }
@@ -69,6 +87,7 @@ pub struct TierTable {
     pub anon: TierLimits,
     pub session: TierLimits,
     pub crawler: TierLimits,
+    pub agent: TierLimits,
     pub sponsor: TierLimits,
     pub auth_multiplier: NonZeroU32,
 }
@@ -79,6 +98,7 @@ impl TierTable {
             Tier::Anon => &self.anon,
             Tier::Session => &self.session,
             Tier::Crawler => &self.crawler,
+            Tier::Agent => &self.agent,
             Tier::Sponsor => &self.sponsor,
         }
     }
@@ -103,6 +123,9 @@ impl TierTable {
         set(env::TIER_CRAWLER_HOURLY, &mut raw.crawler.hourly)?;
         set(env::TIER_CRAWLER_BURST, &mut raw.crawler.burst)?;
         set(env::QUOTA_CRAWLER, &mut raw.crawler.daily)?;
+        set(env::TIER_AGENT_HOURLY, &mut raw.agent.hourly)?;
+        set(env::TIER_AGENT_BURST, &mut raw.agent.burst)?;
+        set(env::QUOTA_AGENT, &mut raw.agent.daily)?;
         set(env::TIER_SPONSOR_HOURLY, &mut raw.sponsor.hourly)?;
         set(env::TIER_SPONSOR_BURST, &mut raw.sponsor.burst)?;
         Ok(())
@@ -134,6 +157,10 @@ impl TierTable {
                 Some(v) => positive("tiers.crawler.hourly", Some(v), 0)?,
             },
         };
+        let agent = TierLimits {
+            burst: burst("tiers.agent.burst", raw.agent.burst, 600)?,
+            hourly: positive("tiers.agent.hourly", raw.agent.hourly, 20_000)?,
+        };
         let sponsor = TierLimits {
             burst: burst("tiers.sponsor.burst", raw.sponsor.burst, 2000)?,
             hourly: positive("tiers.sponsor.hourly", raw.sponsor.hourly, 120_000)?,
@@ -142,6 +169,7 @@ impl TierTable {
             anon,
             session,
             crawler,
+            agent,
             sponsor,
             auth_multiplier,
         })
@@ -157,7 +185,11 @@ pub(crate) fn positive(
         .ok_or_else(|| ConfigError::invalid(field, "must be at least 1"))
 }
 
-fn burst(field: &str, value: Option<u32>, default: u32) -> Result<NonZeroU32, ConfigError> {
+pub(crate) fn burst(
+    field: &str,
+    value: Option<u32>,
+    default: u32,
+) -> Result<NonZeroU32, ConfigError> {
     let v = positive(field, value, default)?;
     if v.get() > MAX_BURST {
         return Err(ConfigError::invalid(

@@ -26,6 +26,7 @@ pub struct UpgradePaths {
     anon_hint: Arc<str>,
     session_hint: Arc<str>,
     crawler_hint: Arc<str>,
+    agent_hint: Arc<str>,
 }
 
 impl UpgradePaths {
@@ -58,6 +59,13 @@ impl UpgradePaths {
                  for more, the site owner can issue an API key at {account}."
             )
             .into(),
+            // A signed agent acts for someone who may have an account: it is told to pace
+            // itself, or that its user can get a key.
+            agent_hint: format!(
+                "Verified agent: pace requests by Retry-After and the RateLimit fields, or get \
+                 an API key at {account} for the sponsor allowance."
+            )
+            .into(),
             login,
             account,
         })
@@ -69,6 +77,7 @@ impl UpgradePaths {
             Tier::Anon => Some(Arc::clone(&self.anon_hint)),
             Tier::Session => Some(Arc::clone(&self.session_hint)),
             Tier::Crawler => Some(Arc::clone(&self.crawler_hint)),
+            Tier::Agent => Some(Arc::clone(&self.agent_hint)),
             Tier::Sponsor => None,
         }
     }

@@ -26,6 +26,7 @@ use crate::config::Config;
 use crate::identity::crawler_dns::{CrawlerDns, DnsThread};
 use crate::identity::hash::IdentityHasher;
 use crate::identity::key_cache::{KeyCache, Refresher};
+use crate::identity::web_bot_auth::directory::DirectoryCache;
 use crate::identity::IdentityResolver;
 use crate::store::Store;
 
@@ -96,6 +97,9 @@ pub struct Engine {
     pub(crate) crawler_ranges: RangeReloads,
     /// The proofs fetched from `range_urls` and `asn_url`; outlives reloads.
     pub(crate) proofs: ProofSources,
+    /// Signed agents' key directories; outlives reloads. Fetched by
+    /// [`super::agents::fetch_directories`], which the daemon runs.
+    pub(crate) agent_dirs: Arc<DirectoryCache>,
     _crawler_dns_thread: Option<DnsThread>,
     // Declared last: dropped after everything it might still use.
     _refresher: Option<Refresher>,
@@ -179,6 +183,7 @@ impl Engine {
             crawler_dns,
             crawler_ranges: RangeReloads::default(),
             proofs,
+            agent_dirs: Arc::new(DirectoryCache::new()),
             _crawler_dns_thread: dns_thread,
             _refresher: refresher,
         };

@@ -53,19 +53,28 @@ fn windows_of(o: &CountOutcome) -> Vec<WindowState> {
 }
 
 /// What `caller` may spend in each window on `route` (`None`: the window does not apply).
+/// A verified agent with its own `[[agents.budgets]]` entry spends that instead of its
+/// rung's.
 fn limits(cfg: &Config, caller: &Caller, route: &Route) -> PerWindow<Option<Limit>> {
     let tier = cfg.tiers.get(caller.tier);
+    let own = match &caller.subject {
+        Subject::Agent(dir) if !cfg.agents.budgets.is_empty() => {
+            cfg.agents.budgets.get(&**dir).copied().unwrap_or_default()
+        }
+        _ => Default::default(),
+    };
     PerWindow::from_fn(|kind| match kind {
         WindowKind::Burst => route
             .limits
             .applies(WindowKind::Burst)
-            .then_some(Limit::refusing(tier.burst.get())),
+            .then_some(Limit::refusing(own.burst.unwrap_or(tier.burst).get())),
         WindowKind::Hourly => route
             .limits
             .applies(WindowKind::Hourly)
-            .then_some(Limit::refusing(tier.hourly.get())),
+            .then_some(Limit::refusing(own.hourly.unwrap_or(tier.hourly).get())),
         WindowKind::Daily => match caller.subject {
             Subject::Token(_) => Some(cfg.quota.token),
+            Subject::Agent(_) => own.daily.or(cfg.quota.daily_for(caller.tier)),
             _ => cfg.quota.daily_for(caller.tier),
         }
         .filter(|_| route.limits.applies(WindowKind::Daily))
@@ -234,8 +243,10 @@ impl Engine {
         let caller = rt.resolver.resolve(
             cfg,
             &self.key_cache,
+            &self.agent_dirs,
             req.peer,
             req.unattributed,
+            req.method,
             req.headers,
             now,
         );
@@ -244,6 +255,7 @@ impl Engine {
         d.key_status = caller.key_status;
         let (nets, net_counts) = CallerNetworks::of(cfg, &caller, &self.hasher);
         d.crawler = caller.crawler;
+        d.agent = caller.agent;
         let creq = CountRequest {
             networks: net_counts,
             ..CountRequest::new(id, now, cost.get(), limits(cfg, &caller, route))
@@ -354,6 +366,7 @@ impl Engine {
         }
         let d = with_shadow(d, shadow);
         self.crawler_lookup(&caller, &d, now);
+        self.agent_fetch(&caller, &d, now);
         d
     }
 

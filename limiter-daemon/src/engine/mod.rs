@@ -37,6 +37,7 @@
 //! - [`Engine::client`]: one client's windows, strikes and lockout (admin view).
 //! - [`Engine::reload`]: swap in a new validated [`Config`](crate::config::Config).
 
+pub mod agents;
 pub mod base;
 pub mod client;
 pub mod compat;

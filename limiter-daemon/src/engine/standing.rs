@@ -33,8 +33,10 @@ impl Engine {
             let caller = rt.resolver.resolve(
                 &rt.cfg,
                 &self.key_cache,
+                &self.agent_dirs,
                 req.peer,
                 req.unattributed,
+                req.method,
                 req.headers,
                 now,
             );

@@ -30,6 +30,8 @@ pub enum Namespace {
     /// The unattributed callers of a trusted proxy (its address): forwarded requests whose
     /// forwarding field named no usable client.
     Via = 7,
+    /// A verified signed agent (Web Bot Auth): its directory URL.
+    Agent = 8,
 }
 
 impl Namespace {
@@ -42,6 +44,7 @@ impl Namespace {
             Namespace::Net => "net",
             Namespace::Asn => "asn",
             Namespace::Via => "via",
+            Namespace::Agent => "agent",
         }
     }
 
@@ -54,6 +57,7 @@ impl Namespace {
             5 => Namespace::Net,
             6 => Namespace::Asn,
             7 => Namespace::Via,
+            8 => Namespace::Agent,
             _ => Namespace::Compat,
         }
     }

@@ -4,8 +4,9 @@
 //! caller anonymous: never elevated, never an error. [`hash`] turns subjects into store keys.
 //! A caller without a verified credential may still be a verified crawler ([`crawler`]: the
 //! published ranges, or forward-confirmed reverse DNS from [`crawler_dns`] over
-//! [`crawler_fcrdns`]).
+//! [`crawler_fcrdns`]), or a verified signed agent ([`agent`] over [`web_bot_auth`]).
 
+pub mod agent;
 pub mod api_key;
 pub mod client_ip;
 pub mod crawler;
@@ -29,9 +30,10 @@ use self::crawler_dns::CrawlerDns;
 use self::hash::{IdKey, IdentityHasher, Namespace};
 use self::jwt::JwtVerifier;
 use self::key_cache::{KeyCache, KeyCheck};
+use self::web_bot_auth::directory::DirectoryCache;
 use crate::config::Config;
 use crate::model::KeyRecord;
-use crate::model::{CrawlerStatus, KeyStatus, Tier};
+use crate::model::{AgentSignature, CrawlerStatus, KeyStatus, Tier};
 
 /// What the caller is counted as.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,6 +44,8 @@ pub enum Subject {
     Token(String),
     /// A verified API key.
     Key(Arc<KeyRecord>),
+    /// A verified signed agent: its directory URL, whatever address it calls from.
+    Agent(Arc<str>),
     /// The unattributed callers of one trusted proxy (the caller's `ip`): requests whose
     /// forwarding field named no usable client. One shared anonymous identity per proxy;
     /// refusable, never struck or locked (locking it would lock the proxy).
@@ -62,19 +66,26 @@ pub struct Caller {
     /// Set when the address is in a published crawler range or the user agent claims a
     /// crawler (and no verified credential came first): the proof, or why there is none.
     pub crawler: Option<CrawlerStatus>,
+    /// What became of a Web Bot Auth signature, if one was presented.
+    pub agent: Option<AgentSignature>,
+    /// An agent directory to fetch (behind the request) once this request is admitted.
+    pub agent_fetch: Option<Box<str>>,
 }
 
 impl Caller {
     /// A verified credential (key or token) or a verified crawler: its tier is pushed into
     /// the kernel's tier map.
     pub fn is_verified(&self) -> bool {
-        matches!(self.subject, Subject::Token(_) | Subject::Key(_))
-            || self.crawler.is_some_and(CrawlerStatus::is_verified)
+        matches!(
+            self.subject,
+            Subject::Token(_) | Subject::Key(_) | Subject::Agent(_)
+        ) || self.crawler.is_some_and(CrawlerStatus::is_verified)
     }
 
     /// Whether this caller also counts against its network's budgets: anonymous and session
-    /// callers do; a verified credential (key, token) or a verified crawler does not (a search
-    /// engine's many addresses are one crawler, metered on its own rung). Unattributed callers
+    /// callers do; a verified credential (key, token), a verified crawler or a verified agent
+    /// does not (a search engine's many addresses are one crawler, an agent's are one agent,
+    /// each metered on its own rung). Unattributed callers
     /// have no network of their own (the proxy's is not theirs).
     pub fn counts_against_networks(&self) -> bool {
         !self.is_verified() && self.subject != Subject::Unattributed
@@ -92,6 +103,7 @@ impl Caller {
             Subject::Ip => hasher.ip_id(self.group),
             Subject::Token(t) => hasher.id(Namespace::Token, t.as_bytes()),
             Subject::Key(k) => hasher.id(Namespace::Key, k.id.as_bytes()),
+            Subject::Agent(d) => hasher.id(Namespace::Agent, d.as_bytes()),
             Subject::Unattributed => hasher.id(Namespace::Via, self.group.to_string().as_bytes()),
         }
     }
@@ -99,9 +111,15 @@ impl Caller {
 
 /// Whether resolving a caller under `cfg` may read the request field `name` (any case): the
 /// session cookie, `Authorization` (tokens and keys), the key header, the forwarding header
-/// when any proxy is trusted, and `User-Agent` when user agents may claim a crawler.
+/// when any proxy is trusted, `User-Agent` when user agents may claim a crawler, and the
+/// signature fields and `Host` when signed agents are verified.
 pub fn reads_header(cfg: &Config, name: &[u8]) -> bool {
     (!cfg.crawlers.user_agents.is_empty() && name.eq_ignore_ascii_case(b"user-agent"))
+        || (cfg.agents.enabled
+            && (name.eq_ignore_ascii_case(b"host")
+                || agent::FIELDS
+                    .iter()
+                    .any(|f| name.eq_ignore_ascii_case(f.as_bytes()))))
         || name.eq_ignore_ascii_case(b"cookie")
         || name.eq_ignore_ascii_case(b"authorization")
         || name.eq_ignore_ascii_case(cfg.keys.header.as_str().as_bytes())
@@ -130,15 +148,18 @@ impl IdentityResolver {
         }
     }
 
-    /// Who `peer` with `headers` is at `now_ms`. API keys are checked against `keys`.
-    /// `unattributed`: a surface that resolved the client itself (`/v1/auth`) found that the
-    /// trusted `peer` named no usable client.
+    /// Who `peer` with `method` and `headers` is at `now_ms`. API keys are checked against
+    /// `keys`, agents' signatures against `agents`. `unattributed`: a surface that resolved
+    /// the client itself (`/v1/auth`) found that the trusted `peer` named no usable client.
+    #[allow(clippy::too_many_arguments)]
     pub fn resolve(
         &self,
         cfg: &Config,
         keys: &KeyCache,
+        agents: &DirectoryCache,
         peer: IpAddr,
         unattributed: bool,
+        method: &str,
         headers: &HeaderMap,
         now_ms: u64,
     ) -> Caller {
@@ -157,6 +178,8 @@ impl IdentityResolver {
             subject: Subject::Ip,
             key_status: None,
             crawler: None,
+            agent: None,
+            agent_fetch: None,
         };
         let bearer = jwt::bearer(headers);
         let key_prefix_len = cfg.keys.prefix.len();
@@ -205,7 +228,18 @@ impl IdentityResolver {
             caller.subject = Subject::Unattributed;
             return caller;
         }
-        // A verified credential says who the caller is; only the rest may prove a crawler.
+        // A verified credential says who the caller is; only the rest may prove an agent (a
+        // signature names who is calling, wherever from), then a crawler.
+        if caller.subject == Subject::Ip {
+            let checked = agent::check(&cfg.agents, agents, group, method, headers, now_ms);
+            caller.agent = checked.signature;
+            caller.agent_fetch = checked.fetch.map(String::into_boxed_str);
+            if let Some(directory) = checked.verified {
+                caller.tier = Tier::Agent;
+                caller.subject = Subject::Agent(directory.into());
+                return caller;
+            }
+        }
         if caller.subject == Subject::Ip {
             caller.crawler = self.crawlers.check(ip, group, headers, now_ms);
             if caller.crawler.is_some_and(CrawlerStatus::is_verified) {
@@ -229,6 +263,8 @@ mod network_tests {
             subject,
             key_status: None,
             crawler,
+            agent: None,
+            agent_fetch: None,
         }
     }
 
@@ -255,6 +291,14 @@ mod network_tests {
             ),
             (
                 caller(Tier::Session, Subject::Token("t".into()), None),
+                false,
+            ),
+            (
+                caller(
+                    Tier::Agent,
+                    Subject::Agent("https://a.example/d".into()),
+                    None,
+                ),
                 false,
             ),
         ] {

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use ipnet::IpNet;
-use limiter_common::config::{TIER_ANON, TIER_CRAWLER, TIER_SESSION, TIER_SPONSOR};
+use limiter_common::config::{TIER_AGENT, TIER_ANON, TIER_CRAWLER, TIER_SESSION, TIER_SPONSOR};
 
 use super::Dataplane;
 use crate::engine::sink::EnforcementSink;
@@ -20,6 +20,7 @@ pub fn tier_index(tier: Tier) -> u32 {
         Tier::Anon => TIER_ANON,
         Tier::Session => TIER_SESSION,
         Tier::Crawler => TIER_CRAWLER,
+        Tier::Agent => TIER_AGENT,
         Tier::Sponsor => TIER_SPONSOR,
     }
 }

@@ -53,7 +53,7 @@ pub struct KernelStatus {
     pub config: ConfigView,
 }
 
-const TIER_NAMES: [&str; TIER_COUNT] = ["anon", "session", "sponsor", "crawler"];
+const TIER_NAMES: [&str; TIER_COUNT] = ["anon", "session", "sponsor", "crawler", "agent"];
 
 /// Reads everything from the pins under `layout`.
 pub fn gather(layout: &PinLayout, maps: &KernelMaps) -> Result<KernelStatus, KernelError> {

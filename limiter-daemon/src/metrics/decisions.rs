@@ -13,7 +13,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::histogram::DurationHistogram;
-use crate::model::{Action, CrawlerStatus, Decision, DelayKind, KeyStatus, Reason, Tier};
+use crate::model::{
+    Action, AgentSignature, CrawlerStatus, Decision, DelayKind, KeyStatus, Reason, Tier,
+};
 
 /// Upper bounds (seconds) of the delay histogram: 0 (never held) lands in the first bucket;
 /// the default soft (5 s) and hard (60 s) delays each have a bucket edge.
@@ -57,6 +59,11 @@ pub struct ResultLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CrawlerLabel {
     pub proof: &'static str,
 }
@@ -80,6 +87,8 @@ pub struct DecisionMetrics {
     /// [`CrawlerStatus::index`] (the fake slot is unused; fakes have their own series).
     crawlers: [Counter; 3],
     fake_crawlers: Counter,
+    /// Web Bot Auth signatures by outcome, indexed by [`AgentSignature::index`].
+    agent_signatures: [Counter; 3],
     strikes: Counter,
     /// Strikes shadow mode would have recorded (none was).
     shadow_strikes: Counter,
@@ -189,6 +198,22 @@ impl DecisionMetrics {
                 .get_or_create(&CrawlerLabel { proof: c.as_str() })
                 .clone()
         });
+        let agent_family = Family::<OutcomeLabel, Counter>::default();
+        reg.register(
+            "agent_signatures",
+            "Decisions for requests carrying a Web Bot Auth signature, by outcome (verified: \
+             metered as the agent; invalid: forged, expired or otherwise refused, metered as \
+             the address; unverified: the agent's keys are not known yet or it is not verified \
+             here, metered as what it otherwise is)",
+            agent_family.clone(),
+        );
+        let agent_signatures = AgentSignature::ALL.map(|s| {
+            agent_family
+                .get_or_create(&OutcomeLabel {
+                    outcome: s.as_str(),
+                })
+                .clone()
+        });
         let fake_crawlers = Counter::default();
         reg.register(
             "fake_crawlers",
@@ -223,6 +248,7 @@ impl DecisionMetrics {
             keys,
             crawlers,
             fake_crawlers,
+            agent_signatures,
             strikes,
             shadow_strikes,
             lockouts,
@@ -288,6 +314,10 @@ impl DecisionMetrics {
         match d.crawler {
             Some(CrawlerStatus::Fake) => self.fake_crawlers.inc(),
             Some(c) => self.crawlers[c.index()].inc(),
+            None => 0,
+        };
+        match d.agent {
+            Some(s) => self.agent_signatures[s.index()].inc(),
             None => 0,
         };
         // A network's strike under `lockout = "addresses"` locks each address that sent, each a

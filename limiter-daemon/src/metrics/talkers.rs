@@ -73,7 +73,7 @@ pub struct Recent {
     pub by_volume: Vec<Talker>,
     /// Networks with most requests first, at most `n`.
     pub networks: Vec<NetTalker>,
-    /// Decisions per tier, in [`Tier::ALL`] order (anon, session, crawler, sponsor).
+    /// Decisions per tier, in [`Tier::ALL`] order (anon, session, crawler, agent, sponsor).
     pub tier_mix: [u64; Tier::ALL.len()],
     /// Decisions whose caller did not fit in a full slot.
     pub untracked: u64,
@@ -329,7 +329,7 @@ mod tests {
         let r = t.read_at(10, 2);
         assert_eq!(names(&r.by_volume), [("ip:a", 5, 0), ("ip:b", 3, 3)]);
         assert_eq!(names(&r.by_refusals), [("ip:b", 3, 3)]);
-        assert_eq!(r.tier_mix, [8, 0, 0, 1]);
+        assert_eq!(r.tier_mix, [8, 0, 0, 0, 1]);
     }
 
     #[test]
@@ -342,7 +342,7 @@ mod tests {
         assert_eq!(r.by_volume[0].tier, Tier::Session, "the newest tier wins");
         let r = t.read_at(300, 5);
         assert_eq!(names(&r.by_volume), [("ip:a", 1, 0)]);
-        assert_eq!(r.tier_mix, [0, 1, 0, 0]);
+        assert_eq!(r.tier_mix, [0, 1, 0, 0, 0]);
         // A slot reused 5 minutes later starts empty.
         t.observe_at(330, "ip:b", Tier::Anon, Action::Allow, None);
         let r = t.read_at(330, 5);

@@ -154,6 +154,8 @@ pub struct Decision {
     pub key_status: Option<KeyStatus>,
     /// What became of a crawler claim or proof (metrics: verified and fake crawlers).
     pub crawler: Option<crate::model::CrawlerStatus>,
+    /// What became of a Web Bot Auth signature, if one was presented (metrics).
+    pub agent: Option<crate::model::AgentSignature>,
     /// Set when this request earned a strike and a lockout: the new escalation level.
     pub lockout_level: Option<u32>,
     /// Units this request cost (route weight) when it was counted.
@@ -188,6 +190,7 @@ impl Decision {
             upgrade,
             key_status: None,
             crawler: None,
+            agent: None,
             lockout_level: None,
             lock_cause: None,
             network: None,

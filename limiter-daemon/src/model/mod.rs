@@ -3,13 +3,14 @@
 //! [`admin_marker`] (how the admin API's clients recognise it), [`tier`] (the
 //! ladder's rungs), [`window`] (the counting windows, described once in a table, and the
 //! reasons a reject gives), [`decision`] (what a decision says, rendered by every HTTP
-//! surface), [`network`] (the networks a caller is also metered as), [`crawler`] (what became
+//! surface), [`agent`] (a signed agent's name and what became of its signature), [`network`] (the networks a caller is also metered as), [`crawler`] (what became
 //! of a crawler's claim), [`duration_text`] (the one duration grammar), [`prefix_set`]
 //! (address prefixes looked up by length) and [`records`] (what a store keeps: keys, strikes,
 //! lockouts, list entries). It imports nothing else of the crate.
 
 pub mod address;
 pub mod admin_marker;
+pub mod agent;
 pub mod crawler;
 pub mod decision;
 pub mod duration_text;
@@ -20,6 +21,7 @@ pub mod records;
 pub mod tier;
 pub mod window;
 
+pub use agent::AgentSignature;
 pub use crawler::CrawlerStatus;
 pub use decision::{Action, Decision, DecisionBuilder, DelayKind, KeyStatus, Shadow, Verdict};
 pub use identity_text::IdentityText;

@@ -1,5 +1,5 @@
 //! The tier ladder's rungs: who a caller is metered as (anonymous, signed in, a verified
-//! crawler, sponsor).
+//! crawler, a verified signed agent, sponsor).
 
 /// A rung of the tier ladder. The order is the ladder's: a caller holding two proofs is
 /// metered as the higher rung (`max`).
@@ -7,6 +7,11 @@
 /// `Crawler` sits between session and sponsor: a search engine or archive proven by its
 /// published ranges or forward-confirmed reverse DNS. The proof is about the address, so it
 /// buys more than a forgeable cookie; a verified API key (sponsor) still wins over it.
+///
+/// `Agent` sits above crawler and below sponsor: an agent that signs its requests (Web Bot
+/// Auth) with a key from its own directory is proven by cryptography, not by the address it
+/// calls from, and is metered as itself wherever it calls from; but nobody here issued it
+/// anything, so an API key still wins over it.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
@@ -15,19 +20,27 @@ pub enum Tier {
     Anon,
     Session,
     Crawler,
+    Agent,
     Sponsor,
 }
 
 impl Tier {
     /// Every rung, in ladder order; [`Tier::index`] is the position in it (metrics tables,
     /// the operator page's tier mix).
-    pub const ALL: [Tier; 4] = [Tier::Anon, Tier::Session, Tier::Crawler, Tier::Sponsor];
+    pub const ALL: [Tier; 5] = [
+        Tier::Anon,
+        Tier::Session,
+        Tier::Crawler,
+        Tier::Agent,
+        Tier::Sponsor,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Tier::Anon => "anon",
             Tier::Session => "session",
             Tier::Crawler => "crawler",
+            Tier::Agent => "agent",
             Tier::Sponsor => "sponsor",
         }
     }
@@ -43,26 +56,28 @@ impl Tier {
             Tier::Anon => 0,
             Tier::Session => 1,
             Tier::Crawler => 2,
-            Tier::Sponsor => 3,
+            Tier::Agent => 3,
+            Tier::Sponsor => 4,
         }
     }
 
     /// The rung a 429's upgrade hint names; `None` at the top. A crawler is not sent to sign
-    /// in (a search engine has no account): its way up is an API key, like a session's.
+    /// in (a search engine has no account): its way up is an API key, like a session's; so is
+    /// a signed agent's.
     pub fn next(self) -> Option<Tier> {
         match self {
             Tier::Anon => Some(Tier::Session),
-            Tier::Session | Tier::Crawler => Some(Tier::Sponsor),
+            Tier::Session | Tier::Crawler | Tier::Agent => Some(Tier::Sponsor),
             Tier::Sponsor => None,
         }
     }
 
     /// One rung down among credentials (how an unverified API key is metered). The crawler
     /// rung is a proof about an address, not a credential a key can buy, so sponsor's rung
-    /// below stays session, and a crawler's is session.
+    /// below stays session, and a crawler's is session; so is a signed agent's (a proof too).
     pub fn below(self) -> Tier {
         match self {
-            Tier::Sponsor | Tier::Crawler => Tier::Session,
+            Tier::Sponsor | Tier::Crawler | Tier::Agent => Tier::Session,
             Tier::Session | Tier::Anon => Tier::Anon,
         }
     }
@@ -87,5 +102,12 @@ mod tests {
         assert_eq!(Tier::Crawler.next(), Some(Tier::Sponsor));
         assert_eq!(Tier::Anon.next(), Some(Tier::Session));
         assert!(Tier::Crawler > Tier::Session && Tier::Crawler < Tier::Sponsor);
+    }
+
+    #[test]
+    fn a_signed_agent_sits_below_sponsor_and_is_pointed_at_an_api_key() {
+        assert!(Tier::Agent > Tier::Crawler && Tier::Agent < Tier::Sponsor);
+        assert_eq!(Tier::Agent.next(), Some(Tier::Sponsor));
+        assert_eq!(Tier::parse("agent"), Some(Tier::Agent));
     }
 }

@@ -10,6 +10,7 @@
 //! | Cookie | `http_cookie`, `cookie` |
 //! | Authorization | `http_authorization`, `authorization` |
 //! | API key header | `http_x_api_key`, `api_key` |
+//! | Signature-Agent | `http_signature_agent`, `signature_agent` |
 //!
 //! Strings are borrowed from the line unless they hold escapes. Ordinary lines are scanned in
 //! place ([`json_fast`]); serde_json reads the rest.
@@ -122,6 +123,10 @@ struct Raw<'a> {
     http_x_api_key: Text<'a>,
     #[serde(borrow, default)]
     api_key: Text<'a>,
+    #[serde(borrow, default)]
+    http_signature_agent: Text<'a>,
+    #[serde(borrow, default)]
+    signature_agent: Text<'a>,
 }
 
 /// Fills `slot` once; a second value (a duplicate member) or a value of the wrong kind sends the
@@ -177,6 +182,8 @@ impl<'a> Raw<'a> {
             "authorization" => text(&mut raw.authorization, v),
             "http_x_api_key" => text(&mut raw.http_x_api_key, v),
             "api_key" => text(&mut raw.api_key, v),
+            "http_signature_agent" => text(&mut raw.http_signature_agent, v),
+            "signature_agent" => text(&mut raw.signature_agent, v),
             _ => true,
         });
         whole.then_some(raw)
@@ -231,6 +238,7 @@ pub fn parse(line: &str) -> Result<LogLine<'_>, Malformed> {
         cookie: first([raw.http_cookie, raw.cookie, None]),
         authorization: first([raw.http_authorization, raw.authorization, None]),
         api_key: first([raw.http_x_api_key, raw.api_key, None]),
+        signature_agent: first([raw.http_signature_agent, raw.signature_agent, None]),
     })
 }
 

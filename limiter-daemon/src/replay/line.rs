@@ -23,6 +23,8 @@ pub struct LogLine<'a> {
     pub authorization: Option<Cow<'a, str>>,
     /// The API key header's value (`[keys] header`, `X-API-Key` by default).
     pub api_key: Option<Cow<'a, str>>,
+    /// The `Signature-Agent` header value (JSON logs only): a claimed signed agent.
+    pub signature_agent: Option<Cow<'a, str>>,
 }
 
 /// Why a line was not replayed.

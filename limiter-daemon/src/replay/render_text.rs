@@ -136,6 +136,11 @@ fn body(r: &Report, out: &mut String) {
         &rows,
         2..6,
     ));
+    if r.decisions.iter().any(|row| row.tier == "agent") {
+        out.push_str(
+            "agent: claimed by a logged Signature-Agent, not verified (a log keeps no signature to check)\n",
+        );
+    }
     if r.lockouts.is_empty() {
         out.push_str("\nlockouts earned: none\n");
     } else {

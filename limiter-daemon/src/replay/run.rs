@@ -13,6 +13,10 @@
 //!   lines around it is malformed and does not move the clock (the rule is [`super::order`]'s).
 //! - A log that cannot be read to its end (a truncated gzip, an I/O error) ends the run there:
 //!   the report covers the lines read before it and says where it was cut short.
+//! - Signed agents cannot be verified either (a log keeps the `Signature-Agent` field at best,
+//!   never the signature or its time): when the config verifies agents, a logged
+//!   `Signature-Agent` naming one is metered as that agent, its own rung, and reported as a
+//!   claimed agent.
 //! - One line buffer and one header map per config are reused: a line without credentials
 //!   allocates nothing here.
 
@@ -38,6 +42,8 @@ use crate::engine::{Engine, EngineOptions, KeyRefresh, RequestInfo};
 use crate::identity::client_ip::group;
 use crate::identity::hash::IdentityHasher;
 use crate::store::EmbeddedStore;
+
+static SIGNATURE_AGENT: HeaderName = HeaderName::from_static("signature-agent");
 
 /// How many malformed lines the report names.
 pub const MALFORMED_SHOWN: usize = 5;
@@ -79,6 +85,7 @@ impl Side {
     fn new(name: String, cfg: &Config, hasher: IdentityHasher) -> Side {
         let mut cfg = cfg.clone();
         cfg.engine.shadow = false;
+        cfg.agents.claims_only = true;
         cfg.routes.default.shadow = false;
         for r in &mut cfg.routes.routes {
             r.shadow = false;
@@ -112,6 +119,7 @@ impl Side {
             (&http::header::COOKIE, &line.cookie),
             (&http::header::AUTHORIZATION, &line.authorization),
             (&self.key_header, &line.api_key),
+            (&SIGNATURE_AGENT, &line.signature_agent),
         ];
         for (name, value) in fields {
             // A value no header could carry (a control byte) is as good as absent.

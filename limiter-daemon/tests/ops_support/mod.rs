@@ -45,6 +45,17 @@ impl Daemon {
     /// Starts the binary with `args` before `run --config FILE`, `text` as the file; returns
     /// once `ready` accepts connections.
     pub fn start(dir: &Path, text: &str, args: &[&str], ready: SocketAddr) -> Daemon {
+        Daemon::start_with_env(dir, text, args, &[], ready)
+    }
+
+    /// [`Daemon::start`] with `env` added to the daemon's environment.
+    pub fn start_with_env(
+        dir: &Path,
+        text: &str,
+        args: &[&str],
+        env: &[(&str, &Path)],
+        ready: SocketAddr,
+    ) -> Daemon {
         let config = dir.join("limiter.toml");
         std::fs::write(&config, text).unwrap();
         let stderr = dir.join("stderr.log");
@@ -52,6 +63,7 @@ impl Daemon {
             .args(args)
             .args(["run", "--config"])
             .arg(&config)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&stderr).unwrap())
             .spawn()

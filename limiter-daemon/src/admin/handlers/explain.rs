@@ -73,6 +73,7 @@ pub async fn explain(
         "identity": d.identity,
         "keyStatus": d.key_status.map(|k| k.as_str()),
         "crawler": d.crawler.map(|c| c.as_str()),
+        "agentSignature": d.agent.map(|a| a.as_str()),
         "cost": d.cost,
         "windows": windows,
         "decidedBy": decided_by(&d),

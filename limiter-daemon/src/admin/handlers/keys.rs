@@ -19,7 +19,8 @@ use crate::model::{KeyRecord, Tier};
 
 /// Parses a tier name as the config and the API write it.
 pub fn parse_tier(s: &str) -> Result<Tier, String> {
-    Tier::parse(s).ok_or_else(|| format!("{s:?} is not a tier (anon, session, crawler, sponsor)"))
+    Tier::parse(s)
+        .ok_or_else(|| format!("{s:?} is not a tier (anon, session, crawler, agent, sponsor)"))
 }
 
 pub fn record_json(r: &KeyRecord) -> Value {

@@ -110,13 +110,13 @@ pub async fn show(
             "refused": h.gate.refused(),
         })
     });
-    let [anon, session, crawler, sponsor] = recent.tier_mix;
+    let [anon, session, crawler, agent, sponsor] = recent.tier_mix;
     Ok(Json(json!({
         "at": rfc3339(wall_ms()),
         "atMs": wall_ms(),
         "decisions": decisions,
         "windowSecs": WINDOW_SECS,
-        "tierMix": {"anon": anon, "session": session, "crawler": crawler, "sponsor": sponsor},
+        "tierMix": {"anon": anon, "session": session, "crawler": crawler, "agent": agent, "sponsor": sponsor},
         "showAddresses": show,
         "topByRefusals": recent.by_refusals.iter().map(|t| talker_json(t, show)).collect::<Vec<_>>(),
         "topByVolume": recent.by_volume.iter().map(|t| talker_json(t, show)).collect::<Vec<_>>(),

@@ -10,7 +10,7 @@ use ipnet::IpNet;
 use serde_json::Value;
 
 /// The tiers and actions in the order the view lists them.
-pub const TIERS: [&str; 4] = ["anon", "session", "crawler", "sponsor"];
+pub const TIERS: [&str; 5] = ["anon", "session", "crawler", "agent", "sponsor"];
 pub const ACTIONS: [&str; 3] = ["allow", "delay", "reject"];
 
 fn text(v: &Value, k: &str) -> String {

@@ -6,6 +6,7 @@
 use http::HeaderMap;
 
 use super::fields::{dictionary_member, Component, Presented};
+pub use crate::model::agent::normalize_authority;
 
 /// The parts of a request derived components come from. Surfaces that see less (a decision
 /// API told only the headers) leave the rest `None`; signatures covering them do not verify.
@@ -19,22 +20,6 @@ pub struct RequestParts<'a> {
     /// Path and query as requested (`/a/b?c=d`).
     pub path_and_query: Option<&'a str>,
     pub headers: &'a HeaderMap,
-}
-
-/// `@authority`: the host lower-cased, a default port dropped (§2.2.3).
-pub fn normalize_authority(authority: &str, scheme: Option<&str>) -> String {
-    let lower = authority.trim().to_ascii_lowercase();
-    let default = match scheme {
-        Some("http") => Some(":80"),
-        Some("https") | None => Some(":443"),
-        _ => None,
-    };
-    match default {
-        Some(port) if lower.ends_with(port) && !lower.ends_with("]") => {
-            lower[..lower.len() - port.len()].to_owned()
-        }
-        _ => lower,
-    }
 }
 
 fn header_value(headers: &HeaderMap, name: &str) -> Option<String> {
@@ -87,6 +72,23 @@ fn component_value(c: &Component, parts: &RequestParts<'_>) -> Option<String> {
                 None => value,
             }
         }
+    })
+}
+
+/// Whether `p` covers a part of the request that `parts` does not carry: a derived component
+/// whose part the surface left `None`, or a field absent from the headers (a surface may pass
+/// only the fields a decision reads). Such a signature can be neither verified nor refused.
+pub fn unseen_component(p: &Presented, parts: &RequestParts<'_>) -> bool {
+    p.components.iter().any(|c| match c.name.as_str() {
+        "@method" => parts.method.is_none(),
+        "@authority" => parts.authority.is_none(),
+        "@scheme" => parts.scheme.is_none(),
+        "@path" | "@query" | "@request-target" => parts.path_and_query.is_none(),
+        "@target-uri" => {
+            parts.scheme.is_none() || parts.authority.is_none() || parts.path_and_query.is_none()
+        }
+        name if name.starts_with('@') => false,
+        name => !parts.headers.contains_key(name),
     })
 }
 

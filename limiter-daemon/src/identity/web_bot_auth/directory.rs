@@ -60,6 +60,14 @@ struct Entry {
     last_error: Option<String>,
 }
 
+impl Entry {
+    fn wants_fetch(&self, now_ms: u64) -> bool {
+        !self.in_flight
+            && now_ms >= self.retry_after_ms
+            && (self.keys.is_none() || now_ms >= self.fresh_until_ms)
+    }
+}
+
 #[derive(Default)]
 struct State {
     entries: HashMap<String, Entry>,
@@ -116,12 +124,21 @@ impl DirectoryCache {
     /// The key `keyid` of `directory`, queueing a fetch (on behalf of `source`) when the
     /// directory is unknown or stale and none is in flight or backing off.
     pub fn key(&self, directory: &str, keyid: &str, source: IpAddr, now_ms: u64) -> KeyAnswer {
-        let mut guard = self.state.lock();
-        let s = &mut *guard;
-        if !s.entries.contains_key(directory) && s.entries.len() >= MAX_DIRECTORIES {
-            return KeyAnswer::Pending;
+        let (answer, wants_fetch) = self.peek(directory, keyid, now_ms);
+        if wants_fetch {
+            self.request_fetch(directory, source, now_ms);
         }
-        let entry = s.entries.entry(directory.to_owned()).or_default();
+        answer
+    }
+
+    /// The key `keyid` of `directory`, queueing nothing; and whether a fetch is due (the
+    /// directory is unknown or stale, and none is in flight or backing off). The engine
+    /// queues it with [`Self::request_fetch`] once the request is admitted.
+    pub fn peek(&self, directory: &str, keyid: &str, now_ms: u64) -> (KeyAnswer, bool) {
+        let s = self.state.lock();
+        let Some(entry) = s.entries.get(directory) else {
+            return (KeyAnswer::Pending, s.entries.len() < MAX_DIRECTORIES);
+        };
         let answer = match &entry.keys {
             None => KeyAnswer::Pending,
             Some(keys) => keys
@@ -129,19 +146,32 @@ impl DirectoryCache {
                 .find(|k| k.thumbprint == keyid)
                 .map_or(KeyAnswer::Unknown, |k| KeyAnswer::Key(k.public)),
         };
-        let wants_fetch = !entry.in_flight
-            && now_ms >= entry.retry_after_ms
-            && (entry.keys.is_none() || now_ms >= entry.fresh_until_ms);
-        if wants_fetch {
-            let n = s.per_source.entry(source).or_insert(0);
-            if *n < MAX_PENDING_PER_SOURCE {
-                *n += 1;
-                entry.in_flight = true;
-                s.queue.push_back((directory.to_owned(), source));
-                self.queued.notify_one();
-            }
+        (answer, entry.wants_fetch(now_ms))
+    }
+
+    /// Queues a fetch of `directory` on behalf of `source` if one is due, within the bounds:
+    /// [`MAX_PENDING_PER_SOURCE`] in flight per source, [`MAX_DIRECTORIES`] held, none for
+    /// an address refused.
+    pub fn request_fetch(&self, directory: &str, source: IpAddr, now_ms: u64) {
+        let mut guard = self.state.lock();
+        let s = &mut *guard;
+        if s.refused.get(&source).is_some_and(|&until| until > now_ms) {
+            return;
         }
-        answer
+        if !s.entries.contains_key(directory) && s.entries.len() >= MAX_DIRECTORIES {
+            return;
+        }
+        let entry = s.entries.entry(directory.to_owned()).or_default();
+        if !entry.wants_fetch(now_ms) {
+            return;
+        }
+        let n = s.per_source.entry(source).or_insert(0);
+        if *n < MAX_PENDING_PER_SOURCE {
+            *n += 1;
+            entry.in_flight = true;
+            s.queue.push_back((directory.to_owned(), source));
+            self.queued.notify_one();
+        }
     }
 
     /// Waits until a fetch may be queued (a wake-up, not a promise: check [`Self::next_fetch`]).

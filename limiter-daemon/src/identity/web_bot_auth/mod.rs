@@ -13,6 +13,7 @@ pub mod directory;
 pub mod fetcher;
 pub mod fields;
 pub mod jwk;
+pub mod signer;
 pub mod verify;
 
 #[cfg(test)]
@@ -27,8 +28,7 @@ pub use self::verify::Refusal;
 
 /// The `tag` a web-bot-auth signature carries.
 pub const TAG: &str = "web-bot-auth";
-/// Where an agent's origin publishes its keys.
-pub const WELL_KNOWN: &str = "/.well-known/http-message-signatures-directory";
+pub use crate::model::agent::{directory_url, WELL_KNOWN};
 
 /// What became of a request's signature.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,79 +57,107 @@ impl Outcome {
     }
 }
 
-/// The directory URL an agent's `Signature-Agent` value names: an `https` origin gets the
-/// well-known path; an `https` URL with a path is taken as the directory itself. Anything
-/// else (plain `http`, no host, user info) names no directory.
-pub fn directory_url(agent: &str) -> Option<String> {
-    let uri: http::Uri = agent.trim().parse().ok()?;
-    if uri.scheme_str() != Some("https") {
-        return None;
-    }
-    let authority = uri.authority()?;
-    if authority.as_str().contains('@') || authority.host().is_empty() {
-        return None;
-    }
-    let host = base::normalize_authority(authority.as_str(), Some("https"));
-    match uri.path_and_query().map(|p| p.as_str()) {
-        None | Some("") | Some("/") => Some(format!("https://{host}{WELL_KNOWN}")),
-        Some(path) => Some(format!("https://{host}{path}")),
-    }
+/// What [`check_request`] found: the outcome, and the directory to fetch (for the
+/// request's source) once the request is admitted, when one is due.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checked {
+    pub outcome: Outcome,
+    pub fetch: Option<String>,
 }
 
-/// Verifies the web-bot-auth signature of a request from `source` at `now_ms`.
-///
-/// Cost is bounded per address: an address refused in the last minute gets
-/// [`Refusal::Refused`] without parsing further or fetching anything; policy checks come
-/// before the key lookup, and the key lookup before the one Ed25519 verification.
+/// Verifies the web-bot-auth signature of a request from `source` at `now_ms`, queueing the
+/// agent's directory for a fetch when it is unknown or stale (library users and tests; the
+/// engine uses [`check_request`] and queues only for admitted requests).
 pub fn verify_request(
     parts: &RequestParts<'_>,
     cache: &DirectoryCache,
     source: IpAddr,
     now_ms: u64,
 ) -> Outcome {
-    if !parts.headers.contains_key("signature-input") {
-        return Outcome::None;
+    let checked = check_request(parts, cache, source, now_ms, |_| true);
+    if let Some(directory) = &checked.fetch {
+        cache.request_fetch(directory, source, now_ms);
     }
-    if cache.is_refused(source, now_ms) {
-        return Outcome::Invalid(Refusal::Refused);
-    }
-    let outcome = verify_inner(parts, cache, source, now_ms);
-    if matches!(outcome, Outcome::Invalid(_)) {
-        cache.refuse(source, now_ms);
-    }
-    outcome
+    checked.outcome
 }
 
-fn verify_inner(
+/// Checks the web-bot-auth signature of a request from `source` at `now_ms`, queueing
+/// nothing. Agents `may_verify` refuses (the operator's `[agents]` lists) are unverified and
+/// never fetched.
+///
+/// Cost is bounded per address: an address refused in the last minute gets
+/// [`Refusal::Refused`] without parsing further or fetching anything; policy checks come
+/// before the key lookup, and the key lookup before the one Ed25519 verification.
+pub fn check_request(
     parts: &RequestParts<'_>,
     cache: &DirectoryCache,
     source: IpAddr,
     now_ms: u64,
-) -> Outcome {
+    may_verify: impl Fn(&str) -> bool,
+) -> Checked {
+    let unchecked = |outcome| Checked {
+        outcome,
+        fetch: None,
+    };
+    if !parts.headers.contains_key("signature-input") {
+        return unchecked(Outcome::None);
+    }
+    if cache.is_refused(source, now_ms) {
+        return unchecked(Outcome::Invalid(Refusal::Refused));
+    }
+    let checked = check_inner(parts, cache, now_ms, may_verify);
+    if matches!(checked.outcome, Outcome::Invalid(_)) {
+        cache.refuse(source, now_ms);
+    }
+    checked
+}
+
+fn check_inner(
+    parts: &RequestParts<'_>,
+    cache: &DirectoryCache,
+    now_ms: u64,
+    may_verify: impl Fn(&str) -> bool,
+) -> Checked {
+    let unchecked = |outcome| Checked {
+        outcome,
+        fetch: None,
+    };
     let presented = match fields::presented(parts.headers) {
         Ok(p) => p,
-        Err(FieldError::Absent) => return Outcome::None,
-        Err(FieldError::Malformed) => return Outcome::Invalid(Refusal::Malformed),
+        Err(FieldError::Absent) => return unchecked(Outcome::None),
+        Err(FieldError::Malformed) => return unchecked(Outcome::Invalid(Refusal::Malformed)),
     };
     let agent = match fields::signature_agent(parts.headers, &presented.label) {
         Ok(a) => a,
-        Err(_) => return Outcome::Invalid(Refusal::Malformed),
+        Err(_) => return unchecked(Outcome::Invalid(Refusal::Malformed)),
     };
     let now_s = i64::try_from(now_ms / 1000).unwrap_or(i64::MAX);
     let keyid = match verify::check_policy(&presented, agent.is_some(), now_s) {
         Ok(k) => k,
-        Err(r) => return Outcome::Invalid(r),
+        Err(r) => return unchecked(Outcome::Invalid(r)),
     };
     // Without a directory there is no identity to meter: well formed, but unverified.
     let Some(directory) = agent.as_deref().and_then(directory_url) else {
-        return Outcome::Unverified;
+        return unchecked(Outcome::Unverified);
     };
-    match cache.key(&directory, keyid, source, now_ms) {
+    // An agent the operator does not verify, or a signature over a part of the request this
+    // surface was not given: nothing can be said either way.
+    if !may_verify(&directory) || base::unseen_component(&presented, parts) {
+        return unchecked(Outcome::Unverified);
+    }
+    let (answer, due) = cache.peek(&directory, keyid, now_ms);
+    let outcome = match answer {
         KeyAnswer::Pending => Outcome::Unverified,
         KeyAnswer::Unknown => Outcome::Invalid(Refusal::UnknownKey),
         KeyAnswer::Key(public) => match verify::verify_signature(&presented, parts, &public) {
-            Ok(()) => Outcome::Verified { directory },
+            Ok(()) => Outcome::Verified {
+                directory: directory.clone(),
+            },
             Err(r) => Outcome::Invalid(r),
         },
-    }
+    };
+    // A stale directory is refetched while its keys still answer; none for an address that
+    // just sent an invalid signature.
+    let fetch = (due && !matches!(outcome, Outcome::Invalid(_))).then_some(directory);
+    Checked { outcome, fetch }
 }
