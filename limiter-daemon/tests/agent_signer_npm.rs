@@ -4,7 +4,6 @@
 //! them against the agent's directory, and refuses the same signature for another host.
 
 mod agent_support;
-#[allow(dead_code, reason = "agent_support serves through it")]
 mod tls_support;
 
 use std::net::IpAddr;

@@ -12,23 +12,21 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
 use super::over_limit::OverLimit;
 use crate::identity::hash::IdKey;
 use crate::store::count::{combine, CountOutcome, CountRequest};
-use crate::store::fleet_remote::FleetRemote;
 use crate::store::lease::{expiry, holders, nth, size, start, Asks, Grants, Unspent, HOLDERS};
 
 const SHARDS: usize = 64;
 /// A flush runs at once when this many refills wait.
-const BATCH: usize = 64;
+pub(super) const BATCH: usize = 64;
 /// An ask for a lease older than this (request time) no longer holds other requests of its
 /// identity to leases of one: its answer was lost (a timeout), or the clock jumped.
 const ASK_STALE_MS: u64 = 2_000;
 /// The background task's calls give up after this: a frozen store must not stall the refills
 /// and give-backs behind it (a refill lost is units the window under-admits, never over).
-const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(2);
+pub(super) const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One grant: its first request's outcome, when it was made, and the span in which it may be
 /// spent (inside the windows it was counted in, at most the lease TTL past it).
@@ -52,12 +50,12 @@ impl Grant {
 }
 
 /// One holder's leases.
-struct Held {
+pub(super) struct Held {
     /// The request with its time zeroed: a grant serves only requests exactly like it.
     template: CountRequest,
     cur: Option<Grant>,
     next: Option<Grant>,
-    refilling: bool,
+    pub(super) refilling: bool,
     /// The request time of this host's ask for a lease of more than one, while it is in
     /// flight: the identity's other misses meanwhile ask for exactly themselves, so one host
     /// never holds more than one lease's worth of an identity's budget being asked for at once
@@ -65,7 +63,7 @@ struct Held {
     /// were refused what these would give back later).
     asking: Option<u64>,
     /// The next lease's size.
-    k: u32,
+    pub(super) k: u32,
 }
 
 fn template(req: &CountRequest) -> CountRequest {
@@ -124,24 +122,24 @@ pub struct LeaseStats {
 }
 
 pub struct Leases {
-    shards: Box<[Mutex<HashMap<IdKey, Held>>]>,
-    refills: Mutex<Vec<CountRequest>>,
-    returns: Mutex<Vec<Unspent>>,
-    wake: Notify,
-    hosts: AtomicU32,
-    max: u32,
-    ttl_ms: u64,
-    per_shard: usize,
-    latest_ms: AtomicU64,
-    in_flight: AtomicU32,
+    pub(super) shards: Box<[Mutex<HashMap<IdKey, Held>>]>,
+    pub(super) refills: Mutex<Vec<CountRequest>>,
+    pub(super) returns: Mutex<Vec<Unspent>>,
+    pub(super) wake: Notify,
+    pub(super) hosts: AtomicU32,
+    pub(super) max: u32,
+    pub(super) ttl_ms: u64,
+    pub(super) per_shard: usize,
+    pub(super) latest_ms: AtomicU64,
+    pub(super) in_flight: AtomicU32,
     /// The store's held refusals: a holder given back units is asked again, not refused
     /// from the cache while the units it gave back sit in the store.
-    over_limit: Arc<OverLimit>,
+    pub(super) over_limit: Arc<OverLimit>,
     /// Refill batches landed: a request refused while its holder's refill was in flight
     /// waits for it ([`Leases::refill_waits`]).
-    landed: Mutex<u64>,
-    landed_cv: parking_lot::Condvar,
-    landed_async: Notify,
+    pub(super) landed: Mutex<u64>,
+    pub(super) landed_cv: parking_lot::Condvar,
+    pub(super) landed_async: Notify,
     pub stats: LeaseStats,
 }
 
@@ -166,7 +164,7 @@ impl Leases {
         }
     }
 
-    fn shard(&self, id: &IdKey) -> &Mutex<HashMap<IdKey, Held>> {
+    pub(super) fn shard(&self, id: &IdKey) -> &Mutex<HashMap<IdKey, Held>> {
         let mut h = std::hash::DefaultHasher::new();
         std::hash::Hash::hash(id, &mut h);
         &self.shards[(std::hash::Hasher::finish(&h) as usize) % SHARDS]
@@ -208,7 +206,11 @@ impl Leases {
     }
 
     /// One request of holder `h` from a live grant held here, asking nothing.
-    fn take_held(&self, h: &CountRequest, back: &mut Vec<Unspent>) -> Option<CountOutcome> {
+    pub(super) fn take_held(
+        &self,
+        h: &CountRequest,
+        back: &mut Vec<Unspent>,
+    ) -> Option<CountOutcome> {
         let mut shard = self.shard(&h.id).lock();
         let held = shard.get_mut(&h.id)?;
         (held.template == template(h))
@@ -347,129 +349,9 @@ impl Leases {
         }
     }
 
-    fn refills_landed(&self) {
-        *self.landed.lock() += 1;
-        self.landed_cv.notify_all();
-        self.landed_async.notify_waiters();
-    }
-
-    /// Whether a holder the store refused in `grants` has a refill in flight here: the refill
-    /// took what the store had left, and this host will spend it. On one host the request is
-    /// then answered from the refill once it lands, as one script per decision would have
-    /// admitted it, rather than refused while the units sit in flight.
-    /// Also while give-backs are on their way: the store refused what it will hold again
-    /// when they land (then asked once more, [`Leases::retry`]).
-    pub fn refill_waits(&self, miss: &Miss, grants: &Grants) -> bool {
-        let mut refused = self.refused_holders(miss, grants).peekable();
-        refused.peek().is_some() && (self.pending() > 0 || refused.any(|h| self.refilling(h)))
-    }
-
-    /// Whether the store refused a holder of `miss`.
-    pub fn any_refused(&self, miss: &Miss, grants: &Grants) -> bool {
-        self.refused_holders(miss, grants).next().is_some()
-    }
-
-    /// After [`Leases::rescue`]: the holders still refused, each asked once more for one
-    /// request (as a refill: a refusal counts nothing again).
-    pub fn retry(&self, miss: &Miss, grants: &Grants) -> Asks {
-        let mut asks: Asks = [None; HOLDERS];
-        for (i, a) in asks.iter_mut().enumerate() {
-            if let (Some((h, _)), Some((_, 0))) = (miss.asks[i], grants[i]) {
-                *a = Some((h, 1));
-            }
-        }
-        asks
-    }
-
-    /// The answers to [`Leases::retry`] replace the refusals they admit; each such holder
-    /// gives back the burst arrival its first refusal counted (the grant counts it again).
-    pub fn retried(&self, grants: &mut Grants, asked: &Asks, again: &Grants) {
-        let mut back = Vec::new();
-        for i in 0..HOLDERS {
-            if let (Some((h, _)), Some((o, g))) = (asked[i], again[i]) {
-                if g > 0 {
-                    grants[i] = Some((o, g));
-                    back.push(Unspent::one(h.id, &h, h.limits, 1, 0));
-                }
-            }
-        }
-        if !back.is_empty() {
-            self.give_back_later(back);
-        }
-    }
-
-    fn refused_holders<'a>(
-        &'a self,
-        miss: &'a Miss,
-        grants: &'a Grants,
-    ) -> impl Iterator<Item = &'a CountRequest> + 'a {
-        miss.asks
-            .iter()
-            .zip(grants)
-            .filter_map(|(a, g)| match (a, g) {
-                (Some((h, _)), Some((_, 0))) => Some(h),
-                _ => None,
-            })
-    }
-
-    fn refilling(&self, h: &CountRequest) -> bool {
-        self.shard(&h.id)
-            .lock()
-            .get(&h.id)
-            .is_some_and(|held| held.refilling)
-    }
-
-    /// Waits (the synchronous path) until no refused holder of `miss` is refilling, or
-    /// `deadline`.
-    pub fn wait_refills(&self, miss: &Miss, grants: &Grants, deadline: std::time::Instant) {
-        let mut landed = self.landed.lock();
-        while self.refill_waits(miss, grants) {
-            if self.landed_cv.wait_until(&mut landed, deadline).timed_out() {
-                return;
-            }
-        }
-    }
-
-    /// [`Leases::wait_refills`] for the awaited path.
-    pub async fn wait_refills_async(&self, miss: &Miss, grants: &Grants, deadline: Duration) {
-        let until = tokio::time::Instant::now() + deadline;
-        loop {
-            let landed = self.landed_async.notified();
-            tokio::pin!(landed);
-            landed.as_mut().enable();
-            if !self.refill_waits(miss, grants) {
-                return;
-            }
-            if tokio::time::timeout_at(until, landed).await.is_err() {
-                return;
-            }
-        }
-    }
-
-    /// After [`Leases::wait_refills`]: each refused holder takes its unit from the refill
-    /// that landed, if there is one, and is no longer refused.
-    pub fn rescue(&self, miss: &mut Miss, grants: &mut Grants) {
-        for (i, grant) in grants.iter_mut().enumerate() {
-            let (Some((h, want)), Some((_, 0))) = (miss.asks[i], *grant) else {
-                continue;
-            };
-            let mut back = Vec::new();
-            let got = self.take_held(&h, &mut back);
-            if !back.is_empty() {
-                self.give_back_later(back);
-            }
-            if let Some(o) = got {
-                self.ask_failed(&h, want);
-                miss.taken[i] = Some(o);
-                miss.asks[i] = None;
-                *grant = None;
-            }
-        }
-    }
-
     /// An ask of holder `h` for a lease of `want` got no grant to install: its next miss may
     /// ask again.
-    fn ask_failed(&self, h: &CountRequest, want: u32) {
+    pub(super) fn ask_failed(&self, h: &CountRequest, want: u32) {
         if want > 1 {
             if let Some(held) = self.shard(&h.id).lock().get_mut(&h.id) {
                 held.asking = None;
@@ -555,7 +437,7 @@ impl Leases {
     }
 
     /// Installs a refill's grant (none spent yet).
-    fn install_refill(&self, req: &CountRequest, o: &CountOutcome, g: u32) {
+    pub(super) fn install_refill(&self, req: &CountRequest, o: &CountOutcome, g: u32) {
         self.stats.refills.fetch_add(1, Ordering::Relaxed);
         let mut back = Vec::new();
         {
@@ -622,7 +504,7 @@ impl Leases {
     }
 
     /// Grants expired unspent by `now_ms`, given back; identities idle past a minute dropped.
-    fn sweep(&self, now_ms: u64) {
+    pub(super) fn sweep(&self, now_ms: u64) {
         let mut back = Vec::new();
         for s in self.shards.iter() {
             s.lock().retain(|_, h| {
@@ -677,88 +559,4 @@ fn compose(
     let of = |i: usize| taken[i].or(grants[i].map(|(o, _)| o));
     let caller = of(0).expect("the caller is a holder of every request");
     combine(req, caller, [of(1), of(2)]).0
-}
-
-fn wall_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// The background task: refills, give-backs, the heartbeat and the sweep, until `cancel`.
-pub async fn run(leases: Arc<Leases>, remote: Arc<dyn FleetRemote>, cancel: CancellationToken) {
-    let mut tick = tokio::time::Instant::now();
-    loop {
-        let wait = tick.saturating_duration_since(tokio::time::Instant::now());
-        tokio::select! {
-            _ = cancel.cancelled() => break,
-            _ = leases.wake.notified() => {
-                if leases.refills.lock().len() < BATCH {
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-            }
-            _ = tokio::time::sleep(wait) => {}
-        }
-        if tokio::time::Instant::now() >= tick {
-            tick = tokio::time::Instant::now() + Duration::from_secs(1);
-            if let Ok(Ok(n)) =
-                tokio::time::timeout(BACKGROUND_TIMEOUT, remote.heartbeat_async(wall_ms())).await
-            {
-                leases.hosts.store(n, Ordering::Relaxed);
-            }
-            leases.sweep(leases.latest_ms.load(Ordering::Relaxed));
-        }
-        let refills: Vec<CountRequest> = std::mem::take(&mut *leases.refills.lock());
-        let returns: Vec<Unspent> = std::mem::take(&mut *leases.returns.lock());
-        leases
-            .in_flight
-            .fetch_add(u32::from(!returns.is_empty()), Ordering::AcqRel);
-        let want = |r: &CountRequest| {
-            let s = leases.shard(&r.id).lock();
-            s.get(&r.id).map_or(1, |h| h.k)
-        };
-        let asks = refills.iter().map(|r| {
-            let mut ask: Asks = [None; HOLDERS];
-            ask[0] = Some((*r, want(r)));
-            let remote = &remote;
-            async move {
-                let call = remote.lease_async(ask, true, Vec::new());
-                let a = tokio::time::timeout(BACKGROUND_TIMEOUT, call).await;
-                (r, a.unwrap_or(Err(crate::store::error::StoreError::Open)))
-            }
-        });
-        let ids: Vec<IdKey> = returns.iter().map(|u| u.id).collect();
-        let back = async {
-            if !returns.is_empty() {
-                let call = remote.give_back_async(returns);
-                let r = tokio::time::timeout(BACKGROUND_TIMEOUT, call)
-                    .await
-                    .unwrap_or(Err(crate::store::error::StoreError::Open));
-                // A refusal the store made while these were on their way is stale now.
-                for id in &ids {
-                    leases.over_limit.forget(id);
-                }
-                leases.in_flight.fetch_sub(1, Ordering::AcqRel);
-                if let Err(e) = r {
-                    tracing::debug!(error = %e, "lease give-back failed (the counts expire)");
-                }
-                leases.refills_landed();
-            }
-        };
-        let (answers, ()) =
-            futures_util::future::join(futures_util::future::join_all(asks), back).await;
-        for (r, a) in answers {
-            match a {
-                Ok([Some((o, g)), ..]) => leases.install_refill(r, &o, g),
-                _ => {
-                    if let Some(h) = leases.shard(&r.id).lock().get_mut(&r.id) {
-                        h.refilling = false;
-                    }
-                }
-            }
-        }
-        if !refills.is_empty() {
-            leases.refills_landed();
-        }
-    }
 }

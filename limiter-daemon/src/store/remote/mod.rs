@@ -15,6 +15,8 @@
 pub mod breaker;
 mod connector;
 pub mod fleet_store;
+mod lease_races;
+mod lease_task;
 mod leased;
 pub mod leases;
 pub mod over_limit;

@@ -57,7 +57,7 @@ impl FleetStore {
             settings,
         });
         if let Some(l) = &store.leases {
-            store.remote.spawn(Box::pin(super::leases::run(
+            store.remote.spawn(Box::pin(super::lease_task::run(
                 Arc::clone(l),
                 Arc::clone(&store.remote),
                 store.cancel.child_token(),
