@@ -26,6 +26,7 @@ use std::sync::{Arc, OnceLock};
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use libfuzzer_sys::fuzz_target;
+use limiter_daemon::identity::web_bot_auth::directory::DirectoryCache;
 use limiter_daemon::config::{Config, EnvMap};
 use limiter_daemon::identity::client_ip::{group, normalize};
 use limiter_daemon::identity::hash::IdentityHasher;
@@ -124,9 +125,11 @@ fn sign(claims: &[u8]) -> Option<String> {
 }
 
 fn resolve(rig: &Rig, keys: &KeyCache, peer: IpAddr, headers: &HeaderMap) -> Caller {
+    // Agents are off in this config (`[agents]` unset): no directory is ever asked.
+    let agents = DirectoryCache::new();
     let caller = rig
         .resolver
-        .resolve(&rig.cfg, keys, peer, false, headers, NOW_MS);
+        .resolve(&rig.cfg, keys, &agents, peer, false, "GET", headers, NOW_MS);
     // The store key is derived without trouble whatever the subject.
     let _ = caller.id_key(&rig.hasher);
     caller
@@ -217,6 +220,7 @@ fn check(rig: &Rig, peer: IpAddr, headers: &HeaderMap, caller: &Caller, signed: 
     let cookie = has_session_cookie(headers, &id.session_cookie);
     let base = if cookie { Tier::Session } else { Tier::Anon };
     match &caller.subject {
+        Subject::Agent(_) => panic!("a signed agent without [agents] enabled"),
         Subject::Unattributed => {
             // Only a trusted proxy's field can name no client, and it names no one: the caller
             // is the proxy's shared anonymous identity, whatever credential-less fields it sent.
