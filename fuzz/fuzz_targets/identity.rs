@@ -26,13 +26,13 @@ use std::sync::{Arc, OnceLock};
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use libfuzzer_sys::fuzz_target;
-use limiter_daemon::identity::web_bot_auth::directory::DirectoryCache;
 use limiter_daemon::config::{Config, EnvMap};
 use limiter_daemon::identity::client_ip::{group, normalize};
 use limiter_daemon::identity::hash::IdentityHasher;
 use limiter_daemon::identity::key_cache::LookupFailed;
 use limiter_daemon::identity::key_cache::{KeyCache, KeyLookup};
 use limiter_daemon::identity::session::has_session_cookie;
+use limiter_daemon::identity::web_bot_auth::directory::DirectoryCache;
 use limiter_daemon::identity::{reads_header, Caller, IdentityResolver, Subject};
 use limiter_daemon::model::KeyRecord;
 use limiter_daemon::model::{KeyStatus, Tier};
