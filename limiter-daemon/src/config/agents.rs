@@ -122,21 +122,10 @@ impl AgentSettings {
                 "must be more than 0 and at most 60s",
             ));
         }
-        let allow_internal = raw
-            .allow_internal
-            .unwrap_or_default()
-            .iter()
-            .map(|s| {
-                s.parse::<IpNet>()
-                    .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
-                    .map_err(|_| {
-                        ConfigError::invalid(
-                            "agents.allow_internal",
-                            format!("{s:?} is not an address or CIDR"),
-                        )
-                    })
-            })
-            .collect::<Result<_, _>>()?;
+        let allow_internal = super::nets::parse(
+            "agents.allow_internal",
+            &raw.allow_internal.unwrap_or_default(),
+        )?;
         let mut budgets = HashMap::new();
         for (i, b) in raw.budgets.unwrap_or_default().into_iter().enumerate() {
             let field = |name: &str| format!("agents.budgets[{i}].{name}");

@@ -47,20 +47,13 @@ pub struct IdentitySettings {
 
 impl IdentitySettings {
     pub fn validate(raw: RawIdentity) -> Result<Self, ConfigError> {
-        let mut trusted = Vec::new();
-        for (i, s) in raw.trusted_proxies.unwrap_or_default().iter().enumerate() {
-            // A bare address means exactly that host.
-            let net = s
-                .parse::<IpNet>()
-                .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
-                .map_err(|_| {
-                    ConfigError::invalid(
-                        format!("identity.trusted_proxies[{i}]"),
-                        format!("{s:?} is not an address or CIDR"),
-                    )
-                })?;
-            trusted.push(crate::model::address::canonical_net(net));
-        }
+        let trusted: Vec<IpNet> = super::nets::parse(
+            "identity.trusted_proxies",
+            &raw.trusted_proxies.unwrap_or_default(),
+        )?
+        .into_iter()
+        .map(crate::model::address::canonical_net)
+        .collect();
         let ipv6_prefix = raw.ipv6_prefix.unwrap_or(64);
         if ipv6_prefix == 0 || ipv6_prefix > 128 {
             return Err(ConfigError::invalid(

@@ -34,6 +34,7 @@ pub mod locate;
 pub mod lockout;
 pub mod log;
 pub mod metrics;
+pub mod nets;
 pub mod networks;
 pub mod proof_sources;
 pub mod proxy_protocol;

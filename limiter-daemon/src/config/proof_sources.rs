@@ -130,20 +130,8 @@ impl SourceFetch {
                 )
             })?;
         }
-        let allow = allow
-            .unwrap_or_default()
-            .iter()
-            .map(|s| {
-                s.parse::<IpNet>()
-                    .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
-                    .map_err(|_| {
-                        ConfigError::invalid(
-                            "crawlers.allow_private_sources",
-                            format!("{s:?} is not an address or CIDR"),
-                        )
-                    })
-            })
-            .collect::<Result<_, _>>()?;
+        let allow =
+            super::nets::parse("crawlers.allow_private_sources", &allow.unwrap_or_default())?;
         Ok(SourceFetch {
             refresh,
             ca_file,
