@@ -24,7 +24,6 @@
 //! is done.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::process::Command;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,6 +38,8 @@ use rand::{Rng, SeedableRng};
 
 #[allow(dead_code, reason = "only bench_secs is used here")]
 mod common;
+#[path = "../tests/valkey_support/mod.rs"]
+mod valkey_support;
 
 const IDENTITIES: usize = 1_000_000;
 const TRACE: usize = 2_000_000;
@@ -208,31 +209,14 @@ fn exact(entries: &[u32]) -> Vec<u32> {
     admitted
 }
 
-/// `INFO` fields of the server at `addr`: (script calls, `EVALSHA`, as clients sent them;
-/// the commands a script runs inside are not counted), CPU seconds).
+/// `INFO` of the server at `addr`: (script calls, `EVALSHA`, as clients sent them; the
+/// commands a script runs inside are not counted), CPU seconds).
 fn server_stats(addr: &str) -> (u64, f64) {
-    let cli = limiter_tests::valkey::cli().expect("valkey-cli");
-    let (h, p) = addr.rsplit_once(':').unwrap();
-    let info = |section: &str| {
-        let out = Command::new(&cli)
-            .args(["-h", h, "-p", p, "info", section])
-            .output()
-            .expect("valkey-cli");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let calls = info("commandstats")
-        .lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum();
-    let cpu = info("cpu")
+    let calls = valkey_support::commandstats(&[addr])
+        .get("evalsha")
+        .copied()
+        .unwrap_or(0);
+    let cpu = valkey_support::cli_run(addr, &["info", "cpu"])
         .lines()
         .filter(|l| l.starts_with("used_cpu_sys:") || l.starts_with("used_cpu_user:"))
         .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())

@@ -128,40 +128,16 @@ fn decisions_per_sec(e: &Arc<Engine>, secs: f64) -> f64 {
 
 /// `EVALSHA` calls the servers at `addrs` counted (`INFO commandstats`): one per script run.
 fn script_calls(addrs: &[String]) -> u64 {
-    let cli = limiter_tests::valkey::cli().expect("valkey-cli");
-    addrs
-        .iter()
-        .map(|a| {
-            let (h, p) = a.rsplit_once(':').unwrap();
-            let out = Command::new(&cli)
-                .args(["-h", h, "-p", p, "info", "commandstats"])
-                .output()
-                .expect("valkey-cli");
-            String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .filter(|l| l.starts_with("cmdstat_evalsha:"))
-                .filter_map(|l| {
-                    l.split("calls=")
-                        .nth(1)?
-                        .split(',')
-                        .next()?
-                        .parse::<u64>()
-                        .ok()
-                })
-                .sum::<u64>()
-        })
-        .sum()
+    let addrs: Vec<&str> = addrs.iter().map(String::as_str).collect();
+    valkey_support::commandstats(&addrs)
+        .get("evalsha")
+        .copied()
+        .unwrap_or(0)
 }
 
 fn reset(addrs: &[String]) {
-    let cli = limiter_tests::valkey::cli().expect("valkey-cli");
-    for a in addrs {
-        let (h, p) = a.rsplit_once(':').unwrap();
-        Command::new(&cli)
-            .args(["-h", h, "-p", p, "config", "resetstat"])
-            .output()
-            .expect("valkey-cli");
-    }
+    let addrs: Vec<&str> = addrs.iter().map(String::as_str).collect();
+    valkey_support::reset_stats(&addrs);
 }
 
 /// (`EVALSHA` per decision, commands sent per decision).
