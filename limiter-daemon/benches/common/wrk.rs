@@ -148,14 +148,7 @@ pub struct Daemon(pub Child);
 /// Runs `bin run --config <config>` (`RUST_LOG=warn`) and waits until every one of `ready`
 /// accepts connections.
 pub fn start_daemon(bin: &Path, config: &Path, ready: &[SocketAddr]) -> Daemon {
-    let mut child = Command::new(bin)
-        .arg("run")
-        .arg("--config")
-        .arg(config)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start the daemon");
+    let mut child = spawn_daemon(bin, config);
     for &addr in ready {
         wait_listening(addr, &mut child);
     }
