@@ -4,6 +4,9 @@
 //! - **Hosts:** four engines, each with its own `FleetStore` and connection (the same key
 //!   prefix, their own `host_id`), shared by 64 concurrent callers (tokio tasks on a 2-worker
 //!   runtime, task `t` on host `t % 4`). The embedded variant is one engine (the ceiling).
+//!   Callers are spread over the hosts as a round-robin balancer spreads them (any entry on any
+//!   host), and in one more leases variant as a balancer hashing the source address does
+//!   (`hash $remote_addr consistent`, `balance source`): each identity's entries on one host.
 //! - **Trace:** 2,000,000 decisions drawn from a seed, Zipf (s = 1.1) over 1,000,000 client
 //!   addresses spread over 65,536 /24 networks; the same trace, in the same order, for every
 //!   variant. Callers take the next entry as they finish one (closed loop): decisions/s is the
@@ -101,14 +104,41 @@ fn engines(store: &str, hosts: usize, dir: &std::path::Path) -> Vec<Arc<Engine>>
 /// What one variant did with the trace.
 struct Run {
     decided: usize,
+    /// The trace entries decided, in trace order per list (a prefix of each list).
+    decided_entries: Vec<u32>,
     secs: f64,
     p99_us: u64,
     admitted: Vec<u32>,
     remote_calls: u64,
 }
 
+/// How the load balancer in front of the hosts spreads callers.
+#[derive(Clone, Copy, PartialEq)]
+enum Spread {
+    /// Any entry on any host (round robin, least connections).
+    Any,
+    /// An identity always on one host (a hash of the source address).
+    ByIdentity,
+}
+
 /// Runs `entries` (identity indices) through `hosts` by 64 callers, for at most `secs`.
-fn run(hosts: &[Arc<Engine>], entries: &[u32], secs: f64) -> Run {
+fn run(hosts: &[Arc<Engine>], entries: &[u32], secs: f64, spread: Spread) -> Run {
+    // One list of entries per host under `ByIdentity` (task `t` takes from host `t % n`'s),
+    // else one list every task takes from.
+    let lists: Vec<Arc<[u32]>> = match spread {
+        Spread::Any => vec![entries.into()],
+        Spread::ByIdentity => (0..hosts.len())
+            .map(|h| {
+                entries
+                    .iter()
+                    .copied()
+                    .filter(|&id| id as usize % hosts.len() == h)
+                    .collect()
+            })
+            .collect(),
+    };
+    let nexts: Arc<Vec<AtomicUsize>> =
+        Arc::new(lists.iter().map(|_| AtomicUsize::new(0)).collect());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -116,15 +146,15 @@ fn run(hosts: &[Arc<Engine>], entries: &[u32], secs: f64) -> Run {
         .unwrap();
     let admitted: Arc<Vec<AtomicU32>> =
         Arc::new((0..IDENTITIES).map(|_| AtomicU32::new(0)).collect());
-    let next = Arc::new(AtomicUsize::new(0));
-    let entries: Arc<[u32]> = entries.into();
     let deadline = Instant::now() + Duration::from_secs_f64(secs);
     let started = Instant::now();
     let mut lat: Vec<u32> = rt.block_on(async {
         let tasks: Vec<_> = (0..CALLERS)
             .map(|t| {
                 let e = Arc::clone(&hosts[t % hosts.len()]);
-                let (admitted, next, entries) = (admitted.clone(), next.clone(), entries.clone());
+                let (admitted, nexts) = (admitted.clone(), nexts.clone());
+                let entries = Arc::clone(&lists[t % lists.len()]);
+                let list = t % lists.len();
                 tokio::spawn(async move {
                     let headers = HeaderMap::new();
                     let mut lat = Vec::new();
@@ -134,7 +164,7 @@ fn run(hosts: &[Arc<Engine>], entries: &[u32], secs: f64) -> Run {
                         if lat.len() % 64 == 0 && Instant::now() >= deadline {
                             break;
                         }
-                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let i = nexts[list].fetch_add(1, Ordering::Relaxed);
                         if i >= entries.len() {
                             break;
                         }
@@ -178,8 +208,14 @@ fn run(hosts: &[Arc<Engine>], entries: &[u32], secs: f64) -> Run {
         .filter_map(|e| e.store().remote_stats())
         .map(|s| s.remote_calls)
         .sum();
+    let decided_entries = lists
+        .iter()
+        .zip(nexts.iter())
+        .flat_map(|(l, n)| l[..n.load(Ordering::Relaxed).min(l.len())].iter().copied())
+        .collect();
     Run {
         decided: lat.len(),
+        decided_entries,
         secs,
         p99_us,
         admitted: admitted.iter().map(|a| a.load(Ordering::Relaxed)).collect(),
@@ -276,21 +312,39 @@ fn main() {
             server.addr
         )
     };
-    let variants: [(&str, String, usize); 3] = [
-        ("embedded (1 host, the ceiling)", String::new(), 1),
-        ("valkey, one script per holder", valkey("fs:", false), HOSTS),
-        ("valkey, leases", valkey("fl:", true), HOSTS),
+    let variants: [(&str, String, usize, Spread); 4] = [
+        (
+            "embedded (1 host, the ceiling)",
+            String::new(),
+            1,
+            Spread::Any,
+        ),
+        (
+            "valkey, one script per holder",
+            valkey("fs:", false),
+            HOSTS,
+            Spread::Any,
+        ),
+        ("valkey, leases", valkey("fl:", true), HOSTS, Spread::Any),
+        (
+            "valkey, leases, balancer hashing the source",
+            valkey("fa:", true),
+            HOSTS,
+            Spread::ByIdentity,
+        ),
     ];
     let mut base = 0.0;
     let mut lease_hosts = Vec::new();
-    for (name, store, n) in variants {
+    for (name, store, n, spread) in variants {
         let hosts = engines(&store, n, dir.path());
         // Let the heartbeats tell every host the fleet's size before the clock starts.
         std::thread::park_timeout(Duration::from_millis(1_500));
         let (c0, cpu0) = server_stats(&server.addr);
-        let r = run(&hosts, &entries, secs);
+        let r = run(&hosts, &entries, secs, spread);
         let (c1, cpu1) = server_stats(&server.addr);
-        let exact = exact(&entries[..r.decided]);
+        // Identities are independent here (no network level), so replaying the decided
+        // entries in each list's order gives each identity its exact answers.
+        let exact = exact(&r.decided_entries);
         let (over, under, over_ids) = against(&r.admitted, &exact);
         let rate = r.decided as f64 / r.secs;
         if base == 0.0 {
@@ -322,7 +376,8 @@ fn main() {
             r.p99_us,
         );
         if store.contains("leases = true") {
-            lease_hosts = hosts;
+            // Kept until the table is done: their give-backs would land in the next run.
+            lease_hosts.push(hosts);
         }
     }
     drop(lease_hosts);
@@ -334,14 +389,20 @@ fn main() {
         .copied()
         .filter(|&id| sent[id as usize] >= HOT)
         .collect();
-    for (name, prefix, leases) in [
-        ("one script per holder", "hs:", false),
-        ("leases", "hl:", true),
+    for (name, prefix, leases, spread) in [
+        ("one script per holder", "hs:", false, Spread::Any),
+        ("leases", "hl:", true, Spread::Any),
+        (
+            "leases, balancer hashing the source",
+            "ha:",
+            true,
+            Spread::ByIdentity,
+        ),
     ] {
         let hosts = engines(&valkey(prefix, leases), HOSTS, dir.path());
         std::thread::park_timeout(Duration::from_millis(1_500));
         let (c0, _) = server_stats(&server.addr);
-        let r = run(&hosts, &hot, secs / 2.0);
+        let r = run(&hosts, &hot, secs / 2.0, spread);
         let (c1, _) = server_stats(&server.addr);
         println!(
             "| {name} | {} | {:.3} | {:.1} % |",

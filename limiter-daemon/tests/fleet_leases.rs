@@ -37,6 +37,10 @@ fn now_ms() -> u64 {
 }
 
 fn host(addr: &str, prefix: &str, name: &str) -> Arc<FleetStore> {
+    host_with_ttl(addr, prefix, name, Duration::from_secs(1))
+}
+
+fn host_with_ttl(addr: &str, prefix: &str, name: &str, lease_ttl: Duration) -> Arc<FleetStore> {
     let mut opts = ValkeyOptions::new(addr, prefix);
     opts.hash = HashMode::Hmac;
     opts.hash_secret = Some(SECRET.to_vec());
@@ -51,7 +55,7 @@ fn host(addr: &str, prefix: &str, name: &str) -> Arc<FleetStore> {
             max_identities: 1 << 16,
             leases: true,
             lease_max: LEASE_MAX,
-            lease_ttl: Duration::from_secs(1),
+            lease_ttl,
         },
     );
     assert!(s.wait_connected(Duration::from_secs(10)), "connected");
@@ -179,6 +183,35 @@ fn a_hot_identity_costs_a_tenth_of_a_command_and_a_cold_one_one_script() {
     }
     let stats = commandstats(&addrs);
     assert_eq!(stats.get("evalsha").copied(), Some(200), "{stats:?}");
+}
+
+/// With the default `lease_ttl` a grant lives to the end of its 5 s burst slot, so a caller
+/// asking every 900 ms is served from one lease: its first request (a lease of one) and its
+/// second (a lease of k) are the only scripts. With the old 1 s it leased again every other
+/// request (and gave back what it left).
+#[test]
+fn a_grant_lives_to_its_slot_end_by_default() {
+    let Some(server) = limiter_tests::valkey::start() else {
+        return;
+    };
+    let ttl = Duration::from_millis(limiter_daemon::config::store::LEASE_TTL_MS);
+    let s = host_with_ttl(&server.addr, "ttl:", "h", ttl);
+    let h = IdentityHasher::hmac(SECRET);
+    let addrs = [server.addr.as_str()];
+    // The start of the next burst slot: the five requests (3.6 s) fall in one slot, and the
+    // background sweep (by the latest request time) sees nothing expire meanwhile.
+    let t0 = (now_ms() / 5_000 + 1) * 5_000;
+    let id = h.id(Namespace::Ip, b"every-900-ms");
+    reset_stats(&addrs);
+    for i in 0..5u64 {
+        assert!(admitted(&s, &req(id, t0 + i * 900, 100_000, 100_000)));
+    }
+    let stats = commandstats(&addrs);
+    let scripts = stats.get("evalsha").copied().unwrap_or(0);
+    assert!(
+        scripts <= 2,
+        "5 requests 900 ms apart in one slot: {scripts} script calls ({stats:?})"
+    );
 }
 
 /// One host, one caller and its network, one request after another at one instant: exactly

@@ -155,8 +155,10 @@ impl std::fmt::Debug for StoreSettings {
 
 /// `[store] lease_max` by default: the largest lease, in requests.
 pub const DEFAULT_LEASE_MAX: u32 = 64;
-/// `[store] lease_ttl` by default, and the most it may be.
-pub const LEASE_TTL_MS: u64 = 1_000;
+/// `[store] lease_ttl` by default, and the most it may be: one burst slot. A grant's burst
+/// units die with their slot anyway, so a longer life could not be spent; a shorter one only
+/// makes a holder that asks every few seconds lease (and give back) more often.
+pub const LEASE_TTL_MS: u64 = 5_000;
 
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/limiter";
 
@@ -339,10 +341,10 @@ impl StoreSettings {
             raw.lease_ttl,
             Duration::from_millis(LEASE_TTL_MS),
         )?;
-        if lease_ttl < Duration::from_millis(1) || lease_ttl > Duration::from_secs(1) {
+        if lease_ttl < Duration::from_millis(1) || lease_ttl > Duration::from_millis(LEASE_TTL_MS) {
             return Err(ConfigError::invalid(
                 "store.lease_ttl",
-                "must be between 1ms and 1s (a lease's burst units die with their slot)",
+                "must be between 1ms and 5s (a lease's burst units die with their 5 s slot)",
             ));
         }
         Ok(StoreSettings {
