@@ -27,7 +27,7 @@
 //! is done.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -110,6 +110,9 @@ struct Run {
     p99_us: u64,
     admitted: Vec<u32>,
     remote_calls: u64,
+    /// Distinct (identity, host) pairs decided: a host must ask the store before it first
+    /// admits an identity, so no lease design needs fewer scripts than this.
+    first_sights: u64,
 }
 
 /// How the load balancer in front of the hosts spreads callers.
@@ -146,13 +149,16 @@ fn run(hosts: &[Arc<Engine>], entries: &[u32], secs: f64, spread: Spread) -> Run
         .unwrap();
     let admitted: Arc<Vec<AtomicU32>> =
         Arc::new((0..IDENTITIES).map(|_| AtomicU32::new(0)).collect());
+    // Bit h: identity seen on host h.
+    let seen: Arc<Vec<AtomicU8>> = Arc::new((0..IDENTITIES).map(|_| AtomicU8::new(0)).collect());
     let deadline = Instant::now() + Duration::from_secs_f64(secs);
     let started = Instant::now();
     let mut lat: Vec<u32> = rt.block_on(async {
         let tasks: Vec<_> = (0..CALLERS)
             .map(|t| {
                 let e = Arc::clone(&hosts[t % hosts.len()]);
-                let (admitted, nexts) = (admitted.clone(), nexts.clone());
+                let (admitted, nexts, seen) = (admitted.clone(), nexts.clone(), seen.clone());
+                let host_bit = 1u8 << (t % hosts.len());
                 let entries = Arc::clone(&lists[t % lists.len()]);
                 let list = t % lists.len();
                 tokio::spawn(async move {
@@ -185,6 +191,7 @@ fn run(hosts: &[Arc<Engine>], entries: &[u32], secs: f64, spread: Spread) -> Run
                         if d.action() == Action::Allow {
                             admitted[id as usize].fetch_add(1, Ordering::Relaxed);
                         }
+                        seen[id as usize].fetch_or(host_bit, Ordering::Relaxed);
                         if lat.len() % 16 == 0 {
                             // Answers in place never yield: let the other callers run.
                             tokio::task::yield_now().await;
@@ -220,6 +227,10 @@ fn run(hosts: &[Arc<Engine>], entries: &[u32], secs: f64, spread: Spread) -> Run
         p99_us,
         admitted: admitted.iter().map(|a| a.load(Ordering::Relaxed)).collect(),
         remote_calls,
+        first_sights: seen
+            .iter()
+            .map(|b| u64::from(b.load(Ordering::Relaxed).count_ones()))
+            .sum(),
     }
 }
 
@@ -302,8 +313,9 @@ fn main() {
     );
     println!(
         "| variant | decisions | decisions/s | vs embedded | p99 µs | scripts/decision | \
-         Valkey CPU s | answered locally | over-admitted | under-admitted |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+         first sights/decision | Valkey CPU s | scripts per Valkey CPU s | answered locally | \
+         over-admitted | under-admitted |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     let valkey = |prefix: &str, leases: bool| {
         format!(
@@ -361,6 +373,12 @@ fn main() {
         } else {
             "–".into()
         };
+        let capacity = if remote {
+            format!("{:.0}", (c1 - c0) as f64 / (cpu1 - cpu0).max(1e-9))
+        } else {
+            "–".into()
+        };
+        let sights = format!("{:.3}", r.first_sights as f64 / r.decided as f64);
         let local = if remote {
             format!(
                 "{:.1} %",
@@ -370,7 +388,7 @@ fn main() {
             "100 %".into()
         };
         println!(
-            "| {name} | {} | {rate:.0} | {:.2} | {} | {per} | {cpu} | {local} | {over} ({over_ids} ids) | {under} |",
+            "| {name} | {} | {rate:.0} | {:.2} | {} | {per} | {sights} | {cpu} | {capacity} | {local} | {over} ({over_ids} ids) | {under} |",
             r.decided,
             rate / base,
             r.p99_us,
@@ -383,7 +401,10 @@ fn main() {
     drop(lease_hosts);
 
     println!("\n## The hot set alone (identities with ≥ {HOT} requests in the trace)\n");
-    println!("| variant | decisions | scripts/decision | answered locally |\n|---|---:|---:|---:|");
+    println!(
+        "| variant | decisions | scripts/decision | first sights/decision | answered locally |\n\
+         |---|---:|---:|---:|---:|"
+    );
     let hot: Vec<u32> = entries
         .iter()
         .copied()
@@ -405,12 +426,18 @@ fn main() {
         let r = run(&hosts, &hot, secs / 2.0, spread);
         let (c1, _) = server_stats(&server.addr);
         println!(
-            "| {name} | {} | {:.3} | {:.1} % |",
+            "| {name} | {} | {:.3} | {:.3} | {:.1} % |",
             r.decided,
             (c1 - c0) as f64 / r.decided as f64,
+            r.first_sights as f64 / r.decided as f64,
             100.0 * (1.0 - r.remote_calls as f64 / r.decided as f64)
         );
     }
+    println!(
+        "\nFirst sights: distinct (identity, host) pairs per decision. A host asks the store \
+         before it first admits an identity, so no lease sizing sends fewer scripts; with the \
+         server's scripts per CPU second, it bounds what a fleet on one Valkey can decide."
+    );
     println!(
         "\nOver-admission: requests admitted past what the exact replay admits, per identity \
          (the hourly window; target 0). Under-admission: bounded by hosts × lease_max per \
