@@ -14,9 +14,12 @@
 //! Memory is bounded whatever the traffic: a slot holds at most [`MAX_CALLERS`] callers and
 //! [`MAX_NAMES`] names per shard, so a spoofed flood cannot grow it; decisions past that are
 //! still counted in the tier mix and in `untracked`. At most `SHARDS × SLOTS × MAX_CALLERS`
-//! (655,360) callers, each about [`ENTRY_BYTES`] bytes: under 64 MB at the bound, a few MB on a
-//! host with few recording threads ([`Talkers::approx_bytes`] reports it; a test holds it
-//! under 100,000 distinct addresses).
+//! (655,360) callers of at most [`ENTRY_BYTES`] (181) bytes, and [`MAX_NAMES`] names a slot:
+//! [`Talkers::max_bytes`], 121 MiB, with all 16 shards' ten slots full (16 busy recording
+//! threads under a spoofed flood for five minutes); one recording thread's share is a
+//! sixteenth. `tests/metrics_memory_bound.rs` measures the bytes really allocated: 100,000
+//! distinct addresses from 16 threads over ten minutes hold 6 MB, 100,000 more inside one
+//! slot 15 MB, never more than [`Talkers::approx_bytes`] reports.
 //!
 //! This is the one lock a decision takes on the metrics side: the table is split into
 //! [`SHARDS`], one per recording thread (assigned at a thread's first decision), so the proxy's
@@ -38,7 +41,8 @@ pub const SLOTS: usize = 10;
 /// The window a read covers: 5 minutes.
 pub const WINDOW_SECS: u64 = SLOT_SECS * SLOTS as u64;
 /// Callers kept per slot of one shard: at most `SHARDS × SLOTS × MAX_CALLERS` entries in all
-/// (about 50 MB with 16 busy threads under a flood of new callers; a few MB on a small host).
+/// ([`Talkers::max_bytes`]: 121 MiB with 16 busy threads under a flood of new callers for five
+/// minutes; a few MB on a small host).
 pub const MAX_CALLERS: usize = 4096;
 /// Independent tables, one per recording thread (threads past this share).
 pub const SHARDS: usize = 16;
@@ -550,6 +554,105 @@ mod tests {
         assert_eq!(r.tier_mix[0], flood as u64 + 2);
         // A caller seen before the flood keeps being counted.
         assert_eq!(names(&r.by_volume[..1]), [("ip:first", 2, 0)]);
+    }
+
+    #[test]
+    fn networks_group_by_asn_beside_the_prefixes_and_crawlers_by_name_and_proof() {
+        let t = Talkers::default();
+        let asn = |ip: IpAddr| match ip {
+            IpAddr::V4(v4) if v4.octets()[0] == 198 => Some(64500),
+            _ => None,
+        };
+        for (ip, id) in [("198.51.100.1", "ip:1"), ("198.51.101.1", "ip:2")] {
+            t.observe_at(0, id, Tier::Anon, Action::Allow, Some(ip.parse().unwrap()));
+        }
+        t.observe_at(
+            0,
+            "ip:3",
+            Tier::Anon,
+            Action::Reject,
+            Some("203.0.113.9".parse().unwrap()),
+        );
+        let r = t.read_at(0, 10, asn);
+        let nets: Vec<(String, u64, u64)> = r
+            .networks
+            .iter()
+            .map(|n| (n.network.to_string(), n.requests, n.callers))
+            .collect();
+        assert_eq!(
+            nets,
+            [
+                ("AS64500".into(), 2, 2),
+                ("203.0.113.0/24".into(), 1, 1),
+                ("198.51.100.0/24".into(), 1, 1),
+                ("198.51.101.0/24".into(), 1, 1),
+            ]
+        );
+        // One of each kind asked for: the AS does not crowd the prefixes out.
+        let r = t.read_at(0, 1, asn);
+        assert_eq!(r.networks.len(), 2, "{:?}", r.networks);
+
+        let google: Arc<str> = "Googlebot".into();
+        let a = Some("203.0.113.50".parse().unwrap());
+        for _ in 0..3 {
+            t.observe_named_at(5, "ip:f", Action::Reject, a, (google.clone(), Proof::Fake));
+        }
+        t.observe_named_at(
+            5,
+            "ip:g",
+            Action::Allow,
+            None,
+            (google.clone(), Proof::Ranges),
+        );
+        let agent: Arc<str> =
+            "https://agent.example/.well-known/http-message-signatures-directory".into();
+        t.observe_named_at(
+            5,
+            "agent:x",
+            Action::Allow,
+            None,
+            (agent.clone(), Proof::Signature),
+        );
+        let r = t.read_at(5, 10, asn);
+        let named: Vec<(&str, Proof, u64, u64)> = r
+            .named
+            .iter()
+            .map(|n| (&*n.name, n.proof, n.requests, n.refused))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("Googlebot", Proof::Fake, 3, 3),
+                ("Googlebot", Proof::Ranges, 1, 0),
+                (&*agent, Proof::Signature, 1, 0),
+            ]
+        );
+        assert_eq!(r.tier_mix[Tier::Crawler.index()], 1);
+        assert_eq!(r.tier_mix[Tier::Agent.index()], 1);
+    }
+
+    #[test]
+    fn a_decision_names_its_proof_and_claim() {
+        let mut d = Decision::new(Tier::Anon, "ip:f", None);
+        assert_eq!(Proof::of(&d), None);
+        d.crawler = Some(CrawlerStatus::Fake);
+        assert_eq!(Proof::of(&d), Some(Proof::Fake));
+        d.crawler = Some(CrawlerStatus::Dns);
+        assert_eq!(Proof::of(&d), Some(Proof::Dns));
+        let mut a = Decision::new(Tier::Agent, "agent:x", None);
+        a.agent = Some(AgentSignature::Verified);
+        assert_eq!(Proof::of(&a), Some(Proof::Signature));
+        // Recorded under its claim, or as unnamed when it gives none.
+        let t = Talkers::default();
+        d.claim = Some("Googlebot".into());
+        t.observe(&d, "66.249.66.1".parse().unwrap());
+        t.observe(&a, "192.0.2.1".parse().unwrap());
+        let r = t.read(10, no_asn);
+        let named: Vec<(&str, Proof)> = r.named.iter().map(|n| (&*n.name, n.proof)).collect();
+        assert_eq!(
+            named,
+            [(UNNAMED, Proof::Signature), ("Googlebot", Proof::Dns)]
+        );
     }
 
     #[test]
