@@ -62,7 +62,7 @@ const THREADS: u32 = 16;
 
 /// Records `ADDRESSES` distinct addresses from `base` on, [`THREADS`] threads at once, each
 /// address at `secs_of(i)` (`i` counts within its thread); one in twenty under a name.
-fn flood(t: &Talkers, names: &[Arc<str>], base: u32, secs_of: &(dyn Fn(u32) -> u64 + Sync)) {
+fn flood(t: &Talkers, names: &[Arc<String>], base: u32, secs_of: &(dyn Fn(u32) -> u64 + Sync)) {
     let per = ADDRESSES / THREADS;
     std::thread::scope(|s| {
         for w in 0..THREADS {
@@ -72,7 +72,7 @@ fn flood(t: &Talkers, names: &[Arc<str>], base: u32, secs_of: &(dyn Fn(u32) -> u
                     let ip = IpAddr::from(Ipv4Addr::from(0x0a00_0000 | n));
                     let secs = secs_of(i);
                     let id = format!("ip:{:016x}", u64::from(n) * 0x9e37_79b9);
-                    if n % 20 == 0 {
+                    if n.is_multiple_of(20) {
                         let name = Arc::clone(&names[(n / 20) as usize % names.len()]);
                         let named = (name, Proof::Fake);
                         t.observe_named_at(secs, &id, Action::Allow, Some(ip), named);
@@ -111,8 +111,8 @@ fn check(t: &Talkers, used: usize, phase: &str) {
 fn talkers_and_the_history_ring_stay_within_their_stated_bounds_under_100k_addresses() {
     // Names are made first: a pattern's is shared with the config, a verified agent's with
     // the decision that carried it; the table holds a count, not a copy.
-    let names: Vec<Arc<str>> = (0..10_000)
-        .map(|i| Arc::from(format!("crawler-{i:05}").as_str()))
+    let names: Vec<Arc<String>> = (0..10_000)
+        .map(|i| Arc::new(format!("crawler-{i:05}")))
         .collect();
     let before = live();
     let t = Talkers::default();

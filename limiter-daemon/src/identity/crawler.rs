@@ -32,7 +32,7 @@ pub struct CrawlerRules {
     /// `None`: no user agent claims a crawler.
     claims: Option<AhoCorasick>,
     /// The patterns of `claims` by index: the name a claim is listed under.
-    names: Vec<Arc<str>>,
+    names: Vec<Arc<String>>,
     dns: Option<Arc<CrawlerDns>>,
 }
 
@@ -61,7 +61,7 @@ impl CrawlerRules {
             names: cfg
                 .user_agents
                 .iter()
-                .map(|u| Arc::from(u.as_str()))
+                .map(|u| Arc::new(u.clone()))
                 .collect(),
             dns: dns.filter(|d| d.enabled()),
         }
@@ -77,7 +77,7 @@ impl CrawlerRules {
 
     /// The crawler the request's user agent names: the first configured pattern it matches
     /// (`Googlebot`), shared with the config, not copied.
-    pub fn claimed_name(&self, headers: &HeaderMap) -> Option<Arc<str>> {
+    pub fn claimed_name(&self, headers: &HeaderMap) -> Option<Arc<String>> {
         let ua = headers.get(http::header::USER_AGENT)?;
         let found = self.claims.as_ref()?.find(ua.as_bytes())?;
         self.names.get(found.pattern().as_usize()).cloned()
@@ -177,10 +177,16 @@ mod tests {
             "claims match in any case"
         );
         assert_eq!(r.check(outside, outside, &ua("curl/8.5.0"), 0), None);
-        assert_eq!(r.claimed_name(&ua(GOOGLEBOT)).as_deref(), Some("Googlebot"));
+        assert_eq!(
+            r.claimed_name(&ua(GOOGLEBOT))
+                .as_deref()
+                .map(String::as_str),
+            Some("Googlebot")
+        );
         assert_eq!(
             r.claimed_name(&ua("Mozilla/5.0 (compatible; BINGBOT/2.0)"))
-                .as_deref(),
+                .as_deref()
+                .map(String::as_str),
             Some("bingbot")
         );
         assert_eq!(r.claimed_name(&ua("curl/8.5.0")), None);

@@ -72,7 +72,7 @@ pub struct Caller {
     pub agent_fetch: Option<Box<str>>,
     /// The crawler its user agent names (the matched pattern) or the verified agent's
     /// directory: what the operator page lists it under.
-    pub claim: Option<std::sync::Arc<str>>,
+    pub claim: Option<std::sync::Arc<String>>,
 }
 
 impl Caller {
@@ -240,8 +240,8 @@ impl IdentityResolver {
             caller.agent_fetch = checked.fetch.map(String::into_boxed_str);
             if let Some(directory) = checked.verified {
                 caller.tier = Tier::Agent;
-                caller.claim = Some(directory.as_str().into());
-                caller.subject = Subject::Agent(directory.into());
+                caller.subject = Subject::Agent(directory.as_str().into());
+                caller.claim = Some(std::sync::Arc::new(directory));
                 return caller;
             }
         }

@@ -59,7 +59,7 @@ pub const ENTRY_BYTES: usize =
 /// Bytes one name entry costs at most: its share of the map's buckets, and the name (a pattern
 /// shared with the config, or a verified agent's directory URL: taken as 128 bytes).
 pub const NAME_BYTES: usize =
-    128 + (16 * (std::mem::size_of::<((Arc<str>, Proof), (u64, u64))>() + 1)).div_ceil(7);
+    128 + (16 * (std::mem::size_of::<((Arc<String>, Proof), (u64, u64))>() + 1)).div_ceil(7);
 
 /// One caller's traffic within the window.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -133,11 +133,14 @@ impl Proof {
 
 /// The name a range-proved caller gets when its user agent names no crawler.
 pub const UNNAMED: &str = "(no name claimed)";
+/// [`UNNAMED`], made once: recording it costs a count, not an allocation.
+static UNNAMED_NAME: std::sync::LazyLock<Arc<String>> =
+    std::sync::LazyLock::new(|| Arc::new(UNNAMED.to_string()));
 
 /// One crawler or agent within the window, by the name it gives and its proof.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NamedTalker {
-    pub name: Arc<str>,
+    pub name: Arc<String>,
     pub proof: Proof,
     pub requests: u64,
     pub refused: u64,
@@ -184,7 +187,7 @@ struct Slot {
     index: u64,
     callers: HashMap<Box<str>, Tally, BuildHasherDefault<Fnv>>,
     /// `(name, proof)` → (requests, refused).
-    named: HashMap<(Arc<str>, Proof), (u64, u64)>,
+    named: HashMap<(Arc<String>, Proof), (u64, u64)>,
     tiers: [u64; Tier::ALL.len()],
     untracked: u64,
 }
@@ -254,7 +257,10 @@ impl Talkers {
     pub fn observe(&self, d: &Decision, addr: IpAddr) {
         let id = d.identity.as_str();
         let addr = id.starts_with("ip:").then_some(addr);
-        let named = Proof::of(d).map(|p| (d.claim.clone().unwrap_or_else(|| UNNAMED.into()), p));
+        let named = Proof::of(d).map(|p| {
+            let name = d.claim.clone().unwrap_or_else(|| Arc::clone(&UNNAMED_NAME));
+            (name, p)
+        });
         self.record(self.now_secs(), id, d.tier, d.action(), addr, named);
     }
 
@@ -277,7 +283,7 @@ impl Talkers {
         identity: &str,
         action: Action,
         addr: Option<IpAddr>,
-        named: (Arc<str>, Proof),
+        named: (Arc<String>, Proof),
     ) {
         let tier = match named.1 {
             Proof::Ranges | Proof::Dns => Tier::Crawler,
@@ -294,7 +300,7 @@ impl Talkers {
         tier: Tier,
         action: Action,
         addr: Option<IpAddr>,
-        named: Option<(Arc<str>, Proof)>,
+        named: Option<(Arc<String>, Proof)>,
     ) {
         let index = secs / SLOT_SECS;
         let refused = u64::from(action == Action::Reject);
@@ -382,7 +388,7 @@ impl Talkers {
         let oldest = now.saturating_sub(SLOTS as u64 - 1);
         let mut out = Recent::default();
         let mut sum: HashMap<&str, Tally> = HashMap::new();
-        let mut named: HashMap<(Arc<str>, Proof), (u64, u64)> = HashMap::new();
+        let mut named: HashMap<(Arc<String>, Proof), (u64, u64)> = HashMap::new();
         let guards: Vec<_> = self
             .shards
             .iter()
@@ -592,7 +598,7 @@ mod tests {
         let r = t.read_at(0, 1, asn);
         assert_eq!(r.networks.len(), 2, "{:?}", r.networks);
 
-        let google: Arc<str> = "Googlebot".into();
+        let google = Arc::new("Googlebot".to_string());
         let a = Some("203.0.113.50".parse().unwrap());
         for _ in 0..3 {
             t.observe_named_at(5, "ip:f", Action::Reject, a, (google.clone(), Proof::Fake));
@@ -604,8 +610,9 @@ mod tests {
             None,
             (google.clone(), Proof::Ranges),
         );
-        let agent: Arc<str> =
-            "https://agent.example/.well-known/http-message-signatures-directory".into();
+        let agent = Arc::new(
+            "https://agent.example/.well-known/http-message-signatures-directory".to_string(),
+        );
         t.observe_named_at(
             5,
             "agent:x",
@@ -617,14 +624,14 @@ mod tests {
         let named: Vec<(&str, Proof, u64, u64)> = r
             .named
             .iter()
-            .map(|n| (&*n.name, n.proof, n.requests, n.refused))
+            .map(|n| (n.name.as_str(), n.proof, n.requests, n.refused))
             .collect();
         assert_eq!(
             named,
             [
                 ("Googlebot", Proof::Fake, 3, 3),
                 ("Googlebot", Proof::Ranges, 1, 0),
-                (&*agent, Proof::Signature, 1, 0),
+                (agent.as_str(), Proof::Signature, 1, 0),
             ]
         );
         assert_eq!(r.tier_mix[Tier::Crawler.index()], 1);
@@ -644,11 +651,12 @@ mod tests {
         assert_eq!(Proof::of(&a), Some(Proof::Signature));
         // Recorded under its claim, or as unnamed when it gives none.
         let t = Talkers::default();
-        d.claim = Some("Googlebot".into());
+        d.claim = Some(Arc::new("Googlebot".to_string()));
         t.observe(&d, "66.249.66.1".parse().unwrap());
         t.observe(&a, "192.0.2.1".parse().unwrap());
         let r = t.read(10, no_asn);
-        let named: Vec<(&str, Proof)> = r.named.iter().map(|n| (&*n.name, n.proof)).collect();
+        let named: Vec<(&str, Proof)> =
+            r.named.iter().map(|n| (n.name.as_str(), n.proof)).collect();
         assert_eq!(
             named,
             [(UNNAMED, Proof::Signature), ("Googlebot", Proof::Dns)]
