@@ -473,6 +473,140 @@ fn kernel_has(list: &Value, kind: &str, field: &str, what: &str) -> bool {
         .any(|e| e[field] == what)
 }
 
+/// `n` decisions for `ip` sending user agent `ua` (`/v1/decide`).
+fn traffic_as(d: &Daemon, ip: &str, ua: &str, n: usize) {
+    let body =
+        json!({"ip": ip, "method": "GET", "path": "/", "headers": {"user-agent": ua}}).to_string();
+    for _ in 0..n {
+        let r = http(
+            d.api,
+            "POST",
+            "/v1/decide",
+            &[("content-type", "application/json")],
+            Some(body.as_bytes()),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+}
+
+fn row<'a>(list: &'a Value, key: &str, name: &str) -> &'a Value {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r[key] == name)
+        .unwrap_or_else(|| panic!("{name} in {list}"))
+}
+
+/// What the page's tables are drawn from, without a browser: each talker's strikes and the
+/// lockout in force on it (its own, or a range holding it), the networks by prefix and by ASN
+/// with a range's lockout, crawlers by name and proof with the fakes under the name they
+/// claim, the agent directories in `/admin/v1/crawlers`; with `show_addresses = false` (a
+/// reload) no address or network is named, a lockout's range included, and AS numbers stay.
+#[test]
+fn stats_give_strikes_lockouts_asns_and_crawlers_by_name_and_hide_addresses_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), "", &storm_config(dir.path()));
+    traffic(&d, "198.51.100.10", 125);
+    traffic(&d, "198.51.100.11", 2);
+    traffic(&d, "203.0.113.5", 2);
+    traffic_as(&d, "192.0.2.77", GOOGLEBOT, 3);
+    traffic_as(&d, "66.249.64.5", GOOGLEBOT, 2);
+    let r = d.admin(
+        "POST",
+        "/admin/v1/lockouts",
+        Some(&json!({"ip": "203.0.113.0/24", "for": "10m", "reason": "a range"})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let s = d.admin("GET", "/admin/v1/stats?top=50", None).json();
+    let vol = &s["topByVolume"];
+    let loud = row(vol, "address", "198.51.100.10");
+    assert!(loud["strikes"].as_u64().unwrap() >= 1, "{loud}");
+    assert_eq!(loud["lockout"]["ip"], "198.51.100.10", "{loud}");
+    assert_eq!(loud["lockout"]["source"], "strikes", "{loud}");
+    assert_eq!(loud["lockout"]["level"], 1, "{loud}");
+    let quiet = row(vol, "address", "198.51.100.11");
+    assert_eq!(
+        (&quiet["strikes"], &quiet["lockout"]),
+        (&json!(0), &Value::Null)
+    );
+    let ranged = row(vol, "address", "203.0.113.5");
+    assert_eq!(ranged["lockout"]["ip"], "203.0.113.0/24", "{ranged}");
+    assert_eq!(ranged["lockout"]["source"], "operator", "{ranged}");
+    let nets = &s["topNetworks"];
+    let a = row(nets, "network", "198.51.100.0/24");
+    assert_eq!(
+        (&a["kind"], &a["callers"], &a["lockout"]),
+        (&json!("prefix"), &json!(2), &Value::Null)
+    );
+    assert_eq!(
+        row(nets, "network", "203.0.113.0/24")["lockout"]["ip"],
+        "203.0.113.0/24"
+    );
+    let asn = row(nets, "network", "AS64496");
+    assert_eq!(
+        (&asn["kind"], &asn["callers"], &asn["requests"]),
+        (&json!("asn"), &json!(2), &json!(127))
+    );
+    assert_eq!(row(nets, "network", "AS64497")["callers"], 1);
+    let named: Vec<(&str, &str, u64)> = s["crawlers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap(),
+                c["proof"].as_str().unwrap(),
+                c["requests"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        named,
+        [("Googlebot", "fake", 3), ("Googlebot", "ranges", 2)]
+    );
+    assert_eq!(s["crawlers"][0]["perSecond"], 3.0 / 300.0);
+    assert_eq!(s["tierMix"]["crawler"], 2, "{s}");
+    let c = d.admin("GET", "/admin/v1/crawlers", None).json();
+    assert_eq!(c["rangePrefixes"], 1, "{c}");
+    assert_eq!(
+        (&c["directories"], &c["directoriesHeld"]),
+        (&json!([]), &json!(0)),
+        "{c}"
+    );
+
+    // Addresses hidden: nothing on the page names an address or a network.
+    let text = std::fs::read_to_string(&d.config).unwrap();
+    std::fs::write(
+        &d.config,
+        text.replace("[admin]\n", "[admin]\nshow_addresses = false\n"),
+    )
+    .unwrap();
+    let r = d.admin("POST", "/admin/v1/reload", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let s = d.admin("GET", "/admin/v1/stats?top=50", None).json();
+    let body = s.to_string();
+    for named in ["198.51.100.", "203.0.113.", "192.0.2.77", "66.249.64."] {
+        assert!(!body.contains(named), "{named} in {s}");
+    }
+    let vol = s["topByVolume"].as_array().unwrap();
+    assert!(vol.iter().all(|t| t["address"].is_null()), "{s}");
+    assert!(
+        vol.iter()
+            .any(|t| t["strikes"].as_u64() >= Some(1) && t["lockout"]["level"] == 1),
+        "{s}"
+    );
+    let nets = &s["topNetworks"];
+    row(nets, "network", "AS64496");
+    assert!(
+        nets.as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["kind"] == "prefix")
+            .all(|n| n["network"].as_str().unwrap().starts_with("net:")),
+        "{s}"
+    );
+}
+
 /// A storm of anonymous callers from two /24s through the proxy (a trusted
 /// `X-Forwarded-For` from loopback), a fake Googlebot (Googlebot's user agent from an
 /// address outside Google's ranges) and a real one, while the page is open. The daemon's

@@ -45,6 +45,16 @@ impl Standing {
     }
 }
 
+/// A lockout as `GET /admin/v1/lockouts` lists it; its `ip` left out (`null`) when addresses
+/// are not shown, or it would name the row's address or network.
+fn lockout_json(i: &LockoutItem, show: bool, now_ms: u64) -> Value {
+    let mut v = item_json(i, now_ms);
+    if !show {
+        v["ip"] = Value::Null;
+    }
+    v
+}
+
 /// `address` is the caller's address when `[admin] show_addresses` allows it (else `null`);
 /// `strikes` and `lockout` are those of the address (`null` for a caller without one: a key,
 /// token or agent is not struck by address).
@@ -52,7 +62,7 @@ fn talker_json(t: &Talker, show: bool, standing: &Standing) -> Value {
     let lockout = t
         .address
         .and_then(|a| standing.lockout_of(a))
-        .map(|i| item_json(i, standing.now_ms));
+        .map(|i| lockout_json(i, show, standing.now_ms));
     json!({
         "identity": t.identity,
         "address": t.address.filter(|_| show).map(|a| a.to_string()),
@@ -86,7 +96,7 @@ fn network_json(n: &NetTalker, show: bool, standing: &Standing) -> Value {
                 .lockouts
                 .iter()
                 .find(|i| i.net == p)
-                .map(|i| item_json(i, standing.now_ms)),
+                .map(|i| lockout_json(i, show, standing.now_ms)),
         ),
         NetworkName::Asn(_) => ("asn", None),
     };
