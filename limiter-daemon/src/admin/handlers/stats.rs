@@ -20,7 +20,9 @@ use super::lockouts::item_json;
 use super::time_text::{rfc3339, wall_ms};
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;
+use crate::engine::error::EngineError;
 use crate::engine::lockouts::LockoutItem;
+use crate::engine::Engine;
 use crate::metrics::talkers::{NamedTalker, NetTalker, Talker, WINDOW_SECS};
 use crate::model::network::NetworkName;
 
@@ -36,6 +38,21 @@ struct Standing {
 }
 
 impl Standing {
+    /// Reads the strikes of `addresses` and every lockout in force: store round trips with
+    /// Valkey (one per address, and the lists), so it runs on the blocking pool.
+    fn read(e: &Engine, addresses: &[IpAddr]) -> Result<Standing, EngineError> {
+        let l = e.lockouts();
+        let strikes = addresses
+            .iter()
+            .map(|a| Ok((*a, l.strikes(*a)?)))
+            .collect::<Result<HashMap<_, _>, EngineError>>()?;
+        Ok(Standing {
+            strikes,
+            lockouts: l.all()?,
+            now_ms: e.clock().now_ms(),
+        })
+    }
+
     /// The lockout in force on `ip`: its own, else the narrowest range holding it.
     fn lockout_of(&self, ip: IpAddr) -> Option<&LockoutItem> {
         self.lockouts
@@ -172,20 +189,8 @@ pub async fn show(
     // Listing lockouts and reading strikes may be store round trips (at most 2 × top).
     let (standing, degraded, errors, adrift) = blocking(&state, move |e| {
         let store = e.store();
-        let l = e.lockouts();
-        let standing = (|| {
-            let strikes = addresses
-                .iter()
-                .map(|a| Ok((*a, l.strikes(*a)?)))
-                .collect::<Result<HashMap<_, _>, crate::engine::error::EngineError>>()?;
-            Ok::<_, crate::engine::error::EngineError>(Standing {
-                strikes,
-                lockouts: l.all()?,
-                now_ms: e.clock().now_ms(),
-            })
-        })();
         (
-            standing,
+            Standing::read(e, &addresses),
             store.degraded(),
             store.remote_errors(),
             store.not_following(),
