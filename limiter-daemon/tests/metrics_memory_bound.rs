@@ -7,7 +7,7 @@
 //!
 //! - The talker table takes at most [`Talkers::max_bytes`] whatever the traffic, and at any
 //!   moment no more than [`Talkers::approx_bytes`] (what it reports of itself).
-//! - The history ring takes at most [`History::max_bytes`] (about 40 KB), however long it runs.
+//! - The history ring takes at most [`History::max_bytes`] (30 KB), however long it runs.
 //!
 //! One test in this file: the allocator counts the whole process, so nothing else may run
 //! beside it.

@@ -5,7 +5,7 @@
 //! reason, kernel verdicts, held requests) every [`STEP_SECS`] and pushes the totals into a
 //! ring of [`POINTS`] + 1 entries; a read turns consecutive totals into per-second rates.
 //! Nothing is recorded per request: the cost is the ring (allocated once at its full size,
-//! [`History::max_bytes`], about 40 KB) and one read of each counter per step.
+//! [`History::max_bytes`], 30 KB) and one read of each counter per step.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
