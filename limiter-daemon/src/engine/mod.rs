@@ -38,6 +38,7 @@
 //! - [`Engine::reload`]: swap in a new validated [`Config`](crate::config::Config).
 
 pub mod agents;
+pub mod asn_lockouts;
 pub mod base;
 pub mod client;
 pub mod compat;

@@ -20,6 +20,7 @@ use super::lockouts::item_json;
 use super::time_text::{rfc3339, wall_ms};
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;
+use crate::engine::asn_lockouts::reason_mark;
 use crate::engine::error::EngineError;
 use crate::engine::lockouts::LockoutItem;
 use crate::engine::Engine;
@@ -103,8 +104,9 @@ fn named_json(t: &NamedTalker) -> Value {
 }
 
 /// A network by name, or (`show_addresses = false`) by a hash that still tells rows apart.
-/// `kind` is `prefix` or `asn`; a prefix carries the lockout of exactly that range (what the
-/// page's lock button makes and its unlock lifts).
+/// `kind` is `prefix` or `asn`; a prefix carries the lockout of exactly that range, an AS the
+/// first of the range lockouts its lock made, named by the AS (what the page's lock button
+/// makes and its unlock lifts).
 fn network_json(n: &NetTalker, show: bool, standing: &Standing) -> Value {
     let (kind, lockout) = match n.network {
         NetworkName::Prefix(p) => (
@@ -115,7 +117,19 @@ fn network_json(n: &NetTalker, show: bool, standing: &Standing) -> Value {
                 .find(|i| i.net == p)
                 .map(|i| lockout_json(i, show, standing.now_ms)),
         ),
-        NetworkName::Asn(_) => ("asn", None),
+        NetworkName::Asn(asn) => {
+            let mark = reason_mark(asn);
+            let lockout = standing
+                .lockouts
+                .iter()
+                .find(|i| i.reason.starts_with(&mark))
+                .map(|i| {
+                    let mut v = item_json(i, standing.now_ms);
+                    v["ip"] = json!(format!("AS{asn}"));
+                    v
+                });
+            ("asn", lockout)
+        }
     };
     let name = if show || kind == "asn" {
         n.network.to_string()
