@@ -1298,3 +1298,146 @@ fn limiterctl_and_kernel_lock_send_no_token_to_a_server_that_is_not_the_admin_ap
         );
     }
 }
+
+/// An AS locked as its ranges (the operator page's lock on an ASN row): `"ip": "AS64500"`
+/// locks every range the IP-to-ASN table gives it, as the CIDRs that cover them (a range that
+/// is no prefix splits; a one-address range is an address lockout), each listed as an
+/// operator's lockout whose reason names the AS; addresses inside are refused; `DELETE
+/// /admin/v1/lockouts/AS64500` lifts them all and nothing else. Wrong input names `ip`: an AS
+/// the table does not hold is a 404, one spanning more CIDRs than a lockout may write a 422,
+/// one holding a trusted proxy a 422, and none of those locks anything.
+#[test]
+fn an_as_is_locked_and_lifted_as_its_ranges_and_wrong_ones_name_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let asn = dir.path().join("asn.tsv");
+    let mut table = String::from(
+        "198.51.100.0\t198.51.100.255\t64500\tZZ\tA\n\
+         203.0.113.0\t203.0.113.2\t64500\tZZ\tA\n\
+         203.0.113.9\t203.0.113.9\t64500\tZZ\tA\n\
+         192.0.2.0\t192.0.2.255\t64501\tZZ\tB\n\
+         10.9.0.0\t10.9.0.255\t64502\tZZ\tPROXY\n",
+    );
+    // AS64503: 300 separate /32s, more than one lockout may write.
+    for i in 0..300u32 {
+        let ip = std::net::Ipv4Addr::from(0x0a14_0000 + 2 * i);
+        table.push_str(&format!("{ip}\t{ip}\t64503\tZZ\tWIDE\n"));
+    }
+    std::fs::write(&asn, table).unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        "",
+        &format!(
+            "[identity]\ntrusted_proxies = [\"10.9.0.1\"]\n[networks]\nasn_table = {:?}\n",
+            asn.display().to_string()
+        ),
+    );
+    // A lockout of the neighbouring AS stays through the lift.
+    let r = d.admin(
+        "POST",
+        "/admin/v1/lockouts",
+        Some(&json!({"ip": "192.0.2.0/24", "for": "1h", "reason": "other"})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = d.admin(
+        "POST",
+        "/admin/v1/lockouts",
+        Some(&json!({"ip": "as64500", "for": "10m", "reason": "storm"})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let made = r.json();
+    assert_eq!(made["ip"], "AS64500", "{made}");
+    assert_eq!(
+        made["cidrs"],
+        json!([
+            "198.51.100.0/24",
+            "203.0.113.0/31",
+            "203.0.113.2",
+            "203.0.113.9"
+        ]),
+        "{made}"
+    );
+    assert!(
+        (500..=600).contains(&made["remainingSecs"].as_u64().unwrap()),
+        "{made}"
+    );
+    let items = d.admin("GET", "/admin/v1/lockouts", None).json()["items"].clone();
+    let listed: Vec<(&str, &str, &str)> = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["ip"].as_str().unwrap(),
+                i["reason"].as_str().unwrap(),
+                i["source"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    for cidr in [
+        "198.51.100.0/24",
+        "203.0.113.0/31",
+        "203.0.113.2",
+        "203.0.113.9",
+    ] {
+        assert!(
+            listed.contains(&(cidr, "AS64500: storm", "operator")),
+            "{cidr} in {listed:?}"
+        );
+    }
+    for ip in ["198.51.100.77", "203.0.113.1", "203.0.113.9"] {
+        assert_eq!(d.decide(ip)["reason"], "locked", "{ip}");
+    }
+    assert_eq!(
+        d.decide("203.0.113.5")["action"],
+        "allow",
+        "outside the AS's ranges"
+    );
+
+    let r = d.admin("DELETE", "/admin/v1/lockouts/AS64500", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["ranges"], 4, "{}", r.body);
+    let items = d.admin("GET", "/admin/v1/lockouts", None).json()["items"].clone();
+    assert_eq!(
+        items
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["ip"].clone())
+            .collect::<Vec<_>>(),
+        [json!("192.0.2.0/24")],
+        "only the other AS's lockout stays: {items}"
+    );
+    let r = d.admin("DELETE", "/admin/v1/lockouts/AS64500", None);
+    assert_eq!((r.status, r.json()["field"].clone()), (404, json!("ip")));
+
+    for (ip, status, says) in [
+        ("AS64999", 404, "not in the IP-to-ASN table"),
+        ("AS64503", 422, "spans 300 CIDRs"),
+        ("AS64502", 422, "trusted proxy"),
+    ] {
+        let r = d.admin(
+            "POST",
+            "/admin/v1/lockouts",
+            Some(&json!({"ip": ip, "for": "10m"})),
+        );
+        assert_eq!(
+            (r.status, r.json()["field"].clone()),
+            (status, json!("ip")),
+            "{ip}: {}",
+            r.body
+        );
+        assert!(r.body.contains(says), "{ip}: {}", r.body);
+    }
+    let r = d.admin(
+        "POST",
+        "/admin/v1/lockouts",
+        Some(&json!({"ip": "AS64500", "for": "soon"})),
+    );
+    assert_eq!((r.status, r.json()["field"].clone()), (400, json!("for")));
+    let items = d.admin("GET", "/admin/v1/lockouts", None).json()["items"].clone();
+    assert_eq!(
+        items.as_array().unwrap().len(),
+        1,
+        "nothing more locked: {items}"
+    );
+}

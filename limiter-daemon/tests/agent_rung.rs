@@ -6,7 +6,8 @@
 //!   directory is fetched behind it; then the signer's requests through the proxy and through
 //!   `/v1/decide`, from two different source addresses, are metered as the agent: tier
 //!   `agent`, its own `[[agents.budgets]]` hourly budget, one budget for both addresses, and
-//!   its 429 tells it to pace itself or get a key at `/account`.
+//!   its 429 tells it to pace itself or get a key at `/account`; the admin API's stats list it
+//!   by its directory with proof `signature`, and `/admin/v1/crawlers` the directory held.
 //! - A tampered signature, an expired one, one created in the future, the wrong tag, one not
 //!   covering `@authority`, and a key the agent's directory does not list are each metered as
 //!   the address (tier `anon`) and counted `invalid` in `agent_signatures_total`.
@@ -108,14 +109,14 @@ fn a_signed_agent_is_metered_as_itself_and_a_bad_signature_as_its_address() {
         format!(r#"{{"keys":[{{"kty":"OKP","crv":"Ed25519","x":"{x}"}}]}}"#).into_bytes();
 
     let up = Upstream::start();
-    let (proxy, api, metrics_addr) = (free_addr(), free_addr(), free_addr());
+    let (proxy, api, metrics_addr, admin) = (free_addr(), free_addr(), free_addr(), free_addr());
     let text = config_text(
         tmp.path(),
         &format!(
             "[identity]\ntrusted_proxies = [\"127.0.0.1\"]\n\
              [agents]\nenabled = true\nallow_internal = [\"127.0.0.1\"]\n\
              [[agents.budgets]]\nagent = \"{agent}\"\nhourly = 6\n\
-             [admin]\nlisten = \"\"\n[metrics]\nlisten = \"{metrics_addr}\"\n\
+             [admin]\nlisten = \"{admin}\"\n[metrics]\nlisten = \"{metrics_addr}\"\n\
              [http]\nproxy_listen = [\"{proxy}\"]\napi_listen = [\"{api}\"]\nupstream = \"http://{}\"\n",
             up.addr
         ),
@@ -170,6 +171,40 @@ fn a_signed_agent_is_metered_as_itself_and_a_bad_signature_as_its_address() {
     );
     let verified = signatures(metrics_addr, "verified");
     assert_eq!(verified, 7);
+    // The operator page's crawlers and agents panel: the agent by its directory, proven by
+    // its signature, and the directory held with its key.
+    let token = std::fs::read_to_string(tmp.path().join("state").join("admin-token")).unwrap();
+    let auth = format!("Bearer {}", token.trim());
+    let admin_get = |path: &str| {
+        let r = request(admin, "GET", path, &[("authorization", &auth)], "");
+        assert_eq!(r.status, 200, "{r:?}");
+        r.json()
+    };
+    let stats = admin_get("/admin/v1/stats");
+    let named: Vec<_> = stats["crawlers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["name"].as_str().unwrap().starts_with(&agent))
+        .collect();
+    assert_eq!(named.len(), 1, "{stats}");
+    assert_eq!(named[0]["proof"], "signature", "{stats}");
+    assert_eq!(
+        (&named[0]["requests"], &named[0]["refused"]),
+        (&serde_json::json!(7), &serde_json::json!(1)),
+        "{stats}"
+    );
+    let crawlers = admin_get("/admin/v1/crawlers");
+    let dirs = crawlers["directories"].as_array().unwrap();
+    assert_eq!(dirs.len(), 1, "{crawlers}");
+    assert!(
+        dirs[0]["url"].as_str().unwrap().starts_with(&agent),
+        "{crawlers}"
+    );
+    assert_eq!(
+        (&dirs[0]["keys"], &dirs[0]["state"]),
+        (&serde_json::json!(1), &serde_json::json!("ok"))
+    );
 
     // Invalid signatures: each from its own address, metered as it (the anonymous rung).
     let now = SystemTime::now()

@@ -1,6 +1,6 @@
 //! `limiterctl top` against the real daemon binary, after traffic through the proxy from three
 //! loopback addresses: `--once` prints a frame naming the top address, its requests and its
-//! network; under a real terminal (`tmux`, a fixed-size detached session driven with
+//! network, each caller's strikes and the lockout in force on it (with its level); under a real terminal (`tmux`, a fixed-size detached session driven with
 //! `send-keys` and read with `capture-pane`) the top address is on screen and selected, `l`
 //! then `y` locks it (checked through the admin API), `u` unlocks it, and `q` exits 0 (the
 //! pane's command writes its exit status to a file). A missing tmux skips, or fails under
@@ -140,8 +140,16 @@ fn top_shows_the_top_address_and_locks_unlocks_and_quits_under_tmux() {
     traffic(d.proxy, "127.0.0.7", 30);
     traffic(d.proxy, "127.0.0.8", 12);
     traffic(d.proxy, "127.0.0.9", 5);
+    // An operator's lockout on the quietest: its row shows it, with its level.
+    let r = d.admin(
+        "POST",
+        "/admin/v1/lockouts",
+        Some(&serde_json::json!({"ip": "127.0.0.9", "for": "1h", "reason": "ctl_top"})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
 
-    // --once: one frame, the top address first with its requests, its /24 with three callers.
+    // --once: one frame, the top address first with its requests, its /24 with three callers,
+    // each caller's strikes and the lockout in force on it.
     let (code, out, err) = d.ctl(&["top", "--once"]);
     assert_eq!(code, 0, "{err}");
     let row = |name: &str| {
@@ -157,7 +165,13 @@ fn top_shows_the_top_address_and_locks_unlocks_and_quits_under_tmux() {
     assert!(first < second, "most requests first:\n{out}");
     assert!(row("127.0.0.0/24").contains(" 3 "), "{out}");
     assert!(out.contains("decisions by tier and action"), "{out}");
-    assert!(out.contains("lockouts (0 active)"), "{out}");
+    assert!(out.contains("lockouts (1 active)"), "{out}");
+    assert!(row("caller").contains("strikes"), "{out}");
+    let quiet = row("127.0.0.9");
+    assert!(
+        quiet.contains(" 0 ") && quiet.contains("locked ") && quiet.contains(" L1"),
+        "{out}"
+    );
     // The README's frame is this one (`LIMITER_TOP_FRAME=/tmp/frame.txt`).
     if let Ok(path) = std::env::var("LIMITER_TOP_FRAME") {
         std::fs::write(path, &out).unwrap();

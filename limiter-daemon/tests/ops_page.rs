@@ -364,34 +364,327 @@ fn in_chromium_the_page_shows_the_attached_kernels_counters_and_map_fill() {
     eprintln!("screenshot: {}", shot.display());
 }
 
-/// A storm of anonymous callers from two /24s while the page is open, the daemon's history
-/// ring sampled on a compressed clock (`LIMITER_TEST_HISTORY_TICK_MS`: each 100 ms tick is
-/// stamped 5 s after the last, so 30 s of chart takes 0.6 s of wall time): the charts draw
-/// points spanning at least 30 s, decisions and the storm's refusals among them. Screenshot to
+/// Config shared by the storm tests: the loopback proxy's `X-Forwarded-For` trusted (the
+/// storm arrives through the daemon's own proxy from loopback, as behind a load balancer),
+/// Google's range file (one /27) so a real Googlebot is proven, reverse DNS off (no resolver
+/// in a test: a claim outside the ranges is then a fake at once), and an IP-to-ASN table
+/// naming the storm's two /24s.
+fn storm_config(dir: &std::path::Path) -> String {
+    let google = dir.join("googlebot.json");
+    std::fs::write(
+        &google,
+        r#"{"creationTime":"2026-12-01","prefixes":[{"ipv4Prefix":"66.249.64.0/27"}]}"#,
+    )
+    .unwrap();
+    let asn = dir.join("asn.tsv");
+    std::fs::write(
+        &asn,
+        "198.51.100.0\t198.51.100.255\t64496\tZZ\tSTORM-A\n203.0.113.0\t203.0.113.255\t64497\tZZ\tSTORM-B\n",
+    )
+    .unwrap();
+    format!(
+        "[identity]\ntrusted_proxies = [\"127.0.0.1\"]\n\
+         [crawlers]\nrange_files = [{:?}]\nrdns_suffixes = []\n\
+         [networks]\nasn_table = {:?}\n",
+        google.display().to_string(),
+        asn.display().to_string()
+    )
+}
+
+const GOOGLEBOT: &str = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
+
+/// `n` GETs through the daemon's proxy from loopback for `client` (its `X-Forwarded-For`)
+/// with user agent `ua`.
+fn via_proxy(proxy: std::net::SocketAddr, client: &str, ua: &str, n: usize) {
+    for _ in 0..n {
+        let r = http(
+            proxy,
+            "GET",
+            "/",
+            &[("x-forwarded-for", client), ("user-agent", ua)],
+            None,
+        );
+        assert!(
+            matches!(r.status, 200 | 429),
+            "{client}: {} {}",
+            r.status,
+            r.body
+        );
+    }
+}
+
+/// Runs `f` in the server namespace when the kernel is attached there, else here.
+fn in_ns<T: Send>(dp: Option<&kernel_support::Dataplane>, f: impl FnOnce() -> T + Send) -> T {
+    match dp {
+        Some(dp) => dp.pair.server.run(f),
+        None => f(),
+    }
+}
+
+/// An admin request with the token, from where the daemon listens (polled: a daemon started
+/// in a namespace is only waited for until its token file exists).
+fn admin_in(
+    dp: Option<&kernel_support::Dataplane>,
+    d: &Daemon,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> admin_support::Resp {
+    in_ns(dp, || {
+        eventually("the admin API", || {
+            let token = format!("Bearer {}", d.token());
+            let body = body.as_ref().map(Value::to_string);
+            let mut headers = vec![("authorization", token.as_str())];
+            if body.is_some() {
+                headers.push(("content-type", "application/json"));
+            }
+            admin_support::try_http(
+                d.admin,
+                method,
+                path,
+                &headers,
+                body.as_deref().map(str::as_bytes),
+            )
+        })
+    })
+}
+
+/// What the kernel's lockout map and deny trie hold, read from the pins
+/// (`limiter-daemon kernel list --json`).
+fn kernel_list(pins: &std::path::Path) -> Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_limiter-daemon"))
+        .args(["kernel", "list", "--json", "--pin-path"])
+        .arg(pins)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn kernel_has(list: &Value, kind: &str, field: &str, what: &str) -> bool {
+    list[kind]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e[field] == what)
+}
+
+/// `n` decisions for `ip` sending user agent `ua` (`/v1/decide`).
+fn traffic_as(d: &Daemon, ip: &str, ua: &str, n: usize) {
+    let body =
+        json!({"ip": ip, "method": "GET", "path": "/", "headers": {"user-agent": ua}}).to_string();
+    for _ in 0..n {
+        let r = http(
+            d.api,
+            "POST",
+            "/v1/decide",
+            &[("content-type", "application/json")],
+            Some(body.as_bytes()),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+}
+
+fn row<'a>(list: &'a Value, key: &str, name: &str) -> &'a Value {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r[key] == name)
+        .unwrap_or_else(|| panic!("{name} in {list}"))
+}
+
+/// What the page's tables are drawn from, without a browser: each talker's strikes and the
+/// lockout in force on it (its own, or a range holding it), the networks by prefix and by ASN
+/// with a range's lockout, crawlers by name and proof with the fakes under the name they
+/// claim, the agent directories in `/admin/v1/crawlers`; with `show_addresses = false` (a
+/// reload) no address or network is named, a lockout's range included, and AS numbers stay.
+#[test]
+fn stats_give_strikes_lockouts_asns_and_crawlers_by_name_and_hide_addresses_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), "", &storm_config(dir.path()));
+    traffic(&d, "198.51.100.10", 125);
+    traffic(&d, "198.51.100.11", 2);
+    traffic(&d, "203.0.113.5", 2);
+    traffic_as(&d, "192.0.2.77", GOOGLEBOT, 3);
+    traffic_as(&d, "66.249.64.5", GOOGLEBOT, 2);
+    let r = d.admin(
+        "POST",
+        "/admin/v1/lockouts",
+        Some(&json!({"ip": "203.0.113.0/24", "for": "10m", "reason": "a range"})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let s = d.admin("GET", "/admin/v1/stats?top=50", None).json();
+    let vol = &s["topByVolume"];
+    let loud = row(vol, "address", "198.51.100.10");
+    assert!(loud["strikes"].as_u64().unwrap() >= 1, "{loud}");
+    assert_eq!(loud["lockout"]["ip"], "198.51.100.10", "{loud}");
+    assert_eq!(loud["lockout"]["source"], "strikes", "{loud}");
+    assert_eq!(loud["lockout"]["level"], 1, "{loud}");
+    let quiet = row(vol, "address", "198.51.100.11");
+    assert_eq!(
+        (&quiet["strikes"], &quiet["lockout"]),
+        (&json!(0), &Value::Null)
+    );
+    let ranged = row(vol, "address", "203.0.113.5");
+    assert_eq!(ranged["lockout"]["ip"], "203.0.113.0/24", "{ranged}");
+    assert_eq!(ranged["lockout"]["source"], "operator", "{ranged}");
+    let nets = &s["topNetworks"];
+    let a = row(nets, "network", "198.51.100.0/24");
+    assert_eq!(
+        (&a["kind"], &a["callers"], &a["lockout"]),
+        (&json!("prefix"), &json!(2), &Value::Null)
+    );
+    assert_eq!(
+        row(nets, "network", "203.0.113.0/24")["lockout"]["ip"],
+        "203.0.113.0/24"
+    );
+    let asn = row(nets, "network", "AS64496");
+    assert_eq!(
+        (&asn["kind"], &asn["callers"], &asn["requests"]),
+        (&json!("asn"), &json!(2), &json!(127))
+    );
+    assert_eq!(row(nets, "network", "AS64497")["callers"], 1);
+    let named: Vec<(&str, &str, u64)> = s["crawlers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap(),
+                c["proof"].as_str().unwrap(),
+                c["requests"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        named,
+        [("Googlebot", "fake", 3), ("Googlebot", "ranges", 2)]
+    );
+    assert_eq!(s["crawlers"][0]["perSecond"], 3.0 / 300.0);
+    assert_eq!(s["tierMix"]["crawler"], 2, "{s}");
+    let c = d.admin("GET", "/admin/v1/crawlers", None).json();
+    assert_eq!(c["rangePrefixes"], 1, "{c}");
+    assert_eq!(
+        (&c["directories"], &c["directoriesHeld"]),
+        (&json!([]), &json!(0)),
+        "{c}"
+    );
+
+    // Addresses hidden: nothing on the page names an address or a network.
+    let text = std::fs::read_to_string(&d.config).unwrap();
+    std::fs::write(
+        &d.config,
+        text.replace("[admin]\n", "[admin]\nshow_addresses = false\n"),
+    )
+    .unwrap();
+    let r = d.admin("POST", "/admin/v1/reload", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let s = d.admin("GET", "/admin/v1/stats?top=50", None).json();
+    let body = s.to_string();
+    for named in ["198.51.100.", "203.0.113.", "192.0.2.77", "66.249.64."] {
+        assert!(!body.contains(named), "{named} in {s}");
+    }
+    let vol = s["topByVolume"].as_array().unwrap();
+    assert!(vol.iter().all(|t| t["address"].is_null()), "{s}");
+    assert!(
+        vol.iter()
+            .any(|t| t["strikes"].as_u64() >= Some(1) && t["lockout"]["level"] == 1),
+        "{s}"
+    );
+    let nets = &s["topNetworks"];
+    row(nets, "network", "AS64496");
+    assert!(
+        nets.as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["kind"] == "prefix")
+            .all(|n| n["network"].as_str().unwrap().starts_with("net:")),
+        "{s}"
+    );
+}
+
+/// A storm of anonymous callers from two /24s through the proxy (a trusted
+/// `X-Forwarded-For` from loopback), a fake Googlebot (Googlebot's user agent from an
+/// address outside Google's ranges) and a real one, while the page is open. The daemon's
+/// history ring is sampled on a compressed clock (`LIMITER_TEST_HISTORY_TICK_MS`: each 100 ms
+/// tick is stamped 5 s after the last, so 30 s of chart takes 0.6 s of wall time). With the
+/// kernel attached (daemon and browser in the server namespace of a veth pair; required under
+/// `CI=true`) the locks the page makes are read back from the kernel's maps as well.
+///
+/// The page: the charts span at least 30 s; the storm's addresses are in the top talkers with
+/// their strikes and lockouts; both /24s and their ASNs in the networks table; a click locks
+/// an address, a /24 and an AS (admin API and kernel), and unlocks them; the fake is listed under
+/// the name it claims, the real crawler under its proof. Screenshot to
 /// `LIMITER_PAGE_SCREENSHOT` (docs/operator-page.png when refreshed by hand).
 #[test]
-fn in_chromium_the_page_charts_a_storm_over_time() {
-    let Some(mut b) = Browser::launch() else {
+fn in_chromium_the_page_charts_a_storm_and_acts_on_its_callers_and_networks() {
+    let dp = kernel_support::dataplane("lms", 1, "limiter-storm-");
+    let dp = dp.as_ref();
+    let netns: Vec<String> = dp.map_or_else(Vec::new, |dp| {
+        vec![
+            "nsenter".to_string(),
+            format!("--net={}", dp.pair.server.path().display()),
+        ]
+    });
+    let Some(mut b) = in_ns(dp, || Browser::launch_with(&netns)) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let env = vec![(
+    let mut env = vec![(
         "LIMITER_TEST_HISTORY_TICK_MS".to_string(),
         "100".to_string(),
     )];
-    let d = Daemon::start_with(dir.path(), "", "", Vec::new(), env);
-    // The storm: 12 callers in each of two /24s, the first of each past the anonymous burst.
+    let kernel = dp.map_or(String::new(), |dp| {
+        env.push((
+            "LIMITER_EBPF_OBJECT".to_string(),
+            limiter_tests::testrun::object_path().display().to_string(),
+        ));
+        format!(
+            "[kernel]\nmode = \"required\"\nattach = \"tc\"\ninterfaces = [\"{}\"]\npin_path = \"{}\"\n\
+             protected_ports = [{}]\n",
+            dp.pair.server_if,
+            dp.pins.0.display(),
+            dp.port
+        )
+    });
+    let extra = storm_config(dir.path());
+    // Started from the namespace, so the upstream it proxies to listens there too.
+    let d = in_ns(dp, || {
+        Daemon::start_with(dir.path(), &kernel, &extra, netns.clone(), env)
+    });
+    if dp.is_some() {
+        let k = admin_in(dp, &d, "GET", "/admin/v1/kernel", None).json();
+        assert_eq!(k["attached"], true, "{k}");
+    }
+    // The storm: 12 callers in each of two /24s, the first of each past the anonymous burst;
+    // a fake Googlebot, and a real one from Google's range.
     let storm: Vec<String> = ["198.51.100", "203.0.113"]
         .iter()
         .flat_map(|net| (10..22).map(move |h| format!("{net}.{h}")))
         .collect();
-    for ip in &storm {
-        let n = if ip.ends_with(".10") { 125 } else { 5 };
-        traffic(&d, ip, n);
-    }
+    let fake = "192.0.2.77";
+    let real = "66.249.64.5";
+    let proxy = d.proxy;
+    let storm_once = |first: usize, rest: usize| {
+        in_ns(dp, || {
+            for ip in &storm {
+                let n = if ip.ends_with(".10") { first } else { rest };
+                via_proxy(proxy, ip, "storm/1.0", n);
+            }
+            // Fewer than any storm caller: the page lists the top 25 by volume, and the
+            // storm's 24 must all be among them whatever order the hashes break ties in.
+            via_proxy(proxy, fake, GOOGLEBOT, 2);
+            via_proxy(proxy, real, GOOGLEBOT, 2);
+        });
+    };
+    storm_once(125, 5);
     // The API holds the ring too: points a step apart, rates by action.
     let h = eventually("seven samples in the ring", || {
-        let h = d.admin("GET", "/admin/v1/history", None).json();
+        let h = admin_in(dp, &d, "GET", "/admin/v1/history", None).json();
         (h["points"].as_array().unwrap().len() >= 7).then_some(h)
     });
     assert_eq!(h["stepSecs"], 5, "{h}");
@@ -401,6 +694,36 @@ fn in_chromium_the_page_charts_a_storm_over_time() {
         pts[1]["atMs"].as_u64().unwrap() - pts[0]["atMs"].as_u64().unwrap(),
         5000
     );
+    // The stats behind the tables: the burst's strike and lockout on the storm's loudest
+    // address, its ASN beside its /24, the fake under the name it claims.
+    let s = admin_in(dp, &d, "GET", "/admin/v1/stats?top=50", None).json();
+    let loud = s["topByVolume"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["address"] == "198.51.100.10")
+        .unwrap_or_else(|| panic!("198.51.100.10 in {s}"));
+    assert!(loud["strikes"].as_u64().unwrap() >= 1, "{loud}");
+    assert_eq!(loud["lockout"]["ip"], "198.51.100.10", "{loud}");
+    assert_eq!(loud["lockout"]["source"], "strikes", "{loud}");
+    let nets: Vec<&str> = s["topNetworks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["network"].as_str().unwrap())
+        .collect();
+    for net in ["198.51.100.0/24", "203.0.113.0/24", "AS64496", "AS64497"] {
+        assert!(nets.contains(&net), "{net} in {nets:?}");
+    }
+    let named: Vec<(&str, &str)> = s["crawlers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap(), c["proof"].as_str().unwrap()))
+        .collect();
+    assert!(named.contains(&("Googlebot", "fake")), "{named:?}");
+    assert!(named.contains(&("Googlebot", "ranges")), "{named:?}");
+
     b.navigate(&format!("http://{}/admin/", d.admin));
     b.wait_for(
         "the token form",
@@ -409,9 +732,7 @@ fn in_chromium_the_page_charts_a_storm_over_time() {
     b.type_into("#token", &d.token());
     b.click("#use-token");
     // More storm while the page polls, so the lines rise inside the window drawn.
-    for ip in &storm {
-        traffic(&d, ip, 3);
-    }
+    storm_once(3, 3);
     let span = b.wait_for(
         "the decisions chart to span 30 s with allow and reject drawn",
         "(() => { const s = document.getElementById('chart-decisions'); \
@@ -430,8 +751,8 @@ fn in_chromium_the_page_charts_a_storm_over_time() {
         "the held chart drawn",
         "!!document.querySelector('#chart-held polyline')",
     );
-    // Callers by address: the storm's addresses in the talker table, both /24s in the
-    // networks table.
+    // Callers by address: the storm's addresses in the talker table, the loudest with its
+    // strike and the lockout it earned.
     for ip in [
         "198.51.100.10",
         "203.0.113.10",
@@ -446,7 +767,16 @@ fn in_chromium_the_page_charts_a_storm_over_time() {
             ),
         );
     }
-    for net in ["198.51.100.0/24", "203.0.113.0/24"] {
+    let row = b.wait_for(
+        "the loudest address's strikes and lockout",
+        "(() => { const r = Array.from(document.querySelectorAll('#top-volume tbody tr')) \
+           .find((tr) => tr.cells[0].textContent === '198.51.100.10'); \
+           return r && parseInt(r.cells[4].textContent) >= 1 && \
+             r.cells[5].textContent.startsWith('locked') ? r.innerText : null; })()",
+    );
+    assert!(row.as_str().unwrap().contains("strikes"), "{row}");
+    // Networks: both /24s with their 12 callers, and the ASNs they belong to.
+    for net in ["198.51.100.0/24", "203.0.113.0/24", "AS64496", "AS64497"] {
         let row = b.wait_for(
             &format!("{net} in the networks table"),
             &format!(
@@ -457,33 +787,112 @@ fn in_chromium_the_page_charts_a_storm_over_time() {
         );
         assert!(row.as_str().unwrap().contains("12"), "12 callers: {row}");
     }
+    // Crawlers and agents: the fake under the name it claims, the real one by its proof.
+    b.wait_for(
+        "the fake Googlebot under its claimed name",
+        "Array.from(document.querySelectorAll('#fakes tbody tr')) \
+           .some((tr) => tr.cells[0].textContent === 'Googlebot' && parseInt(tr.cells[2].textContent) > 0)",
+    );
+    b.wait_for(
+        "the real Googlebot proven by its range",
+        "Array.from(document.querySelectorAll('#crawlers tbody tr')) \
+           .some((tr) => tr.cells[0].textContent === 'Googlebot' && tr.cells[1].textContent === 'ranges')",
+    );
+    b.wait_for(
+        "the range prefixes in force",
+        "document.getElementById('range-prefixes').textContent.includes('1 crawler prefixes')",
+    );
+
     // A click on a row's lock button locks that address (for the duration chosen).
     let target = "203.0.113.15";
-    assert!(!lockout_ips(&d).contains(&target.to_string()));
-    b.eval("document.getElementById('lock-for').value = '10m'; true");
-    b.click(&format!("#top-volume button.lock[data-ip='{target}']"));
-    let lock = eventually("the click to lock the address in the daemon", || {
-        let r = d.admin("GET", "/admin/v1/lockouts", None).json();
-        r["items"]
+    let lockout_of = |ip: &str| {
+        admin_in(dp, &d, "GET", "/admin/v1/lockouts", None).json()["items"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|i| i["ip"] == target)
+            .find(|i| i["ip"] == ip)
             .cloned()
+    };
+    assert!(lockout_of(target).is_none());
+    b.eval("document.getElementById('lock-for').value = '10m'; true");
+    b.click(&format!("#top-volume button.lock[data-ip='{target}']"));
+    let lock = eventually("the click to lock the address in the daemon", || {
+        lockout_of(target)
     });
     assert_eq!(lock["reason"], "locked from the operator page", "{lock}");
     let left = lock["remainingSecs"].as_u64().unwrap();
     assert!((500..=600).contains(&left), "10 minutes chosen: {lock}");
+    if let Some(dp) = dp {
+        eventually(&format!("{target} in the kernel's lockout map"), || {
+            kernel_has(&kernel_list(&dp.pins.0), "lockouts", "ip", target).then_some(())
+        });
+    }
     // The row now offers an unlock, which lifts it.
     b.wait_for(
         "an unlock button on the locked row",
         &format!("!!document.querySelector(\"#top-volume button.lift[data-ip='{target}']\")"),
     );
+    // A network row's lock locks the /24 (the deny trie, with its deadline).
+    let net = "203.0.113.0/24";
+    b.click(&format!("#top-networks button.lock[data-ip='{net}']"));
+    let lock = eventually("the click to lock the network in the daemon", || {
+        lockout_of(net)
+    });
+    assert_eq!(lock["source"], "operator", "{lock}");
+    if let Some(dp) = dp {
+        eventually(&format!("{net} in the kernel's deny trie"), || {
+            kernel_has(&kernel_list(&dp.pins.0), "deny", "cidr", net).then_some(())
+        });
+    }
+    b.wait_for(
+        "an unlock button on the locked network",
+        &format!("!!document.querySelector(\"#top-networks button.lift[data-ip='{net}']\")"),
+    );
+    // An ASN row's lock locks the AS's ranges from the table (here its one /24), named by it.
+    let as_net = "198.51.100.0/24";
+    b.click("#top-networks button.lock[data-ip='AS64496']");
+    let lock = eventually("the click to lock the AS in the daemon", || {
+        lockout_of(as_net)
+    });
+    assert_eq!(
+        lock["reason"], "AS64496: locked from the operator page",
+        "{lock}"
+    );
+    if let Some(dp) = dp {
+        eventually(&format!("{as_net} in the kernel's deny trie"), || {
+            kernel_has(&kernel_list(&dp.pins.0), "deny", "cidr", as_net).then_some(())
+        });
+    }
+    b.wait_for(
+        "an unlock button on the locked AS",
+        "!!document.querySelector(\"#top-networks button.lift[data-ip='AS64496']\")",
+    );
     let png = b.screenshot();
+    b.click("#top-networks button.lift[data-ip='AS64496']");
+    eventually("the unlock click to lift the AS", || {
+        lockout_of(as_net).is_none().then_some(())
+    });
+    b.click(&format!("#top-networks button.lift[data-ip='{net}']"));
+    eventually("the unlock click to lift the network", || {
+        lockout_of(net).is_none().then_some(())
+    });
+    b.wait_for(
+        "the address's unlock button after the network's lift",
+        &format!("!!document.querySelector(\"#top-volume button.lift[data-ip='{target}']\")"),
+    );
     b.click(&format!("#top-volume button.lift[data-ip='{target}']"));
     eventually("the unlock click to lift the address", || {
-        (!lockout_ips(&d).contains(&target.to_string())).then_some(())
+        lockout_of(target).is_none().then_some(())
     });
+    if let Some(dp) = dp {
+        eventually("both lifted in the kernel", || {
+            let k = kernel_list(&dp.pins.0);
+            (!kernel_has(&k, "lockouts", "ip", target)
+                && !kernel_has(&k, "deny", "cidr", net)
+                && !kernel_has(&k, "deny", "cidr", as_net))
+            .then_some(())
+        });
+    }
     assert!(png.starts_with(b"\x89PNG"), "not a PNG");
     let shot = std::env::var_os("LIMITER_PAGE_SCREENSHOT").map_or_else(
         || std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("operator-page-storm.png"),

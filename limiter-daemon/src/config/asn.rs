@@ -127,6 +127,30 @@ impl AsnTable {
         self.len() == 0
     }
 
+    /// Every range of `asn`, IPv4 first, in address order: a scan of the whole table (an
+    /// operator's call, not a decision's).
+    pub fn ranges_of(&self, asn: u32) -> Vec<AsnRange> {
+        let v4 = self
+            .v4
+            .iter()
+            .filter(|r| r.2 == asn)
+            .map(|&(s, e, asn)| AsnRange {
+                asn,
+                start: IpAddr::V4(s.into()),
+                end: IpAddr::V4(e.into()),
+            });
+        let v6 = self
+            .v6
+            .iter()
+            .filter(|r| r.2 == asn)
+            .map(|&(s, e, asn)| AsnRange {
+                asn,
+                start: IpAddr::V6(s.into()),
+                end: IpAddr::V6(e.into()),
+            });
+        v4.chain(v6).collect()
+    }
+
     /// The range holding `ip` (IPv4-mapped IPv6 addresses are looked up as IPv4).
     pub fn lookup(&self, ip: IpAddr) -> Option<AsnRange> {
         match ip.to_canonical() {

@@ -256,6 +256,7 @@ impl Engine {
         let (nets, net_counts) = CallerNetworks::of(cfg, &caller, &self.hasher);
         d.crawler = caller.crawler;
         d.agent = caller.agent;
+        d.claim.clone_from(&caller.claim);
         let creq = CountRequest {
             networks: net_counts,
             ..CountRequest::new(id, now, cost.get(), limits(cfg, &caller, route))

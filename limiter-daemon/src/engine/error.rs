@@ -22,4 +22,8 @@ pub enum EngineError {
     },
     #[error("could not find a free API key id")]
     NoFreeKeyId,
+    #[error("AS{asn} is not in the IP-to-ASN table in force ([networks] asn_table or asn_url)")]
+    AsnUnknown { asn: u32 },
+    #[error("AS{asn} spans {cidrs} CIDRs, more than the {max} one lockout may write; lock its busiest prefixes instead")]
+    AsnTooWide { asn: u32, cidrs: usize, max: usize },
 }

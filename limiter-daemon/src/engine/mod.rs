@@ -32,12 +32,14 @@
 //! - [`Engine::standing`]: a caller's windows as they are now, counting nothing (self-service).
 //! - [`Engine::attempt`]: the compatibility call (120/min burst, no hourly budget).
 //! - [`Engine::keys`]: issue (secret returned once), revoke, list API keys.
-//! - [`Engine::lockouts`]: list, query, lift, and lock by hand.
+//! - [`Engine::lockouts`]: list, query, lift, and lock by hand; [`Engine::lock_asn`] and
+//!   [`Engine::lift_asn`] an autonomous system as its ranges ([`asn_lockouts`]).
 //! - [`Engine::lists`]: allow/deny CIDR lists.
 //! - [`Engine::client`]: one client's windows, strikes and lockout (admin view).
 //! - [`Engine::reload`]: swap in a new validated [`Config`](crate::config::Config).
 
 pub mod agents;
+pub mod asn_lockouts;
 pub mod base;
 pub mod client;
 pub mod compat;

@@ -110,12 +110,20 @@ impl CallerNetworks {
 /// `start..=end` as the CIDRs that cover it exactly (at most [`MAX_RANGE_CIDRS`]; IPv4 no wider
 /// than /8, IPv6 no wider than /16, the widest a lockout may be).
 fn range_cidrs(start: IpAddr, end: IpAddr) -> Vec<IpNet> {
-    let nets: Vec<IpNet> = match (start, end) {
+    all_range_cidrs(start, end)
+        .into_iter()
+        .take(MAX_RANGE_CIDRS)
+        .collect()
+}
+
+/// `start..=end` as every CIDR that covers it exactly (IPv4 no wider than /8, IPv6 no wider
+/// than /16); the caller bounds how many it takes.
+pub(crate) fn all_range_cidrs(start: IpAddr, end: IpAddr) -> Vec<IpNet> {
+    match (start, end) {
         (IpAddr::V4(s), IpAddr::V4(e)) => Ipv4Subnets::new(s, e, 8).map(IpNet::V4).collect(),
         (IpAddr::V6(s), IpAddr::V6(e)) => Ipv6Subnets::new(s, e, 16).map(IpNet::V6).collect(),
         _ => Vec::new(),
-    };
-    nets.into_iter().take(MAX_RANGE_CIDRS).collect()
+    }
 }
 
 impl Engine {

@@ -31,6 +31,8 @@ pub struct CrawlerRules {
     fetched: Arc<PrefixSet>,
     /// `None`: no user agent claims a crawler.
     claims: Option<AhoCorasick>,
+    /// The patterns of `claims` by index: the name a claim is listed under.
+    names: Vec<Arc<String>>,
     dns: Option<Arc<CrawlerDns>>,
 }
 
@@ -56,6 +58,11 @@ impl CrawlerRules {
             ranges: Arc::clone(&cfg.ranges),
             fetched: Arc::clone(&cfg.fetched),
             claims,
+            names: cfg
+                .user_agents
+                .iter()
+                .map(|u| Arc::new(u.clone()))
+                .collect(),
             dns: dns.filter(|d| d.enabled()),
         }
     }
@@ -66,6 +73,14 @@ impl CrawlerRules {
             (Some(ac), Some(ua)) => ac.is_match(ua.as_bytes()),
             _ => false,
         }
+    }
+
+    /// The crawler the request's user agent names: the first configured pattern it matches
+    /// (`Googlebot`), shared with the config, not copied.
+    pub fn claimed_name(&self, headers: &HeaderMap) -> Option<Arc<String>> {
+        let ua = headers.get(http::header::USER_AGENT)?;
+        let found = self.claims.as_ref()?.find(ua.as_bytes())?;
+        self.names.get(found.pattern().as_usize()).cloned()
     }
 
     /// What `ip` (the caller `group`) with `headers` proves at `now_ms`; `None`: neither in a
@@ -162,6 +177,19 @@ mod tests {
             "claims match in any case"
         );
         assert_eq!(r.check(outside, outside, &ua("curl/8.5.0"), 0), None);
+        assert_eq!(
+            r.claimed_name(&ua(GOOGLEBOT))
+                .as_deref()
+                .map(String::as_str),
+            Some("Googlebot")
+        );
+        assert_eq!(
+            r.claimed_name(&ua("Mozilla/5.0 (compatible; BINGBOT/2.0)"))
+                .as_deref()
+                .map(String::as_str),
+            Some("bingbot")
+        );
+        assert_eq!(r.claimed_name(&ua("curl/8.5.0")), None);
         let r = rules("user_agents = []", dir.path());
         assert_eq!(
             r.check(outside, outside, &ua(GOOGLEBOT), 0),

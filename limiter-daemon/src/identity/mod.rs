@@ -70,6 +70,9 @@ pub struct Caller {
     pub agent: Option<AgentSignature>,
     /// An agent directory to fetch (behind the request) once this request is admitted.
     pub agent_fetch: Option<Box<str>>,
+    /// The crawler its user agent names (the matched pattern) or the verified agent's
+    /// directory: what the operator page lists it under.
+    pub claim: Option<std::sync::Arc<String>>,
 }
 
 impl Caller {
@@ -180,6 +183,7 @@ impl IdentityResolver {
             crawler: None,
             agent: None,
             agent_fetch: None,
+            claim: None,
         };
         let bearer = jwt::bearer(headers);
         let key_prefix_len = cfg.keys.prefix.len();
@@ -236,12 +240,16 @@ impl IdentityResolver {
             caller.agent_fetch = checked.fetch.map(String::into_boxed_str);
             if let Some(directory) = checked.verified {
                 caller.tier = Tier::Agent;
-                caller.subject = Subject::Agent(directory.into());
+                caller.subject = Subject::Agent(directory.as_str().into());
+                caller.claim = Some(std::sync::Arc::new(directory));
                 return caller;
             }
         }
         if caller.subject == Subject::Ip {
             caller.crawler = self.crawlers.check(ip, group, headers, now_ms);
+            if caller.crawler.is_some() {
+                caller.claim = self.crawlers.claimed_name(headers);
+            }
             if caller.crawler.is_some_and(CrawlerStatus::is_verified) {
                 caller.tier = caller.tier.max(Tier::Crawler);
             }
@@ -265,6 +273,7 @@ mod network_tests {
             crawler,
             agent: None,
             agent_fetch: None,
+            claim: None,
         }
     }
 

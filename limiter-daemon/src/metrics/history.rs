@@ -4,8 +4,8 @@
 //! A sampler task ([`super::sampler`]) reads the counters that already exist (decisions by action and refusal
 //! reason, kernel verdicts, held requests) every [`STEP_SECS`] and pushes the totals into a
 //! ring of [`POINTS`] + 1 entries; a read turns consecutive totals into per-second rates.
-//! Nothing is recorded per request: the cost is the ring (fixed size, about 40 KB) and one
-//! read of each counter per step.
+//! Nothing is recorded per request: the cost is the ring (allocated once at its full size,
+//! [`History::max_bytes`], 30 KB) and one read of each counter per step.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -49,9 +49,18 @@ pub struct Point {
 }
 
 /// The ring of samples.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct History {
     ring: Mutex<VecDeque<Totals>>,
+}
+
+impl Default for History {
+    /// The whole ring up front: a deque left to grow would double past it (to 256 samples).
+    fn default() -> Self {
+        History {
+            ring: Mutex::new(VecDeque::with_capacity(POINTS + 1)),
+        }
+    }
 }
 
 fn rate(now: u64, before: u64, secs: f64) -> f64 {

@@ -156,6 +156,12 @@ pub struct Decision {
     pub crawler: Option<crate::model::CrawlerStatus>,
     /// What became of a Web Bot Auth signature, if one was presented (metrics).
     pub agent: Option<crate::model::AgentSignature>,
+    /// The name a crawler or agent gives: the `[crawlers] user_agents` pattern its user agent
+    /// matched, or a verified agent's directory URL; for the operator page's crawlers panel,
+    /// fakes listed under the name they claim. Shared, not copied: a clone is a count. An
+    /// `Arc<String>`, not `Arc<str>`: a thin pointer keeps the decision, held in every
+    /// connection's future, 8 bytes smaller.
+    pub claim: Option<std::sync::Arc<String>>,
     /// Set when this request earned a strike and a lockout: the new escalation level.
     pub lockout_level: Option<u32>,
     /// Units this request cost (route weight) when it was counted.
@@ -191,6 +197,7 @@ impl Decision {
             key_status: None,
             crawler: None,
             agent: None,
+            claim: None,
             lockout_level: None,
             lock_cause: None,
             network: None,

@@ -1,5 +1,6 @@
 //! `/admin/v1/lockouts`: list (paginated), add (an address into the lockout map, a CIDR into
-//! the deny trie with a deadline) and lift, each in the store and the kernel at once.
+//! the deny trie with a deadline, an AS number as the CIDRs of its ranges,
+//! [`crate::engine::asn_lockouts`]) and lift, each in the store and the kernel at once.
 
 use std::collections::HashMap;
 
@@ -16,6 +17,7 @@ use crate::admin::body::JsonBody;
 use crate::admin::path::AdminPath;
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;
+use crate::engine::asn_lockouts::parse_asn;
 use crate::engine::lockouts::{LockTarget, LockoutItem};
 use crate::kernel::cli::{parse_cidr, parse_duration};
 
@@ -107,12 +109,20 @@ pub async fn add(
     State(state): State<AdminState>,
     JsonBody(req): JsonBody<AddLockout>,
 ) -> Result<(StatusCode, Json<Value>), AdminError> {
-    let target = target("ip", &req.ip)?;
+    // An AS number is checked against the table in force when it is locked.
+    let target = match parse_asn(&req.ip) {
+        Some(asn) => Err(asn),
+        None => Ok(target("ip", &req.ip)?),
+    };
     let duration = parse_duration(&req.duration).map_err(|m| AdminError::bad("for", m))?;
     let reason = req.reason.unwrap_or_default();
     if reason.len() > 200 {
         return Err(AdminError::unprocessable("reason", "at most 200 bytes"));
     }
+    let target = match target {
+        Ok(t) => t,
+        Err(asn) => return add_asn(&state, asn, duration, reason).await,
+    };
     let (made, now) = blocking(&state, move |e| {
         (
             e.lockouts().lock_target(target, duration, &reason),
@@ -125,10 +135,57 @@ pub async fn add(
     Ok((StatusCode::CREATED, Json(item_json(&item, now))))
 }
 
+/// An AS locked as its ranges: 201 with the first range's lockout as the item (`ip` naming
+/// the AS) and every range locked in `cidrs`.
+async fn add_asn(
+    state: &AdminState,
+    asn: u32,
+    duration: std::time::Duration,
+    reason: String,
+) -> Result<(StatusCode, Json<Value>), AdminError> {
+    let (made, now) = blocking(state, move |e| {
+        (e.lock_asn(asn, duration, &reason), e.clock().now_ms())
+    })
+    .await?;
+    let items = made.map_err(|e| AdminError::engine(e, "ip"))?;
+    let Some(first) = items.first() else {
+        return Err(AdminError::not_found(
+            "ip",
+            format!("AS{asn} has no ranges"),
+        ));
+    };
+    let mut v = item_json(first, now);
+    v["ip"] = json!(format!("AS{asn}"));
+    v["cidrs"] = items.iter().map(|i| net_text(&i.net)).collect();
+    tracing::info!(
+        asn,
+        ranges = items.len(),
+        secs = duration.as_secs(),
+        source = "admin",
+        "AS lockout made"
+    );
+    Ok((StatusCode::CREATED, Json(v)))
+}
+
 pub async fn remove(
     State(state): State<AdminState>,
     AdminPath(ip): AdminPath<String>,
 ) -> Result<Json<Value>, AdminError> {
+    if let Some(asn) = parse_asn(&ip) {
+        let lifted = blocking(&state, move |e| e.lift_asn(asn))
+            .await?
+            .map_err(|e| AdminError::engine(e, "ip"))?;
+        if lifted == 0 {
+            return Err(AdminError::not_found(
+                "ip",
+                format!("AS{asn} is not locked out"),
+            ));
+        }
+        tracing::info!(asn, ranges = lifted, source = "admin", "AS lockout lifted");
+        return Ok(Json(
+            json!({ "ip": format!("AS{asn}"), "lifted": true, "ranges": lifted }),
+        ));
+    }
     let target = target("ip", &ip)?;
     let lifted = blocking(&state, move |e| e.lockouts().lift_target(target))
         .await?

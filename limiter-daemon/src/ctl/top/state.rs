@@ -33,6 +33,10 @@ pub struct Caller {
     pub tier: String,
     pub requests: u64,
     pub refused: u64,
+    /// Strikes held against the address (`None`: no address, nothing struck by it).
+    pub strikes: Option<u64>,
+    /// The lockout in force on the address (its own or a range holding it), as the stats say.
+    pub lockout: Option<Lockout>,
 }
 
 impl Caller {
@@ -60,6 +64,17 @@ pub struct Lockout {
 }
 
 impl Lockout {
+    /// One item of `/admin/v1/lockouts`, or a row's `lockout` in `/admin/v1/stats`.
+    fn parse(l: &Value) -> Lockout {
+        Lockout {
+            ip: text(l, "ip"),
+            remaining_secs: num(l, "remainingSecs"),
+            level: text(l, "level"),
+            cause: text(l, "cause"),
+            reason: text(l, "reason"),
+        }
+    }
+
     /// Whether this lockout (an address or a CIDR) covers `addr`.
     pub fn covers(&self, addr: &str) -> bool {
         let Ok(a) = addr.parse::<IpAddr>() else {
@@ -105,6 +120,11 @@ impl Snapshot {
                 tier: text(t, "tier"),
                 requests: num(t, "requests"),
                 refused: num(t, "refused"),
+                strikes: t.get("strikes").and_then(Value::as_u64),
+                lockout: t
+                    .get("lockout")
+                    .filter(|l| l.is_object())
+                    .map(Lockout::parse),
             })
             .collect();
         let networks = arr(stats, "topNetworks")
@@ -120,13 +140,7 @@ impl Snapshot {
         let lockouts = arr(lockouts, "items")
             .unwrap_or_default()
             .iter()
-            .map(|l| Lockout {
-                ip: text(l, "ip"),
-                remaining_secs: num(l, "remainingSecs"),
-                level: text(l, "level"),
-                cause: text(l, "cause"),
-                reason: text(l, "reason"),
-            })
+            .map(Lockout::parse)
             .collect();
         let points = arr(history, "points").unwrap_or_default();
         let f = |p: &Value, k: &str| p.get(k).and_then(Value::as_f64).unwrap_or(0.0);
@@ -148,10 +162,13 @@ impl Snapshot {
         }
     }
 
-    /// The lockout covering `c`, if any.
-    pub fn lockout_of(&self, c: &Caller) -> Option<&Lockout> {
+    /// The lockout covering `c`, if any: the one its row names, else one of the listed
+    /// lockouts (a daemon older than the row's `lockout` field).
+    pub fn lockout_of<'a>(&'a self, c: &'a Caller) -> Option<&'a Lockout> {
         let a = c.address.as_deref()?;
-        self.lockouts.iter().find(|l| l.covers(a))
+        c.lockout
+            .as_ref()
+            .or_else(|| self.lockouts.iter().find(|l| l.covers(a)))
     }
 }
 
@@ -320,5 +337,28 @@ mod tests {
             Some(Action::Unlock("127.0.0.0/24".into()))
         );
         assert_eq!(v.snap.admitted_history, vec![1.5]);
+    }
+
+    #[test]
+    fn a_rows_strikes_and_lockout_come_from_the_stats() {
+        let s = Snapshot::parse(
+            &json!({"topByVolume": [
+                {"identity": "ip:aa", "address": "127.0.0.7", "tier": "anon", "requests": 40, "refused": 9,
+                 "strikes": 2, "lockout": {"ip": "127.0.0.7", "remainingSecs": 30, "level": 2, "cause": "burst", "reason": "burst"}},
+                {"identity": "key:bb", "address": null, "tier": "sponsor", "requests": 9, "refused": 0,
+                 "strikes": null, "lockout": null}]}),
+            &json!({"points": []}),
+            &json!({"items": []}),
+        );
+        let (a, k) = (&s.callers[0], &s.callers[1]);
+        assert_eq!(a.strikes, Some(2));
+        assert_eq!(k.strikes, None);
+        // The row's lockout counts even when the listed lockouts do not hold it.
+        let l = s.lockout_of(a).unwrap();
+        assert_eq!(
+            (l.ip.as_str(), l.level.as_str(), l.remaining_secs),
+            ("127.0.0.7", "2", 30)
+        );
+        assert!(s.lockout_of(k).is_none());
     }
 }

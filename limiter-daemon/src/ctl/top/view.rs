@@ -108,7 +108,7 @@ fn summary(name: &str, xs: &[f64]) -> String {
 fn callers(v: &View) -> Table<'static> {
     let rows = v.snap.callers.iter().take(ROWS).enumerate().map(|(i, c)| {
         let lock = v.snap.lockout_of(c).map_or("-".to_string(), |l| {
-            format!("locked {}", left(l.remaining_secs))
+            format!("locked {} L{}", left(l.remaining_secs), l.level)
         });
         let mark = if i == v.selected { ">" } else { " " };
         let row = Row::new([
@@ -117,6 +117,7 @@ fn callers(v: &View) -> Table<'static> {
             c.tier.clone(),
             c.requests.to_string(),
             c.refused.to_string(),
+            c.strikes.map_or("-".to_string(), |s| s.to_string()),
             lock,
         ]);
         if i == v.selected {
@@ -131,12 +132,15 @@ fn callers(v: &View) -> Table<'static> {
         Constraint::Length(8),
         Constraint::Length(9),
         Constraint::Length(8),
+        Constraint::Length(7),
         Constraint::Length(16),
     ];
     Table::new(rows, widths)
         .header(
-            Row::new(["", "caller", "tier", "requests", "refused", "lockout"])
-                .style(Style::new().add_modifier(Modifier::BOLD)),
+            Row::new([
+                "", "caller", "tier", "requests", "refused", "strikes", "lockout",
+            ])
+            .style(Style::new().add_modifier(Modifier::BOLD)),
         )
         .block(Block::bordered().title(" top callers, last 5 min (up/down to select) "))
 }
@@ -267,6 +271,8 @@ mod tests {
                 tier: "anon".into(),
                 requests: 42,
                 refused: 3,
+                strikes: Some(2),
+                lockout: None,
             }],
             lockouts: vec![Lockout {
                 ip: "198.51.100.7".into(),
@@ -286,7 +292,10 @@ mod tests {
         assert!(t.contains("since start"), "{t}");
         let row = t.lines().find(|l| l.contains("198.51.100.7 ")).unwrap();
         assert!(
-            row.contains('>') && row.contains("42") && row.contains("locked 9m58s"),
+            row.contains('>')
+                && row.contains("42")
+                && row.contains(" 2 ")
+                && row.contains("locked 9m58s L1"),
             "{t}"
         );
         assert!(t.contains("lockouts (1 active)"), "{t}");
