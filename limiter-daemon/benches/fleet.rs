@@ -256,19 +256,59 @@ fn exact(entries: &[u32]) -> Vec<u32> {
     admitted
 }
 
-/// `INFO` of the server at `addr`: (script calls, `EVALSHA`, as clients sent them; the
-/// commands a script runs inside are not counted), CPU seconds).
-fn server_stats(addr: &str) -> (u64, f64) {
-    let calls = valkey_support::commandstats(&[addr])
-        .get("evalsha")
-        .copied()
-        .unwrap_or(0);
+/// What the server at `addr` has done so far, from `INFO`.
+#[derive(Clone, Copy, Default)]
+struct Server {
+    /// Holder counts: one `HGETALL` of the burst hash each, by the count script or by plain
+    /// commands alike (every anonymous count reads its burst).
+    counts: u64,
+    /// Script calls (`EVALSHA`): counts by script, give-backs, refunds.
+    scripts: u64,
+    /// Every command, a script's inner ones included.
+    commands: u64,
+    cpu: f64,
+}
+
+fn server_stats(addr: &str) -> Server {
+    let stats = valkey_support::commandstats(&[addr]);
+    let get = |c: &str| stats.get(c).copied().unwrap_or(0);
     let cpu = valkey_support::cli_run(addr, &["info", "cpu"])
         .lines()
         .filter(|l| l.starts_with("used_cpu_sys:") || l.starts_with("used_cpu_user:"))
         .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
         .sum();
-    (calls, cpu)
+    Server {
+        counts: get("hgetall"),
+        scripts: get("evalsha"),
+        commands: stats
+            .iter()
+            .filter(|(c, _)| !matches!(c.as_str(), "info" | "config|resetstat" | "ping"))
+            .map(|(_, n)| n)
+            .sum(),
+        cpu,
+    }
+}
+
+/// The server's work per decision over a run, as table cells: holder counts, other script
+/// calls (give-backs, refunds), all commands, CPU µs, and counts per CPU second.
+fn per_decision(a: Server, b: Server, decided: usize, by_script: bool) -> String {
+    let d = decided.max(1) as f64;
+    let counts = b.counts - a.counts;
+    let scripts = b.scripts - a.scripts;
+    let others = if by_script {
+        scripts.saturating_sub(counts)
+    } else {
+        scripts
+    };
+    let cpu = b.cpu - a.cpu;
+    format!(
+        "{:.3} | {:.3} | {:.2} | {:.1} | {:.0}",
+        counts as f64 / d,
+        others as f64 / d,
+        (b.commands - a.commands) as f64 / d,
+        cpu * 1e6 / d,
+        counts as f64 / cpu.max(1e-9)
+    )
 }
 
 /// (over-admitted, under-admitted) requests summed over identities, and the identities over.
@@ -312,19 +352,20 @@ fn main() {
         hot_share * 100.0
     );
     println!(
-        "| variant | decisions | decisions/s | vs embedded | p99 µs | scripts/decision | \
-         first sights/decision | Valkey CPU s | scripts per Valkey CPU s | answered locally | \
-         over-admitted | under-admitted |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "| variant | decisions | decisions/s | vs embedded | p99 µs | first sights/decision | \
+         counts/decision | other scripts/decision | commands/decision | Valkey CPU µs/decision | \
+         counts per Valkey CPU s | answered locally | over-admitted | under-admitted |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
-    let valkey = |prefix: &str, leases: bool| {
+    let valkey = |prefix: &str, leases: bool, count: &str| {
         format!(
             "backend = \"valkey\"\nvalkey_address = \"{}\"\nkey_prefix = \"{prefix}\"\n\
-             host_id = \"bench-{prefix}{{host}}\"\nleases = {leases}\ndecision_timeout = \"2s\"\n",
+             host_id = \"bench-{prefix}{{host}}\"\nleases = {leases}\ndecision_timeout = \"2s\"\n\
+             valkey_count = \"{count}\"\n",
             server.addr
         )
     };
-    let variants: [(&str, String, usize, Spread); 4] = [
+    let variants: [(&str, String, usize, Spread); 6] = [
         (
             "embedded (1 host, the ceiling)",
             String::new(),
@@ -333,14 +374,31 @@ fn main() {
         ),
         (
             "valkey, one script per holder",
-            valkey("fs:", false),
+            valkey("fs:", false, "script"),
             HOSTS,
             Spread::Any,
         ),
-        ("valkey, leases", valkey("fl:", true), HOSTS, Spread::Any),
         (
-            "valkey, leases, balancer hashing the source",
-            valkey("fa:", true),
+            "valkey, leases, counted by script",
+            valkey("fl:", true, "script"),
+            HOSTS,
+            Spread::Any,
+        ),
+        (
+            "valkey, no leases, counted by commands",
+            valkey("fc:", false, "commands"),
+            HOSTS,
+            Spread::Any,
+        ),
+        (
+            "valkey, leases, counted by commands (the default)",
+            valkey("fd:", true, "commands"),
+            HOSTS,
+            Spread::Any,
+        ),
+        (
+            "valkey, the default, balancer hashing the source",
+            valkey("fa:", true, "commands"),
             HOSTS,
             Spread::ByIdentity,
         ),
@@ -351,9 +409,9 @@ fn main() {
         let hosts = engines(&store, n, dir.path());
         // Let the heartbeats tell every host the fleet's size before the clock starts.
         std::thread::park_timeout(Duration::from_millis(1_500));
-        let (c0, cpu0) = server_stats(&server.addr);
+        let s0 = server_stats(&server.addr);
         let r = run(&hosts, &entries, secs, spread);
-        let (c1, cpu1) = server_stats(&server.addr);
+        let s1 = server_stats(&server.addr);
         // Identities are independent here (no network level), so replaying the decided
         // entries in each list's order gives each identity its exact answers.
         let exact = exact(&r.decided_entries);
@@ -363,20 +421,10 @@ fn main() {
             base = rate;
         }
         let remote = n > 1;
-        let per = if remote {
-            format!("{:.3}", (c1 - c0) as f64 / r.decided as f64)
+        let server_cells = if remote {
+            per_decision(s0, s1, r.decided, store.contains("\"script\""))
         } else {
-            "–".into()
-        };
-        let cpu = if remote {
-            format!("{:.1}", cpu1 - cpu0)
-        } else {
-            "–".into()
-        };
-        let capacity = if remote {
-            format!("{:.0}", (c1 - c0) as f64 / (cpu1 - cpu0).max(1e-9))
-        } else {
-            "–".into()
+            "– | – | – | – | –".into()
         };
         let sights = format!("{:.3}", r.first_sights as f64 / r.decided as f64);
         let local = if remote {
@@ -388,7 +436,7 @@ fn main() {
             "100 %".into()
         };
         println!(
-            "| {name} | {} | {rate:.0} | {:.2} | {} | {per} | {sights} | {cpu} | {capacity} | {local} | {over} ({over_ids} ids) | {under} |",
+            "| {name} | {} | {rate:.0} | {:.2} | {} | {sights} | {server_cells} | {local} | {over} ({over_ids} ids) | {under} |",
             r.decided,
             rate / base,
             r.p99_us,
@@ -402,41 +450,59 @@ fn main() {
 
     println!("\n## The hot set alone (identities with ≥ {HOT} requests in the trace)\n");
     println!(
-        "| variant | decisions | scripts/decision | first sights/decision | answered locally |\n\
-         |---|---:|---:|---:|---:|"
+        "| variant | decisions | first sights/decision | counts/decision | other scripts/decision | \
+         commands/decision | Valkey CPU µs/decision | counts per Valkey CPU s | answered locally |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     let hot: Vec<u32> = entries
         .iter()
         .copied()
         .filter(|&id| sent[id as usize] >= HOT)
         .collect();
-    for (name, prefix, leases, spread) in [
-        ("one script per holder", "hs:", false, Spread::Any),
-        ("leases", "hl:", true, Spread::Any),
+    for (name, prefix, leases, count, spread) in [
+        ("one script per holder", "hs:", false, "script", Spread::Any),
         (
-            "leases, balancer hashing the source",
+            "leases, counted by script",
+            "hl:",
+            true,
+            "script",
+            Spread::Any,
+        ),
+        (
+            "leases, counted by commands (the default)",
+            "hd:",
+            true,
+            "commands",
+            Spread::Any,
+        ),
+        (
+            "the default, balancer hashing the source",
             "ha:",
             true,
+            "commands",
             Spread::ByIdentity,
         ),
     ] {
-        let hosts = engines(&valkey(prefix, leases), HOSTS, dir.path());
+        let hosts = engines(&valkey(prefix, leases, count), HOSTS, dir.path());
         std::thread::park_timeout(Duration::from_millis(1_500));
-        let (c0, _) = server_stats(&server.addr);
+        let s0 = server_stats(&server.addr);
         let r = run(&hosts, &hot, secs / 2.0, spread);
-        let (c1, _) = server_stats(&server.addr);
+        let s1 = server_stats(&server.addr);
         println!(
-            "| {name} | {} | {:.3} | {:.3} | {:.1} % |",
+            "| {name} | {} | {:.3} | {} | {:.1} % |",
             r.decided,
-            (c1 - c0) as f64 / r.decided as f64,
             r.first_sights as f64 / r.decided as f64,
+            per_decision(s0, s1, r.decided, count == "script"),
             100.0 * (1.0 - r.remote_calls as f64 / r.decided as f64)
         );
     }
     println!(
         "\nFirst sights: distinct (identity, host) pairs per decision. A host asks the store \
-         before it first admits an identity, so no lease sizing sends fewer scripts; with the \
-         server's scripts per CPU second, it bounds what a fleet on one Valkey can decide."
+         before it first admits an identity, so no lease sizing makes fewer counts; with the \
+         server's counts per CPU second, it bounds what a fleet on one Valkey can decide. \
+         Counts: a holder checked and counted (one HGETALL of its burst each, by script or by \
+         commands). Other scripts: give-backs and refunds. Commands: every command the server \
+         ran, a script's own included."
     );
     println!(
         "\nOver-admission: requests admitted past what the exact replay admits, per identity \

@@ -110,9 +110,14 @@ async fn sixty_four_tasks_at_once_never_pass_the_limit_standalone_and_cluster() 
     no_more_than_the_limit(Arc::new(s)).await;
 }
 
-/// One script call per decision for address, token and key holders on `addrs`.
-fn one_call_per_decision(addrs: &[&str]) {
-    let store = Arc::new(ValkeyStore::open(addrs[0], "rt:", HashMode::Hmac, None).unwrap());
+/// One count per decision for address, token and key holders on `addrs`: one script call
+/// (`valkey_count = "script"`), or plain commands only, one HGETALL of the burst among them
+/// (the default; that they go in one round trip is
+/// `a_caller_and_its_networks_are_counted_in_one_round_trip`'s).
+fn one_count_per_decision(addrs: &[&str], by_commands: bool) {
+    let mut opts = ValkeyOptions::new(addrs[0], "rt:");
+    opts.count_by_commands = by_commands;
+    let store = Arc::new(ValkeyStore::open_with(opts).unwrap());
     let h = store.hasher();
     let ids = [
         h.id(Namespace::Ip, b"198.51.100.7"),
@@ -137,27 +142,43 @@ fn one_call_per_decision(addrs: &[&str]) {
             }
         })
     });
-    assert_eq!(lines.len(), 30, "one round trip per decision: {lines:#?}");
-    assert!(
-        lines.iter().all(|l| l.contains("\"EVALSHA\"")),
-        "{lines:#?}"
-    );
     let stats = commandstats(addrs);
-    assert_eq!(stats.get("evalsha"), Some(&30), "{stats:?}");
-    assert_eq!(
-        stats.get("get").copied().unwrap_or(0) % 30,
-        0,
-        "no lockout GET beside the script: {stats:?}"
-    );
+    if by_commands {
+        assert!(
+            lines.iter().all(|l| !l.contains("\"EVALSHA\"")),
+            "{lines:#?}"
+        );
+        assert_eq!(stats.get("hgetall"), Some(&30), "{stats:?}");
+        // HINCRBY, PEXPIRE, HGETALL; GET and SET of `:ts`; INCRBY and PEXPIRE per fixed window.
+        assert!(
+            lines.len() <= 30 * 9,
+            "{} commands: {lines:#?}",
+            lines.len()
+        );
+    } else {
+        assert_eq!(lines.len(), 30, "one round trip per decision: {lines:#?}");
+        assert!(
+            lines.iter().all(|l| l.contains("\"EVALSHA\"")),
+            "{lines:#?}"
+        );
+        assert_eq!(stats.get("evalsha"), Some(&30), "{stats:?}");
+        assert_eq!(
+            stats.get("get").copied().unwrap_or(0) % 30,
+            0,
+            "no lockout GET beside the script: {stats:?}"
+        );
+    }
 }
 
 #[test]
-fn one_script_call_per_decision_for_every_kind_of_caller_standalone_and_cluster() {
+fn one_count_per_decision_for_every_kind_of_caller_standalone_and_cluster() {
     let Some(server) = start() else { return };
-    one_call_per_decision(&[&server.addr]);
+    one_count_per_decision(&[&server.addr], true);
+    one_count_per_decision(&[&server.addr], false);
     let Some(nodes) = start_cluster() else { return };
     let addrs: Vec<&str> = nodes.iter().map(|n| n.addr.as_str()).collect();
-    one_call_per_decision(&addrs);
+    one_count_per_decision(&addrs, true);
+    one_count_per_decision(&addrs, false);
 }
 
 #[test]
@@ -641,7 +662,8 @@ struct GateState {
     gave_up: bool,
 }
 
-/// A TCP relay to `upstream` that, once armed, holds every reply until `want` scripts have gone
+/// A TCP relay to `upstream` that, once armed, holds every reply until `want` counts (each
+/// marked by `marker`: a script call's EVALSHA, or a count pipeline's one HGETALL) have gone
 /// towards the server (or a deadline passes, which it records). Calls sent at once are all in
 /// flight before any reply returns; a call sent only after another's reply can never be, so
 /// the relay gives up waiting for it. No timing is measured.
@@ -651,7 +673,7 @@ struct ScriptGate {
 }
 
 impl ScriptGate {
-    fn start(upstream: &str, want: usize) -> ScriptGate {
+    fn start(upstream: &str, want: usize, marker: &'static [u8]) -> ScriptGate {
         use std::io::{Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
@@ -671,7 +693,10 @@ impl ScriptGate {
                 std::thread::spawn(move || {
                     let mut buf = [0u8; 65536];
                     while let Ok(n @ 1..) = c_read.read(&mut buf) {
-                        let scripts = buf[..n].windows(7).filter(|w| w == b"EVALSHA").count();
+                        let scripts = buf[..n]
+                            .windows(marker.len())
+                            .filter(|w| *w == marker)
+                            .count();
                         if s_write.write_all(&buf[..n]).is_err() {
                             break;
                         }
@@ -725,8 +750,16 @@ impl ScriptGate {
 #[test]
 fn a_caller_and_its_networks_are_counted_in_one_round_trip() {
     let Some(server) = start() else { return };
-    let gate = ScriptGate::start(&server.addr, 3);
-    let store = ValkeyStore::open(&gate.addr, "nets:", HashMode::Hmac, None).unwrap();
+    for (by_commands, marker) in [(true, &b"HGETALL"[..]), (false, &b"EVALSHA"[..])] {
+        in_one_round_trip(&server.addr, by_commands, marker);
+    }
+}
+
+fn in_one_round_trip(addr: &str, by_commands: bool, marker: &'static [u8]) {
+    let gate = ScriptGate::start(addr, 3, marker);
+    let mut opts = ValkeyOptions::new(&gate.addr, if by_commands { "nets:" } else { "netss:" });
+    opts.count_by_commands = by_commands;
+    let store = ValkeyStore::open_with(opts).unwrap();
     let h = store.hasher();
     let net = |id| NetCount {
         id,
@@ -749,10 +782,13 @@ fn a_caller_and_its_networks_are_counted_in_one_round_trip() {
     assert!(o.admitted);
     assert!(o.networks.iter().all(Option::is_some), "{o:?}");
     let (sent, gave_up) = gate.seen();
-    assert_eq!(sent, 3, "the caller's script and two networks'");
+    assert_eq!(
+        sent, 3,
+        "the caller's count and two networks' (by commands: {by_commands})"
+    );
     assert!(
         !gave_up,
-        "all three scripts were in flight before the first reply: one round trip"
+        "all three counts were in flight before the first reply: one round trip (by commands: {by_commands})"
     );
 }
 

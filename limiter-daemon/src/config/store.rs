@@ -65,8 +65,24 @@ pub struct RawStore {
     pub leases: Option<bool>,
     /// The largest lease, in requests (default 64).
     pub lease_max: Option<u32>,
-    /// A lease's longest life (default 1s, at most 1s): unspent units are then given back.
+    /// A lease's longest life (default 5s, at most 5s): unspent units are then given back.
     pub lease_ttl: Option<String>,
+    /// How a holder is counted on Valkey: `commands` (default; plain commands in one
+    /// pipeline, a fifth of a script's server time) or `script` (`check_and_count.lua`).
+    pub valkey_count: Option<ValkeyCount>,
+}
+
+/// `[store] valkey_count`: how a holder's windows are checked and counted on Valkey
+/// (docs/fleet.md). Both admit within every limit fleet-wide.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ValkeyCount {
+    /// Incremented first and checked after, in one pipeline of plain commands; what a refused
+    /// request must not count is taken back.
+    #[default]
+    Commands,
+    /// One atomic `check_and_count.lua` call.
+    Script,
 }
 
 /// `[store] on_failure`: what a decision does while the remote store is down.
@@ -119,6 +135,7 @@ pub struct StoreSettings {
     pub leases: bool,
     pub lease_max: u32,
     pub lease_ttl: Duration,
+    pub valkey_count: ValkeyCount,
 }
 
 impl std::fmt::Debug for StoreSettings {
@@ -149,6 +166,7 @@ impl std::fmt::Debug for StoreSettings {
             .field("leases", &self.leases)
             .field("lease_max", &self.lease_max)
             .field("lease_ttl", &self.lease_ttl)
+            .field("valkey_count", &self.valkey_count)
             .finish()
     }
 }
@@ -351,6 +369,7 @@ impl StoreSettings {
             leases: raw.leases.unwrap_or(true),
             lease_max,
             lease_ttl,
+            valkey_count: raw.valkey_count.unwrap_or_default(),
             valkey_username: raw.valkey_username,
             valkey_password,
             valkey_ca_file: raw.valkey_ca_file,

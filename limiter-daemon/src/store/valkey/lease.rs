@@ -30,7 +30,7 @@ pub async fn lease_all(
         let conn = conn.clone();
         async move {
             match a {
-                Some((r, want)) => grant(&scripts.count, layout, conn, r, want, refill)
+                Some((r, want)) => grant(scripts, layout, conn, r, want, refill)
                     .await
                     .map(Some),
                 None => Ok(None),

@@ -17,6 +17,7 @@
 //! it in [`crate::store::remote::FleetStore`]).
 
 mod checked;
+pub mod commands;
 pub mod conn;
 pub mod fleet_remote;
 mod inner;

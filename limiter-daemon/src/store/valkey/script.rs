@@ -28,6 +28,10 @@ pub fn count_script() -> redis::Script {
 
 /// The scripts a decision runs.
 pub struct Scripts {
+    /// Counts one request by plain commands ([`super::commands`]); leases (and a daily count
+    /// another day left) by the count script. `false`: everything by the count script
+    /// (`[store] valkey_count = "script"`).
+    pub by_commands: bool,
     pub count: redis::Script,
     pub refund: redis::Script,
     /// Gives back what a lease did not spend (`lease_return.lua`).
@@ -36,7 +40,13 @@ pub struct Scripts {
 
 impl Scripts {
     pub fn new() -> Scripts {
+        Scripts::counting_by(true)
+    }
+
+    /// The scripts, counting by plain commands or not.
+    pub fn counting_by(by_commands: bool) -> Scripts {
         Scripts {
+            by_commands,
             count: count_script(),
             refund: redis::Script::new(REFUND),
             lease_return: redis::Script::new(include_str!("lease_return.lua")),
@@ -59,7 +69,7 @@ pub async fn count_all(
     req: CountRequest,
 ) -> Result<CountOutcome, StoreError> {
     if !req.has_networks() {
-        return count(&scripts.count, layout, conn, req).await;
+        return count(scripts, layout, conn, req).await;
     }
     let caller = req.caller_only();
     let nets = [req.for_network(0), req.for_network(1)];
@@ -67,13 +77,13 @@ pub async fn count_all(
         let conn = conn.clone();
         async move {
             match r {
-                Some(r) => count(&scripts.count, layout, conn, r).await.map(Some),
+                Some(r) => count(scripts, layout, conn, r).await.map(Some),
                 None => Ok(None),
             }
         }
     };
     let (c, n0, n1) = futures_util::future::join3(
-        count(&scripts.count, layout, conn.clone(), caller),
+        count(scripts, layout, conn.clone(), caller),
         one(nets[0]),
         one(nets[1]),
     )
@@ -117,27 +127,63 @@ pub fn iso8601(now_ms: u64) -> String {
     humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(now_ms)).to_string()
 }
 
-/// Runs the count script for `req` on `conn`: one decision.
+/// Counts `req` on `conn`: one decision.
 pub async fn count(
-    script: &redis::Script,
+    scripts: &Scripts,
     layout: &Layout,
     conn: Conn,
     req: CountRequest,
 ) -> Result<CountOutcome, StoreError> {
-    Ok(grant(script, layout, conn, req, 1, false).await?.0)
+    Ok(grant(scripts, layout, conn, req, 1, false).await?.0)
 }
 
-/// Runs the count script for `req` on `conn` as a lease of up to `want` requests
-/// ([`crate::store::lease::grant`]): the first request's outcome, and the requests granted.
-/// `refill`: no request is waiting, so a refusal counts nothing.
+/// Counts `req` on `conn` as a lease of up to `want` requests ([`crate::store::lease::grant`]):
+/// the first request's outcome, and the requests granted. `refill`: no request is waiting, so
+/// a refusal counts nothing.
 pub async fn grant(
-    script: &redis::Script,
+    scripts: &Scripts,
     layout: &Layout,
-    mut conn: Conn,
+    conn: Conn,
     req: CountRequest,
     want: u32,
     refill: bool,
 ) -> Result<(CountOutcome, u32), StoreError> {
+    // Plain commands for one request only: a lease's units are asked for by the script, so
+    // that no host ever counts more than a request's own units ahead of its check (a lease of
+    // k counted first and taken back after could refuse, and strike, another host's request
+    // meanwhile; one request's own arrival is counted either way).
+    let by_commands = if scripts.by_commands && want <= 1 && !refill {
+        super::commands::reply(layout, conn.clone(), &req, want, refill).await?
+    } else {
+        None
+    };
+    let r = match by_commands {
+        Some(r) => r,
+        None => by_script(&scripts.count, layout, conn, &req, want, refill).await?,
+    };
+    let g = clamp(int(&r, 2 + 2 * WindowKind::COUNT));
+    let mut o = outcome(&req, &r);
+    // The reply counts all `g` requests; the first one's answer is `g − 1` requests earlier.
+    if g > 1 {
+        for (i, w) in o.uses.0.iter_mut().enumerate() {
+            if let Some(w) = w {
+                let add = WindowKind::ALL[i].spec().counts.per_request(req.cost);
+                w.used = w.used.saturating_sub(add.saturating_mul(g - 1));
+            }
+        }
+    }
+    Ok((o, g))
+}
+
+/// The count script's reply for `req` (`check_and_count.lua`).
+async fn by_script(
+    script: &redis::Script,
+    layout: &Layout,
+    mut conn: Conn,
+    req: &CountRequest,
+    want: u32,
+    refill: bool,
+) -> Result<Vec<Value>, StoreError> {
     let mut inv = script.prepare_invoke();
     for k in layout.windows(&req.id, req.now_ms).0 {
         inv.key(k);
@@ -158,19 +204,7 @@ pub async fn grant(
             .arg(u8::from(spec.shape == Shape::Sliding))
             .arg(u8::from(spec.counts_refused));
     }
-    let r: Vec<Value> = check("check_and_count", inv.invoke_async(&mut conn).await)?;
-    let g = clamp(int(&r, 2 + 2 * WindowKind::COUNT));
-    let mut o = outcome(&req, &r);
-    // The reply counts all `g` requests; the first one's answer is `g − 1` requests earlier.
-    if g > 1 {
-        for (i, w) in o.uses.0.iter_mut().enumerate() {
-            if let Some(w) = w {
-                let add = WindowKind::ALL[i].spec().counts.per_request(req.cost);
-                w.used = w.used.saturating_sub(add.saturating_mul(g - 1));
-            }
-        }
-    }
-    Ok((o, g))
+    check("check_and_count", inv.invoke_async(&mut conn).await)
 }
 
 /// The script's reply as the reference semantics' outcome.
