@@ -403,6 +403,31 @@ mod tests {
     }
 
     #[test]
+    fn valkey_count_is_commands_by_default_and_an_unknown_way_names_the_field() {
+        let parse = |store: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            let text = format!(
+                "[store]\nstate_dir = \"{}\"\nbackend = \"valkey\"\n\
+                 valkey_address = \"127.0.0.1:6379\"\n{store}",
+                dir.path().display()
+            );
+            crate::config::Config::from_toml_str(
+                &text,
+                std::path::Path::new("c.toml"),
+                &crate::config::EnvMap::new(),
+            )
+            .map(|c| c.store.valkey_count)
+        };
+        assert_eq!(parse("").unwrap(), ValkeyCount::Commands);
+        assert_eq!(
+            parse("valkey_count = \"script\"\n").unwrap(),
+            ValkeyCount::Script
+        );
+        let e = parse("valkey_count = \"lua\"\n").unwrap_err().to_string();
+        assert!(e.contains("valkey_count") && e.contains("line 5"), "{e}");
+    }
+
+    #[test]
     fn the_password_comes_from_its_file_and_debug_never_shows_it() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("pw");

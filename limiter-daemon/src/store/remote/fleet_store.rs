@@ -381,12 +381,16 @@ impl CountStore for FleetStore {
                         let deadline = std::time::Instant::now() + self.settings.decision_timeout;
                         l.wait_refills(&m, &grants, deadline);
                     }
-                    l.rescue(&mut m, &mut grants);
+                    let back = l.rescue(&mut m, &mut grants);
                     let retry = l.retry(&m, &grants);
-                    if waits && retry.iter().any(Option::is_some) {
-                        if let Ok(again) = self.remote.lease(retry, true, Vec::new()) {
+                    // A refill that landed meanwhile may be past its slot already: its units
+                    // go back in the retry's round trip, ahead of the ask.
+                    if (waits || !back.is_empty()) && retry.iter().any(Option::is_some) {
+                        if let Ok(again) = self.remote.lease(retry, true, back) {
                             l.retried(&mut grants, &retry, &again);
                         }
+                    } else {
+                        l.settle_rescue(back);
                     }
                 }
                 grants

@@ -110,23 +110,31 @@ impl Leases {
     }
 
     /// After [`Leases::wait_refills`]: each refused holder takes its unit from the refill
-    /// that landed, if there is one, and is no longer refused.
-    pub fn rescue(&self, miss: &mut Miss, grants: &mut Grants) {
+    /// that landed, if there is one, and is no longer refused. Returns what the holders' grants
+    /// left expired (a refill stamped with its request's time can land already past its slot):
+    /// the caller gives it back **before** asking again ([`Leases::settle_rescue`]), or the
+    /// store would refuse the retry for units this host holds and cannot spend.
+    pub fn rescue(&self, miss: &mut Miss, grants: &mut Grants) -> Vec<Unspent> {
+        let mut back = Vec::new();
         for (i, grant) in grants.iter_mut().enumerate() {
             let (Some((h, want)), Some((_, 0))) = (miss.asks[i], *grant) else {
                 continue;
             };
-            let mut back = Vec::new();
             let got = self.take_held(&h, &mut back);
-            if !back.is_empty() {
-                self.give_back_later(back);
-            }
             if let Some(o) = got {
                 self.ask_failed(&h, want);
                 miss.taken[i] = Some(o);
                 miss.asks[i] = None;
                 *grant = None;
             }
+        }
+        back
+    }
+
+    /// What [`Leases::rescue`] left to give back, when no retry carries it in its round trip.
+    pub fn settle_rescue(&self, back: Vec<Unspent>) {
+        if !back.is_empty() {
+            self.give_back_later(back);
         }
     }
 }

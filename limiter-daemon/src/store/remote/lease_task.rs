@@ -43,10 +43,17 @@ pub async fn run(leases: Arc<Leases>, remote: Arc<dyn FleetRemote>, cancel: Canc
             leases.sweep(leases.latest_ms.load(Ordering::Relaxed));
         }
         let refills: Vec<CountRequest> = std::mem::take(&mut *leases.refills.lock());
-        let returns: Vec<Unspent> = std::mem::take(&mut *leases.returns.lock());
-        leases
-            .in_flight
-            .fetch_add(u32::from(!returns.is_empty()), Ordering::AcqRel);
+        // Taken off the queue and counted in flight under the queue's lock: `pending` reads
+        // both under it, so a give-back is never in neither (a request refused then would not
+        // wait for the units on their way back, and the window under-admits).
+        let returns: Vec<Unspent> = {
+            let mut queue = leases.returns.lock();
+            let returns = std::mem::take(&mut *queue);
+            leases
+                .in_flight
+                .fetch_add(u32::from(!returns.is_empty()), Ordering::AcqRel);
+            returns
+        };
         let want = |r: &CountRequest| {
             let s = leases.shard(&r.id).lock();
             s.get(&r.id).map_or(1, |h| h.k)

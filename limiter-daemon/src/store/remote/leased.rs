@@ -118,13 +118,17 @@ impl FleetStore {
                         if waits {
                             l.wait_refills_async(&m, &grants, deadline).await;
                         }
-                        l.rescue(&mut m, &mut grants);
+                        let back = l.rescue(&mut m, &mut grants);
                         let retry = l.retry(&m, &grants);
-                        if waits && retry.iter().any(Option::is_some) {
-                            let call = self.remote.lease_async(retry, true, Vec::new());
+                        // A refill that landed meanwhile may be past its slot already: its
+                        // units go back in the retry's round trip, ahead of the ask.
+                        if (waits || !back.is_empty()) && retry.iter().any(Option::is_some) {
+                            let call = self.remote.lease_async(retry, true, back);
                             if let Ok(Ok(again)) = tokio::time::timeout(deadline, call).await {
                                 l.retried(&mut grants, &retry, &again);
                             }
+                        } else {
+                            l.settle_rescue(back);
                         }
                     }
                     Ok(grants)

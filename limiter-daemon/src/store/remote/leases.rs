@@ -529,7 +529,8 @@ impl Leases {
 
     /// Give-backs queued or being sent.
     pub fn pending(&self) -> usize {
-        self.returns.lock().len() + self.in_flight.load(Ordering::Acquire) as usize
+        let queue = self.returns.lock();
+        queue.len() + self.in_flight.load(Ordering::Acquire) as usize
     }
 
     /// Requests this host holds granted and unspent now (tests: the outage bound).
