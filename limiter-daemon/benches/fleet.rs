@@ -289,22 +289,18 @@ fn server_stats(addr: &str) -> Server {
     }
 }
 
-/// The server's work per decision over a run, as table cells: holder counts, other script
-/// calls (give-backs, refunds), all commands, CPU µs, and counts per CPU second.
-fn per_decision(a: Server, b: Server, decided: usize, by_script: bool) -> String {
+/// The server's work per decision over a run, as table cells: holder counts, script calls
+/// (counts by script, lease asks, give-backs, refunds), all commands, CPU µs, and counts per
+/// CPU second.
+fn per_decision(a: Server, b: Server, decided: usize) -> String {
     let d = decided.max(1) as f64;
     let counts = b.counts - a.counts;
     let scripts = b.scripts - a.scripts;
-    let others = if by_script {
-        scripts.saturating_sub(counts)
-    } else {
-        scripts
-    };
     let cpu = b.cpu - a.cpu;
     format!(
         "{:.3} | {:.3} | {:.2} | {:.1} | {:.0}",
         counts as f64 / d,
-        others as f64 / d,
+        scripts as f64 / d,
         (b.commands - a.commands) as f64 / d,
         cpu * 1e6 / d,
         counts as f64 / cpu.max(1e-9)
@@ -353,7 +349,7 @@ fn main() {
     );
     println!(
         "| variant | decisions | decisions/s | vs embedded | p99 µs | first sights/decision | \
-         counts/decision | other scripts/decision | commands/decision | Valkey CPU µs/decision | \
+         counts/decision | scripts/decision | commands/decision | Valkey CPU µs/decision | \
          counts per Valkey CPU s | answered locally | over-admitted | under-admitted |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
@@ -422,7 +418,7 @@ fn main() {
         }
         let remote = n > 1;
         let server_cells = if remote {
-            per_decision(s0, s1, r.decided, store.contains("\"script\""))
+            per_decision(s0, s1, r.decided)
         } else {
             "– | – | – | – | –".into()
         };
@@ -450,7 +446,7 @@ fn main() {
 
     println!("\n## The hot set alone (identities with ≥ {HOT} requests in the trace)\n");
     println!(
-        "| variant | decisions | first sights/decision | counts/decision | other scripts/decision | \
+        "| variant | decisions | first sights/decision | counts/decision | scripts/decision | \
          commands/decision | Valkey CPU µs/decision | counts per Valkey CPU s | answered locally |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
@@ -492,7 +488,7 @@ fn main() {
             "| {name} | {} | {:.3} | {} | {:.1} % |",
             r.decided,
             r.first_sights as f64 / r.decided as f64,
-            per_decision(s0, s1, r.decided, count == "script"),
+            per_decision(s0, s1, r.decided),
             100.0 * (1.0 - r.remote_calls as f64 / r.decided as f64)
         );
     }
@@ -501,7 +497,7 @@ fn main() {
          before it first admits an identity, so no lease sizing makes fewer counts; with the \
          server's counts per CPU second, it bounds what a fleet on one Valkey can decide. \
          Counts: a holder checked and counted (one HGETALL of its burst each, by script or by \
-         commands). Other scripts: give-backs and refunds. Commands: every command the server \
+         commands). Scripts: EVALSHA calls (counts by script, lease asks, give-backs). Commands: every command the server \
          ran, a script's own included."
     );
     println!(
