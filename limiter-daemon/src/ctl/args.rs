@@ -96,8 +96,8 @@ pub enum Command {
     Config,
     /// Validate the config file and apply it.
     Reload,
-    /// A live view: decisions by tier, top callers and networks, lockouts (l lock, u unlock,
-    /// q quit); `--once` prints one frame.
+    /// A live view: decisions by tier, top callers and networks, crawlers and agents, lockouts
+    /// (l lock, u unlock, q quit); `--once` prints one frame.
     Top(TopArgs),
 }
 
