@@ -1441,3 +1441,83 @@ fn an_as_is_locked_and_lifted_as_its_ranges_and_wrong_ones_name_the_field() {
         "nothing more locked: {items}"
     );
 }
+
+/// `limiterctl lockouts add|remove` take an AS (`AS64500`, any case) as the admin API does: the
+/// ranges are locked and listed, and `remove` lifts them all. Junk exits 2 naming the argument
+/// and what it may be, before anything is sent.
+#[test]
+fn limiterctl_locks_and_lifts_an_as_and_names_a_bad_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let asn = dir.path().join("asn.tsv");
+    std::fs::write(
+        &asn,
+        "198.51.100.0\t198.51.100.255\t64500\tZZ\tA\n\
+         203.0.113.9\t203.0.113.9\t64500\tZZ\tA\n",
+    )
+    .unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        "",
+        &format!("[networks]\nasn_table = {:?}\n", asn.display().to_string()),
+    );
+    let (code, out, err) = d.ctl(&[
+        "lockouts", "add", "aS64500", "--for", "10m", "--reason", "storm",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.starts_with("locked AS64500 (2 ranges: 198.51.100.0/24 203.0.113.9) until "),
+        "{out}"
+    );
+    let (code, out, err) = d.ctl(&["lockouts", "list"]);
+    assert_eq!(code, 0, "{out}{err}");
+    for range in ["198.51.100.0/24 ", "203.0.113.9 "] {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(range))
+            .unwrap_or_else(|| panic!("{range} in {out}"));
+        assert!(row.contains(" AS64500: storm "), "{row}");
+    }
+    assert_eq!(d.decide("198.51.100.7")["reason"], "locked");
+
+    let (code, out, err) = d.ctl(&["lockouts", "remove", "AS64500"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out.trim(), "lifted AS64500 (2 ranges)");
+    let v = d.admin("GET", "/admin/v1/lockouts", None).json();
+    assert_eq!(v["items"], json!([]), "{v}");
+    // Nothing left to lift: refused by the daemon, naming the field.
+    let (code, _, err) = d.ctl(&["lockouts", "remove", "as64500"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("404") && err.contains("field: ip"), "{err}");
+
+    for (args, says) in [
+        (
+            &["lockouts", "add", "AS", "--for", "1m"][..],
+            "not an AS number",
+        ),
+        (
+            &["lockouts", "add", "ASN64500", "--for", "1m"],
+            "not an AS number",
+        ),
+        (
+            &["lockouts", "add", "AS99999999999", "--for", "1m"],
+            "not an AS number",
+        ),
+        (&["lockouts", "remove", "as-1"], "not an AS number"),
+        (
+            &["lockouts", "add", "bogus", "--for", "1m"],
+            "not an address, a CIDR or an AS number",
+        ),
+        (
+            &["lockouts", "remove", "64500"],
+            "not an address, a CIDR or an AS number",
+        ),
+    ] {
+        let (code, _, err) = d.ctl(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        let bad = args[2];
+        assert!(
+            err.contains(&format!("\"{bad}\" is {says}")) && err.contains("<IP|CIDR|AS>"),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -1,6 +1,7 @@
 //! `limiterctl top` against the real daemon binary, after traffic through the proxy from three
-//! loopback addresses: `--once` prints a frame naming the top address, its requests and its
-//! network, each caller's strikes and the lockout in force on it (with its level); under a real terminal (`tmux`, a fixed-size detached session driven with
+//! loopback addresses and a fake Googlebot: `--once` prints a frame naming the top address, its
+//! requests and its network, each caller's strikes and the lockout in force on it (with its
+//! level), and the fake under the name it claims; under a real terminal (`tmux`, a fixed-size detached session driven with
 //! `send-keys` and read with `capture-pane`) the top address is on screen and selected, `l`
 //! then `y` locks it (checked through the admin API), `u` unlocks it, and `q` exits 0 (the
 //! pane's command writes its exit status to a file). A missing tmux skips, or fails under
@@ -17,6 +18,11 @@ use admin_support::{eventually, Daemon};
 
 /// `n` GETs through the proxy, each on its own connection from `from`.
 fn traffic(proxy: SocketAddr, from: &str, n: usize) {
+    traffic_as(proxy, from, "ctl_top", n);
+}
+
+/// `n` GETs through the proxy from `from` with `user_agent`.
+fn traffic_as(proxy: SocketAddr, from: &str, user_agent: &str, n: usize) {
     for _ in 0..n {
         let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
         let local: SocketAddr = format!("{from}:0").parse().unwrap();
@@ -25,8 +31,14 @@ fn traffic(proxy: SocketAddr, from: &str, n: usize) {
         let mut s: std::net::TcpStream = s.into();
         s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
             .unwrap();
-        s.write_all(b"GET / HTTP/1.1\r\nhost: site\r\nconnection: close\r\n\r\n")
-            .unwrap();
+        s.write_all(
+            format!(
+                "GET / HTTP/1.1\r\nhost: site\r\nuser-agent: {user_agent}\r\n\
+                 connection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
         let mut out = Vec::new();
         s.read_to_end(&mut out).unwrap();
         assert!(
@@ -136,10 +148,17 @@ fn start_top(dir: &Path, d: &Daemon, exit: &Path) -> Tmux {
 #[test]
 fn top_shows_the_top_address_and_locks_unlocks_and_quits_under_tmux() {
     let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(dir.path(), "", "");
+    // Reverse DNS off (no resolver in a test): a claimed crawler is a fake at once.
+    let d = Daemon::start(dir.path(), "", "[crawlers]\nrdns_suffixes = []\n");
     traffic(d.proxy, "127.0.0.7", 30);
     traffic(d.proxy, "127.0.0.8", 12);
     traffic(d.proxy, "127.0.0.9", 5);
+    traffic_as(
+        d.proxy,
+        "127.0.0.10",
+        "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+        2,
+    );
     // An operator's lockout on the quietest: its row shows it, with its level.
     let r = d.admin(
         "POST",
@@ -163,7 +182,9 @@ fn top_shows_the_top_address_and_locks_unlocks_and_quits_under_tmux() {
     let first = out.lines().position(|l| l.contains("127.0.0.7 ")).unwrap();
     let second = out.lines().position(|l| l.contains("127.0.0.8 ")).unwrap();
     assert!(first < second, "most requests first:\n{out}");
-    assert!(row("127.0.0.0/24").contains(" 3 "), "{out}");
+    assert!(row("127.0.0.0/24").contains(" 4 "), "{out}");
+    let fake = row("Googlebot");
+    assert!(fake.contains(" fake ") && fake.contains(" 2 "), "{out}");
     assert!(out.contains("decisions by tier and action"), "{out}");
     assert!(out.contains("lockouts (1 active)"), "{out}");
     assert!(row("caller").contains("strikes"), "{out}");

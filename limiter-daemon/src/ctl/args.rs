@@ -9,6 +9,7 @@ use ipnet::IpNet;
 use serde_json::{json, Value};
 
 use crate::admin::handlers::keys::parse_tier;
+use crate::engine::asn_lockouts::parse_asn;
 use crate::kernel::cli::{parse_cidr, parse_duration, parse_ip};
 use crate::model::Tier;
 
@@ -54,7 +55,7 @@ pub enum Command {
         #[command(subcommand)]
         cmd: ClientsCmd,
     },
-    /// Lockouts: list, add (an IP or CIDR), remove.
+    /// Lockouts: list, add (an IP, a CIDR or an AS), remove.
     Lockouts {
         #[command(subcommand)]
         cmd: LockoutsCmd,
@@ -95,8 +96,8 @@ pub enum Command {
     Config,
     /// Validate the config file and apply it.
     Reload,
-    /// A live view: decisions by tier, top callers and networks, lockouts (l lock, u unlock,
-    /// q quit); `--once` prints one frame.
+    /// A live view: decisions by tier, top callers and networks, crawlers and agents, lockouts
+    /// (l lock, u unlock, q quit); `--once` prints one frame.
     Top(TopArgs),
 }
 
@@ -113,11 +114,12 @@ pub enum ClientsCmd {
 pub enum LockoutsCmd {
     /// Active lockouts: addresses and CIDRs, until when, level, reason and source.
     List,
-    /// Lock an address or CIDR out (in the store and the kernel) for a while.
+    /// Lock an address, a CIDR or an AS out (in the store and the kernel) for a while.
     Add {
-        /// An address or a CIDR (IPv4 /8–/32, IPv6 /16–/128).
-        #[arg(value_parser = parse_lock_target)]
-        ip: IpNet,
+        /// An address, a CIDR (IPv4 /8–/32, IPv6 /16–/128) or an AS (`AS64496`: the ranges the
+        /// daemon's IP-to-ASN table gives it).
+        #[arg(value_name = "IP|CIDR|AS", value_parser = parse_lock_target)]
+        ip: LockArg,
         /// How long, e.g. 90s, 10m, 2h.
         #[arg(long = "for", value_parser = parse_duration)]
         duration: Duration,
@@ -125,10 +127,10 @@ pub enum LockoutsCmd {
         #[arg(long)]
         reason: Option<String>,
     },
-    /// Lift a lockout (store and kernel).
+    /// Lift a lockout (store and kernel); an AS lifts every range its lockout locked.
     Remove {
-        #[arg(value_parser = parse_lock_target)]
-        ip: IpNet,
+        #[arg(value_name = "IP|CIDR|AS", value_parser = parse_lock_target)]
+        ip: LockArg,
     },
 }
 
@@ -204,10 +206,52 @@ fn parse_lock_for(s: &str) -> Result<String, String> {
     parse_duration(s).map(|_| s.to_string())
 }
 
-fn parse_lock_target(s: &str) -> Result<IpNet, String> {
-    let net = parse_cidr(s)?;
+/// What `lockouts add|remove` names: an address or a CIDR, or an autonomous system, which the
+/// daemon locks as the ranges its IP-to-ASN table gives it (`crate::engine::asn_lockouts`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LockArg {
+    Net(IpNet),
+    Asn(u32),
+}
+
+impl LockArg {
+    /// As the admin API takes it in `ip`: `203.0.113.9`, `198.51.100.0/24`, `AS64496`.
+    fn text(&self) -> String {
+        match self {
+            LockArg::Net(net) => crate::admin::handlers::lockouts::net_text(net),
+            LockArg::Asn(asn) => format!("AS{asn}"),
+        }
+    }
+
+    /// As a path segment.
+    fn seg(&self) -> String {
+        match self {
+            LockArg::Net(net) => seg(net),
+            LockArg::Asn(_) => self.text(),
+        }
+    }
+}
+
+fn parse_lock_target(s: &str) -> Result<LockArg, String> {
+    let t = s.trim();
+    if t.get(..2).is_some_and(|p| p.eq_ignore_ascii_case("as")) {
+        return parse_asn(t).map(LockArg::Asn).ok_or_else(|| {
+            format!("{s:?} is not an AS number (AS and a number up to 4294967295, e.g. AS64496)")
+        });
+    }
+    let net = parse_cidr(t).map_err(|e| {
+        // Without a `/` the only failure is not being an address: name all three forms.
+        if t.contains('/') {
+            e
+        } else {
+            format!(
+                "{s:?} is not an address, a CIDR or an AS number (expected e.g. 192.0.2.7, \
+                 198.51.100.0/24 or AS64496)"
+            )
+        }
+    })?;
     crate::engine::lockouts::LockTarget::of(net).map_err(|e| e.to_string())?;
-    Ok(net)
+    Ok(LockArg::Net(net))
 }
 
 fn parse_key_id(s: &str) -> Result<String, String> {
@@ -326,14 +370,14 @@ pub fn request(cmd: &Command) -> Request {
                 duration,
                 reason,
             } => {
-                let mut b = json!({ "ip": crate::admin::handlers::lockouts::net_text(ip),
+                let mut b = json!({ "ip": ip.text(),
                                     "for": format!("{}s", duration.as_secs().max(1)) });
                 if let Some(r) = reason {
                     b["reason"] = json!(r);
                 }
                 post("/admin/v1/lockouts".into(), b)
             }
-            LockoutsCmd::Remove { ip } => delete(format!("/admin/v1/lockouts/{}", seg(ip))),
+            LockoutsCmd::Remove { ip } => delete(format!("/admin/v1/lockouts/{}", ip.seg())),
         },
         Command::Allow { cmd } => list_requests("allow", cmd),
         Command::Deny { cmd } => list_requests("deny", cmd),

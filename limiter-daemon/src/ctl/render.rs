@@ -122,15 +122,30 @@ fn human(cmd: &Command, v: &Value) -> String {
         ),
         Command::Lockouts {
             cmd: LockoutsCmd::Add { .. },
-        } => format!(
-            "locked {} until {} ({}s)",
-            s(v, "ip"),
-            s(v, "until"),
-            s(v, "remainingSecs")
-        ),
+        } => {
+            // An AS's answer lists the ranges it locked.
+            let ranges = v
+                .get("cidrs")
+                .and_then(Value::as_array)
+                .map_or(String::new(), |c| {
+                    let c: Vec<&str> = c.iter().filter_map(Value::as_str).collect();
+                    let noun = if c.len() == 1 { "range" } else { "ranges" };
+                    format!(" ({} {noun}: {})", c.len(), c.join(" "))
+                });
+            format!(
+                "locked {}{ranges} until {} ({}s)",
+                s(v, "ip"),
+                s(v, "until"),
+                s(v, "remainingSecs")
+            )
+        }
         Command::Lockouts {
             cmd: LockoutsCmd::Remove { .. },
-        } => format!("lifted {}", s(v, "ip")),
+        } => match v.get("ranges") {
+            Some(n) if n == 1 => format!("lifted {} (1 range)", s(v, "ip")),
+            Some(n) => format!("lifted {} ({n} ranges)", s(v, "ip")),
+            None => format!("lifted {}", s(v, "ip")),
+        },
         Command::Allow { cmd } | Command::Deny { cmd } => match cmd {
             ListCmd::List => table(
                 &["CIDR", "UNTIL", "REASON"],

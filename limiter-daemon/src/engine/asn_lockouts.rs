@@ -34,10 +34,11 @@ pub fn reason_mark(asn: u32) -> String {
 
 /// `AS64496` (any case) as an AS number; `None` for anything else (an address, a CIDR).
 pub fn parse_asn(text: &str) -> Option<u32> {
+    let text = text.trim();
     let digits = text
-        .trim()
-        .strip_prefix("AS")
-        .or_else(|| text.trim().strip_prefix("as"))?;
+        .get(..2)
+        .filter(|p| p.eq_ignore_ascii_case("as"))
+        .map(|_| &text[2..])?;
     (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
         .then(|| digits.parse().ok())
         .flatten()
@@ -115,6 +116,8 @@ mod tests {
     fn as_numbers_parse_in_either_case_and_nothing_else_does() {
         assert_eq!(parse_asn("AS64496"), Some(64496));
         assert_eq!(parse_asn("as13335"), Some(13335));
+        assert_eq!(parse_asn("As15169"), Some(15169));
+        assert_eq!(parse_asn("aS1"), Some(1));
         for not in [
             "AS",
             "AS-1",

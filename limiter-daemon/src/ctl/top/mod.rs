@@ -1,6 +1,6 @@
 //! `limiterctl top`: a live terminal view of the admin API, polled every 2 s (stats, history,
 //! lockouts): decisions per second by tier and action, sparklines of the last 15 minutes, the
-//! top callers and networks, the active lockouts. `l` locks the selected caller (after `y`),
+//! top callers and networks, the crawlers and agents, the active lockouts. `l` locks the selected caller (after `y`),
 //! `u` unlocks it, `q` quits. `--once` prints one frame as text and exits. [`state`] holds what
 //! is shown and what keys do, [`view`] draws it (pure, tested on a test backend); this file is
 //! the thin loop between the terminal and the admin API.

@@ -1,6 +1,7 @@
 //! What `limiterctl top` shows, as plain data: one poll of the admin API (stats, history,
-//! lockouts) parsed into rows, the decision rates derived from two polls, the selected caller,
-//! a pending confirmation and the last message. Keys change this state and may ask for an
+//! lockouts) parsed into rows (callers, networks, crawlers and agents, lockouts), the decision
+//! rates derived from two polls, the selected caller, a pending confirmation and the last
+//! message. Keys change this state and may ask for an
 //! [`Action`]; nothing here does I/O, so the view and the keys are tested without a daemon.
 
 use std::collections::HashMap;
@@ -52,6 +53,19 @@ pub struct Network {
     pub callers: u64,
     pub requests: u64,
     pub refused: u64,
+    /// The network's own range lockout (for an AS, the first range its lock made).
+    pub lockout: Option<Lockout>,
+}
+
+/// A crawler or signed agent by the name it gives and its proof (`fake`: the name is claimed
+/// from an address no proof vouches for).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Crawler {
+    pub name: String,
+    pub proof: String,
+    pub requests: u64,
+    pub refused: u64,
+    pub per_second: f64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -95,6 +109,7 @@ pub struct Snapshot {
     pub decisions: HashMap<(String, String), u64>,
     pub callers: Vec<Caller>,
     pub networks: Vec<Network>,
+    pub crawlers: Vec<Crawler>,
     pub lockouts: Vec<Lockout>,
     /// Decisions per second admitted (allow + delay) and refused, oldest first (15 min at 5 s).
     pub admitted_history: Vec<f64>,
@@ -135,6 +150,21 @@ impl Snapshot {
                 callers: num(n, "callers"),
                 requests: num(n, "requests"),
                 refused: num(n, "refused"),
+                lockout: n
+                    .get("lockout")
+                    .filter(|l| l.is_object())
+                    .map(Lockout::parse),
+            })
+            .collect();
+        let crawlers = arr(stats, "crawlers")
+            .unwrap_or_default()
+            .iter()
+            .map(|c| Crawler {
+                name: text(c, "name"),
+                proof: text(c, "proof"),
+                requests: num(c, "requests"),
+                refused: num(c, "refused"),
+                per_second: c.get("perSecond").and_then(Value::as_f64).unwrap_or(0.0),
             })
             .collect();
         let lockouts = arr(lockouts, "items")
@@ -149,6 +179,7 @@ impl Snapshot {
             decisions,
             callers,
             networks,
+            crawlers,
             lockouts,
             admitted_history: points
                 .iter()
@@ -340,13 +371,18 @@ mod tests {
     }
 
     #[test]
-    fn a_rows_strikes_and_lockout_come_from_the_stats() {
+    fn rows_strikes_lockouts_and_crawlers_come_from_the_stats() {
         let s = Snapshot::parse(
             &json!({"topByVolume": [
                 {"identity": "ip:aa", "address": "127.0.0.7", "tier": "anon", "requests": 40, "refused": 9,
                  "strikes": 2, "lockout": {"ip": "127.0.0.7", "remainingSecs": 30, "level": 2, "cause": "burst", "reason": "burst"}},
                 {"identity": "key:bb", "address": null, "tier": "sponsor", "requests": 9, "refused": 0,
-                 "strikes": null, "lockout": null}]}),
+                 "strikes": null, "lockout": null}],
+                "topNetworks": [
+                    {"network": "AS64496", "callers": 2, "requests": 9, "refused": 1,
+                     "lockout": {"ip": "AS64496", "remainingSecs": 90, "level": 1, "cause": "manual", "reason": "AS64496: x"}},
+                    {"network": "127.0.0.0/24", "callers": 1, "requests": 3, "refused": 0, "lockout": null}],
+                "crawlers": [{"name": "Googlebot", "proof": "fake", "requests": 3, "refused": 1, "perSecond": 0.01}]}),
             &json!({"points": []}),
             &json!({"items": []}),
         );
@@ -360,5 +396,26 @@ mod tests {
             ("127.0.0.7", "2", 30)
         );
         assert!(s.lockout_of(k).is_none());
+        let nets: Vec<(&str, Option<u64>)> = s
+            .networks
+            .iter()
+            .map(|n| {
+                (
+                    n.network.as_str(),
+                    n.lockout.as_ref().map(|l| l.remaining_secs),
+                )
+            })
+            .collect();
+        assert_eq!(nets, [("AS64496", Some(90)), ("127.0.0.0/24", None)]);
+        assert_eq!(
+            s.crawlers,
+            [Crawler {
+                name: "Googlebot".into(),
+                proof: "fake".into(),
+                requests: 3,
+                refused: 1,
+                per_second: 0.01
+            }]
+        );
     }
 }

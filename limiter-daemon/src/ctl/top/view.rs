@@ -1,7 +1,8 @@
 //! The frame of `limiterctl top`, drawn from a [`View`] and nothing else: the title and keys,
 //! decisions per second by tier and action, two sparklines of the last 15 minutes (admitted
 //! and refused per second, from `/admin/v1/history`), the top callers (the selected one
-//! marked), the top networks beside the active lockouts, and the message line. The live view
+//! marked), the top networks with their lockouts, the crawlers and agents (fakes under the
+//! name they claim) beside the active lockouts, and the message line. The live view
 //! and `--once` (a [`TestBackend`] turned into text) draw the same frame.
 
 use ratatui::backend::TestBackend;
@@ -13,7 +14,7 @@ use ratatui::{Frame, Terminal};
 
 use super::state::{View, ACTIONS, TIERS};
 
-/// How many callers, networks and lockouts a frame lists.
+/// How many callers, networks, crawlers and lockouts a frame lists.
 pub const ROWS: usize = 10;
 
 /// `1h2m`, `9m58s`, `42s`.
@@ -39,15 +40,24 @@ fn rate(v: &View, tier: &str, action: &str) -> String {
 }
 
 /// Rows of each part, so the frame asks only for the height it fills.
-fn parts(v: &View) -> [u16; 6] {
+fn parts(v: &View) -> [u16; 7] {
     let callers = v.snap.callers.len().clamp(1, ROWS) as u16;
+    let networks = v.snap.networks.len().clamp(1, ROWS) as u16;
     let side = v
         .snap
-        .networks
+        .crawlers
         .len()
         .max(v.snap.lockouts.len())
         .clamp(1, ROWS) as u16;
-    [1, TIERS.len() as u16 + 3, 4, callers + 3, side + 3, 1]
+    [
+        1,
+        TIERS.len() as u16 + 3,
+        4,
+        callers + 3,
+        networks + 3,
+        side + 3,
+        1,
+    ]
 }
 
 /// The height a whole frame takes.
@@ -152,20 +162,49 @@ fn networks(v: &View) -> Table<'static> {
             n.callers.to_string(),
             n.requests.to_string(),
             n.refused.to_string(),
+            n.lockout.as_ref().map_or("-".to_string(), |l| {
+                format!("locked {} L{}", left(l.remaining_secs), l.level)
+            }),
         ])
     });
     let widths = [
         Constraint::Min(18),
         Constraint::Length(7),
+        Constraint::Length(9),
         Constraint::Length(8),
-        Constraint::Length(7),
+        Constraint::Length(16),
     ];
     Table::new(rows, widths)
         .header(
-            Row::new(["network", "callers", "requests", "refused"])
+            Row::new(["network", "callers", "requests", "refused", "lockout"])
                 .style(Style::new().add_modifier(Modifier::BOLD)),
         )
-        .block(Block::bordered().title(" top networks "))
+        .block(Block::bordered().title(" top networks, last 5 min "))
+}
+
+fn crawlers(v: &View) -> Table<'static> {
+    let rows = v.snap.crawlers.iter().take(ROWS).map(|c| {
+        Row::new([
+            c.name.clone(),
+            c.proof.clone(),
+            c.requests.to_string(),
+            c.refused.to_string(),
+            format!("{:.2}", c.per_second),
+        ])
+    });
+    let widths = [
+        Constraint::Min(12),
+        Constraint::Length(9),
+        Constraint::Length(8),
+        Constraint::Length(7),
+        Constraint::Length(6),
+    ];
+    Table::new(rows, widths)
+        .header(
+            Row::new(["name", "proof", "requests", "refused", "req/s"])
+                .style(Style::new().add_modifier(Modifier::BOLD)),
+        )
+        .block(Block::bordered().title(" crawlers and agents "))
 }
 
 fn lockouts(v: &View) -> Table<'static> {
@@ -224,10 +263,11 @@ pub fn draw_in(f: &mut Frame, area: Rect, v: &View) {
         sparks[1],
     );
     f.render_widget(callers(v), rows[3]);
-    let side = Layout::horizontal([Constraint::Ratio(1, 2); 2]).split(rows[4]);
-    f.render_widget(networks(v), side[0]);
+    f.render_widget(networks(v), rows[4]);
+    let side = Layout::horizontal([Constraint::Ratio(1, 2); 2]).split(rows[5]);
+    f.render_widget(crawlers(v), side[0]);
     f.render_widget(lockouts(v), side[1]);
-    f.render_widget(Paragraph::new(v.message.clone()), rows[5]);
+    f.render_widget(Paragraph::new(v.message.clone()), rows[6]);
 }
 
 /// Draws the frame over the whole terminal.
@@ -257,11 +297,11 @@ pub fn text(v: &View, width: u16) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::state::{Caller, Lockout, Snapshot};
+    use super::super::state::{Caller, Crawler, Lockout, Network, Snapshot};
     use super::*;
 
     #[test]
-    fn the_frame_shows_callers_networks_lockouts_and_the_selection() {
+    fn the_frame_shows_callers_networks_crawlers_lockouts_and_the_selection() {
         let mut v = View::new("http://127.0.0.1:9465", "10m");
         v.update(Snapshot {
             at_ms: 1,
@@ -281,6 +321,26 @@ mod tests {
                 cause: "manual".into(),
                 reason: "limiterctl top".into(),
             }],
+            networks: vec![Network {
+                network: "203.0.113.0/24".into(),
+                callers: 5,
+                requests: 161,
+                refused: 11,
+                lockout: Some(Lockout {
+                    ip: "203.0.113.0/24".into(),
+                    remaining_secs: 300,
+                    level: "1".into(),
+                    cause: "manual".into(),
+                    reason: "AS64497: storm".into(),
+                }),
+            }],
+            crawlers: vec![Crawler {
+                name: "Googlebot".into(),
+                proof: "fake".into(),
+                requests: 3,
+                refused: 0,
+                per_second: 0.01,
+            }],
             admitted_history: vec![0.0, 4.0, 8.0],
             ..Snapshot::default()
         });
@@ -299,6 +359,13 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("lockouts (1 active)"), "{t}");
+        let net = t.lines().find(|l| l.contains("203.0.113.0/24 ")).unwrap();
+        assert!(
+            net.contains(" 161 ") && net.contains("locked 5m0s L1"),
+            "{t}"
+        );
+        let fake = t.lines().find(|l| l.contains("Googlebot ")).unwrap();
+        assert!(fake.contains(" fake ") && fake.contains(" 3 "), "{t}");
         assert!(t.contains("admitted/s, 15 min: now 8.0, max 8.0"), "{t}");
         assert!(t.contains('█'), "the sparkline is drawn: {t}");
         assert!(t.contains("anon"), "{t}");
