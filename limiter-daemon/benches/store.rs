@@ -313,7 +313,11 @@ fn main() {
             rows = vec![
                 ("address (anonymous)".into(), anon, (0.0, 0.0, 0.0)),
                 ("API key holder".into(), keyed, (0.0, 0.0, 0.0)),
-                ("repeats of an hourly refusal".into(), repeats, (0.0, 0.0, 0.0)),
+                (
+                    "repeats of an hourly refusal".into(),
+                    repeats,
+                    (0.0, 0.0, 0.0),
+                ),
             ];
         } else {
             rows[0].2 = anon;
