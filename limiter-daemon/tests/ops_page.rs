@@ -268,19 +268,7 @@ fn in_chromium_the_page_shows_the_attached_kernels_counters_and_map_fill() {
     let admin = |method: &str, path: &str, body: Option<Value>| {
         pair.server.run(|| {
             eventually("the admin API in the namespace", || {
-                let token = format!("Bearer {}", d.token());
-                let body = body.as_ref().map(Value::to_string);
-                let mut headers = vec![("authorization", token.as_str())];
-                if body.is_some() {
-                    headers.push(("content-type", "application/json"));
-                }
-                admin_support::try_http(
-                    d.admin,
-                    method,
-                    path,
-                    &headers,
-                    body.as_deref().map(str::as_bytes),
-                )
+                try_admin(&d, method, path, body.as_ref())
             })
         })
     };
@@ -432,21 +420,31 @@ fn admin_in(
 ) -> admin_support::Resp {
     in_ns(dp, || {
         eventually("the admin API", || {
-            let token = format!("Bearer {}", d.token());
-            let body = body.as_ref().map(Value::to_string);
-            let mut headers = vec![("authorization", token.as_str())];
-            if body.is_some() {
-                headers.push(("content-type", "application/json"));
-            }
-            admin_support::try_http(
-                d.admin,
-                method,
-                path,
-                &headers,
-                body.as_deref().map(str::as_bytes),
-            )
+            try_admin(d, method, path, body.as_ref())
         })
     })
+}
+
+/// One admin request with the token, from where this thread is.
+fn try_admin(
+    d: &Daemon,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> Option<admin_support::Resp> {
+    let token = format!("Bearer {}", d.token());
+    let body = body.map(Value::to_string);
+    let mut headers = vec![("authorization", token.as_str())];
+    if body.is_some() {
+        headers.push(("content-type", "application/json"));
+    }
+    admin_support::try_http(
+        d.admin,
+        method,
+        path,
+        &headers,
+        body.as_deref().map(str::as_bytes),
+    )
 }
 
 /// What the kernel's lockout map and deny trie hold, read from the pins
