@@ -9,19 +9,22 @@
 //!   (`hash $remote_addr consistent`, `balance source`): each identity's entries on one host.
 //! - **Trace:** 2,000,000 decisions drawn from a seed, Zipf (s = 1.1) over 1,000,000 client
 //!   addresses spread over 65,536 /24 networks; the same trace, in the same order, for every
-//!   variant. Callers take the next entry as they finish one (closed loop): decisions/s is the
-//!   throughput, with the p99 of a decision at that load.
+//!   variant. Twice: callers take the next entry as they finish one (closed loop: decisions/s
+//!   is the capacity, with the p99 at that load), then entry n arrives at n / `BENCH_RATE`
+//!   seconds (open loop, default 30,000/s: the p50 and p99 from each arrival, so a variant
+//!   that falls behind shows it).
 //! - **Limits:** the anonymous tier's hourly budget is 1,000, so the hot head of the trace is
 //!   refused and the tail admitted; the burst at its most (65,535 in 60 s: the head's loop on
 //!   a spent budget is still struck, in every variant alike); the network level off, so each
 //!   identity's admissions can be compared with the exact replay's (a network's strike would
 //!   lock addresses by timing). The burst bound is the property test's (`tests/fleet_leases.rs`).
-//! - **Printed:** decisions/s and p99, script calls per decision (`EVALSHA` in `INFO
-//!   commandstats`: what clients sent, not the commands a script runs inside) and
-//!   Valkey's CPU seconds (`INFO cpu`), the share answered without a round trip, and over- and
+//! - **Printed:** decisions/s and p99; per decision, first sights (distinct identity-host
+//!   pairs: the fewest counts a host that asks before it admits can make), holder counts (one
+//!   `HGETALL` of the burst each), `EVALSHA` calls and every command (`INFO commandstats`), and
+//!   Valkey's CPU (`INFO cpu`); the share answered without a round trip, and over- and
 //!   under-admission per identity against an exact replay of the same entries (one embedded
 //!   engine, in trace order). Then the hot set alone (identities with ≥ 20 requests in the
-//!   trace): scripts per decision, target ≤ 0.1.
+//!   trace): the same per decision, target ≤ 0.1.
 //!
 //! `BENCH_SECS` caps the seconds per variant (default 10); a variant stops early when the trace
 //! is done.
@@ -107,12 +110,23 @@ struct Run {
     /// The trace entries decided, in trace order per list (a prefix of each list).
     decided_entries: Vec<u32>,
     secs: f64,
+    p50_us: u64,
     p99_us: u64,
     admitted: Vec<u32>,
     remote_calls: u64,
     /// Distinct (identity, host) pairs decided: a host must ask the store before it first
     /// admits an identity, so no lease design needs fewer scripts than this.
     first_sights: u64,
+}
+
+/// How decisions arrive.
+#[derive(Clone, Copy, PartialEq)]
+enum Load {
+    /// Each caller takes the next entry as it finishes one: decisions/s is the capacity.
+    Closed,
+    /// Entry `n` of the trace arrives at `n / rate` seconds whatever the answers before it
+    /// did; a decision's latency runs from its arrival, so queueing behind slow answers counts.
+    Open { rate: f64 },
 }
 
 /// How the load balancer in front of the hosts spreads callers.
@@ -125,17 +139,20 @@ enum Spread {
 }
 
 /// Runs `entries` (identity indices) through `hosts` by 64 callers, for at most `secs`.
-fn run(hosts: &[Arc<Engine>], entries: &[u32], secs: f64, spread: Spread) -> Run {
+fn run(hosts: &[Arc<Engine>], entries: &[u32], secs: f64, spread: Spread, load: Load) -> Run {
     // One list of entries per host under `ByIdentity` (task `t` takes from host `t % n`'s),
     // else one list every task takes from.
-    let lists: Vec<Arc<[u32]>> = match spread {
-        Spread::Any => vec![entries.into()],
+    // Each entry with its place in the trace (its arrival time, open loop).
+    let lists: Vec<Arc<[(u32, u32)]>> = match spread {
+        Spread::Any => vec![entries.iter().copied().zip(0..).map(|(id, i)| (i, id)).collect()],
         Spread::ByIdentity => (0..hosts.len())
             .map(|h| {
                 entries
                     .iter()
                     .copied()
-                    .filter(|&id| id as usize % hosts.len() == h)
+                    .zip(0..)
+                    .filter(|&(id, _)| id as usize % hosts.len() == h)
+                    .map(|(id, i)| (i, id))
                     .collect()
             })
             .collect(),
@@ -174,7 +191,15 @@ fn run(hosts: &[Arc<Engine>], entries: &[u32], secs: f64, spread: Spread) -> Run
                         if i >= entries.len() {
                             break;
                         }
-                        let id = entries[i];
+                        let (pos, id) = entries[i];
+                        let t0 = match load {
+                            Load::Closed => Instant::now(),
+                            Load::Open { rate } => {
+                                let due = started + Duration::from_secs_f64(f64::from(pos) / rate);
+                                tokio::time::sleep_until(due.into()).await;
+                                due
+                            }
+                        };
                         let req = RequestInfo {
                             peer: ip(id),
                             method: "GET",
@@ -182,7 +207,6 @@ fn run(hosts: &[Arc<Engine>], entries: &[u32], secs: f64, spread: Spread) -> Run
                             headers: &headers,
                             unattributed: false,
                         };
-                        let t0 = Instant::now();
                         let d = match e.decide_async(&req) {
                             Decided::Ready(d) => d,
                             Decided::Pending(f) => f.await,
@@ -210,6 +234,7 @@ fn run(hosts: &[Arc<Engine>], entries: &[u32], secs: f64, spread: Spread) -> Run
     let secs = started.elapsed().as_secs_f64();
     lat.sort_unstable();
     let p99_us = u64::from(lat.get(lat.len() * 99 / 100).copied().unwrap_or(0));
+    let p50_us = u64::from(lat.get(lat.len() / 2).copied().unwrap_or(0));
     let remote_calls = hosts
         .iter()
         .filter_map(|e| e.store().remote_stats())
@@ -218,12 +243,17 @@ fn run(hosts: &[Arc<Engine>], entries: &[u32], secs: f64, spread: Spread) -> Run
     let decided_entries = lists
         .iter()
         .zip(nexts.iter())
-        .flat_map(|(l, n)| l[..n.load(Ordering::Relaxed).min(l.len())].iter().copied())
+        .flat_map(|(l, n)| {
+            l[..n.load(Ordering::Relaxed).min(l.len())]
+                .iter()
+                .map(|&(_, id)| id)
+        })
         .collect();
     Run {
         decided: lat.len(),
         decided_entries,
         secs,
+        p50_us,
         p99_us,
         admitted: admitted.iter().map(|a| a.load(Ordering::Relaxed)).collect(),
         remote_calls,
@@ -401,12 +431,12 @@ fn main() {
     ];
     let mut base = 0.0;
     let mut lease_hosts = Vec::new();
-    for (name, store, n, spread) in variants {
+    for (name, store, n, spread) in variants.clone() {
         let hosts = engines(&store, n, dir.path());
         // Let the heartbeats tell every host the fleet's size before the clock starts.
         std::thread::park_timeout(Duration::from_millis(1_500));
         let s0 = server_stats(&server.addr);
-        let r = run(&hosts, &entries, secs, spread);
+        let r = run(&hosts, &entries, secs, spread, Load::Closed);
         let s1 = server_stats(&server.addr);
         // Identities are independent here (no network level), so replaying the decided
         // entries in each list's order gives each identity its exact answers.
@@ -443,6 +473,51 @@ fn main() {
         }
     }
     drop(lease_hosts);
+
+    let offered: f64 = std::env::var("BENCH_RATE")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(30_000.0);
+    println!(
+        "\n## Open loop: the same trace arriving at {offered:.0} decisions/s (`BENCH_RATE`)\n\n\
+         Entry n arrives at n / rate seconds whatever the answers before it did; latency runs \
+         from the arrival, so a variant that cannot keep up shows it in its p99.\n"
+    );
+    println!(
+        "| variant | decisions | decisions/s | p50 µs | p99 µs | answered locally | over-admitted | \
+         under-admitted |\n|---|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    let mut open_hosts = Vec::new();
+    for (name, store, n, spread) in variants {
+        // A key space of its own: the closed loop's counts must not carry over.
+        let store = store
+            .replace("key_prefix = \"", "key_prefix = \"open-")
+            .replace("host_id = \"bench-", "host_id = \"bench-open-");
+        let hosts = engines(&store, n, dir.path());
+        std::thread::park_timeout(Duration::from_millis(1_500));
+        let r = run(&hosts, &entries, secs, spread, Load::Open { rate: offered });
+        let exact = exact(&r.decided_entries);
+        let (over, under, over_ids) = against(&r.admitted, &exact);
+        let local = if n > 1 {
+            format!(
+                "{:.1} %",
+                100.0 * (1.0 - r.remote_calls as f64 / r.decided as f64)
+            )
+        } else {
+            "100 %".into()
+        };
+        println!(
+            "| {name} | {} | {:.0} | {} | {} | {local} | {over} ({over_ids} ids) | {under} |",
+            r.decided,
+            r.decided as f64 / r.secs,
+            r.p50_us,
+            r.p99_us,
+        );
+        if store.contains("leases = true") {
+            open_hosts.push(hosts);
+        }
+    }
+    drop(open_hosts);
 
     println!("\n## The hot set alone (identities with ≥ {HOT} requests in the trace)\n");
     println!(
@@ -482,7 +557,7 @@ fn main() {
         let hosts = engines(&valkey(prefix, leases, count), HOSTS, dir.path());
         std::thread::park_timeout(Duration::from_millis(1_500));
         let s0 = server_stats(&server.addr);
-        let r = run(&hosts, &hot, secs / 2.0, spread);
+        let r = run(&hosts, &hot, secs / 2.0, spread, Load::Closed);
         let s1 = server_stats(&server.addr);
         println!(
             "| {name} | {} | {:.3} | {} | {:.1} % |",
