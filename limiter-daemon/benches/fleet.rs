@@ -141,10 +141,15 @@ enum Spread {
 /// Runs `entries` (identity indices) through `hosts` by 64 callers, for at most `secs`.
 fn run(hosts: &[Arc<Engine>], entries: &[u32], secs: f64, spread: Spread, load: Load) -> Run {
     // One list of entries per host under `ByIdentity` (task `t` takes from host `t % n`'s),
-    // else one list every task takes from.
-    // Each entry with its place in the trace (its arrival time, open loop).
+    // else one list every task takes from; each entry with its place in the trace (its
+    // arrival time, open loop).
     let lists: Vec<Arc<[(u32, u32)]>> = match spread {
-        Spread::Any => vec![entries.iter().copied().zip(0..).map(|(id, i)| (i, id)).collect()],
+        Spread::Any => vec![entries
+            .iter()
+            .copied()
+            .zip(0..)
+            .map(|(id, i)| (i, id))
+            .collect()],
         Spread::ByIdentity => (0..hosts.len())
             .map(|h| {
                 entries
