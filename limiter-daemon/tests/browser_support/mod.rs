@@ -137,6 +137,13 @@ impl Browser {
 
     /// One CDP command; events in between are dropped. Panics on a protocol error.
     pub fn call(&mut self, method: &str, params: Value) -> Value {
+        let v = self.request(method, params);
+        assert!(v.get("error").is_none(), "{method}: {v}");
+        v["result"].clone()
+    }
+
+    /// One CDP command's whole answer (its `result` or its `error`).
+    fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.next_id;
         self.next_id += 1;
         let msg = json!({"id": id, "method": method, "params": params}).to_string();
@@ -146,8 +153,7 @@ impl Browser {
             let Message::Text(text) = m else { continue };
             let v: Value = serde_json::from_str(text.as_str()).unwrap();
             if v["id"] == id {
-                assert!(v.get("error").is_none(), "{method}: {v}");
-                return v["result"].clone();
+                return v;
             }
         }
     }
@@ -166,10 +172,30 @@ impl Browser {
         r["result"]["value"].clone()
     }
 
+    /// [`Self::eval`], or `None` while the page is between documents (a navigation or reload
+    /// under way destroys the context an evaluation runs in; a poll asks again).
+    fn eval_settled(&mut self, expr: &str) -> Option<Value> {
+        let v = self.request(
+            "Runtime.evaluate",
+            json!({"expression": expr, "returnByValue": true, "awaitPromise": true}),
+        );
+        if let Some(e) = v.get("error") {
+            let message = e["message"].as_str().unwrap_or_default();
+            let between = message.contains("navigated or closed")
+                || message.contains("context was destroyed")
+                || message.contains("Cannot find context");
+            assert!(between, "Runtime.evaluate: {v}");
+            return None;
+        }
+        let r = &v["result"];
+        assert!(r.get("exceptionDetails").is_none(), "{expr}: {r}");
+        Some(r["result"]["value"].clone())
+    }
+
     /// Polls `expr` until it is truthy (not `null`, `false`, `""` or `0`); returns its value.
     pub fn wait_for(&mut self, what: &str, expr: &str) -> Value {
         poll(what, || {
-            let v = self.eval(expr);
+            let v = self.eval_settled(expr)?;
             let truthy = match &v {
                 Value::Null | Value::Bool(false) => false,
                 Value::String(s) => !s.is_empty(),
