@@ -342,6 +342,18 @@ fn per_decision(a: Server, b: Server, decided: usize) -> String {
     )
 }
 
+/// The share of a run's decisions answered without a round trip (all, on the embedded store).
+fn answered_locally(r: &Run, remote: bool) -> String {
+    if remote {
+        format!(
+            "{:.1} %",
+            100.0 * (1.0 - r.remote_calls as f64 / r.decided as f64)
+        )
+    } else {
+        "100 %".into()
+    }
+}
+
 /// (over-admitted, under-admitted) requests summed over identities, and the identities over.
 fn against(got: &[u32], exact: &[u32]) -> (u64, u64, usize) {
     let (mut over, mut under, mut ids) = (0u64, 0u64, 0usize);
@@ -458,14 +470,7 @@ fn main() {
             "– | – | – | – | –".into()
         };
         let sights = format!("{:.3}", r.first_sights as f64 / r.decided as f64);
-        let local = if remote {
-            format!(
-                "{:.1} %",
-                100.0 * (1.0 - r.remote_calls as f64 / r.decided as f64)
-            )
-        } else {
-            "100 %".into()
-        };
+        let local = answered_locally(&r, remote);
         println!(
             "| {name} | {} | {rate:.0} | {:.2} | {} | {sights} | {server_cells} | {local} | {over} ({over_ids} ids) | {under} |",
             r.decided,
@@ -503,14 +508,7 @@ fn main() {
         let r = run(&hosts, &entries, secs, spread, Load::Open { rate: offered });
         let exact = exact(&r.decided_entries);
         let (over, under, over_ids) = against(&r.admitted, &exact);
-        let local = if n > 1 {
-            format!(
-                "{:.1} %",
-                100.0 * (1.0 - r.remote_calls as f64 / r.decided as f64)
-            )
-        } else {
-            "100 %".into()
-        };
+        let local = answered_locally(&r, n > 1);
         println!(
             "| {name} | {} | {:.0} | {} | {} | {local} | {over} ({over_ids} ids) | {under} |",
             r.decided,
@@ -565,11 +563,11 @@ fn main() {
         let r = run(&hosts, &hot, secs / 2.0, spread, Load::Closed);
         let s1 = server_stats(&server.addr);
         println!(
-            "| {name} | {} | {:.3} | {} | {:.1} % |",
+            "| {name} | {} | {:.3} | {} | {} |",
             r.decided,
             r.first_sights as f64 / r.decided as f64,
             per_decision(s0, s1, r.decided),
-            100.0 * (1.0 - r.remote_calls as f64 / r.decided as f64)
+            answered_locally(&r, true)
         );
     }
     println!(

@@ -66,7 +66,7 @@ pub async fn reply(
     let want = i64::from(want.max(1));
     let slot = now / BURST_SLOT_MS as i64;
     let keys = layout.windows(&req.id, req.now_ms);
-    let iso = super::script::iso8601(req.now_ms);
+    let iso = super::layout::iso8601(req.now_ms);
     let mut pipe = redis::pipe();
     let mut n = 0usize;
     let mut counted: Vec<Counted> = Vec::with_capacity(WindowKind::COUNT);

@@ -11,6 +11,8 @@
 //! The identity is the hash tag, so one identity's keys share a cluster slot and one script
 //! reaches them all.
 
+use std::time::{Duration, UNIX_EPOCH};
+
 use crate::identity::hash::{IdKey, Namespace};
 use crate::model::{ListKind, PerWindow, Shape, WindowKind};
 use crate::store::windows;
@@ -99,9 +101,20 @@ impl Layout {
     }
 }
 
+/// `now_ms` as ISO 8601 in UTC: the `:ts` value, and how a count tells one day from the next.
+pub fn iso8601(now_ms: u64) -> String {
+    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(now_ms)).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn iso8601_is_utc_with_the_date_first() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601(1_798_761_600_000 + 1), "2027-01-01T00:00:00.001Z");
+    }
     use crate::identity::hash::{IdentityHasher, Namespace};
 
     #[test]

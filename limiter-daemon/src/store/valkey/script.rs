@@ -8,11 +8,10 @@
 //! when one holder refused what another counted, [`refund.lua`](refund.lua) gives the units
 //! back (a second round trip, on those refusals only).
 
-use std::time::{Duration, UNIX_EPOCH};
-
 use redis::Value;
 
 use super::conn::{check, Conn};
+pub use super::layout::iso8601;
 use super::layout::Layout;
 use crate::model::{Counts, PerWindow, Shape, WindowKind};
 use crate::store::count::{CountOutcome, CountRequest, WindowUse};
@@ -120,11 +119,6 @@ async fn give_back(
         let _: Value = check("refund", inv.invoke_async(&mut conn).await)?;
     }
     Ok(())
-}
-
-/// `now_ms` as ISO 8601 in UTC (the `:ts` value, and how the script tells one day from the next).
-pub fn iso8601(now_ms: u64) -> String {
-    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(now_ms)).to_string()
 }
 
 /// Counts `req` on `conn`: one decision.
@@ -236,15 +230,4 @@ fn int(r: &[Value], i: usize) -> u64 {
 
 pub fn clamp(v: u64) -> u32 {
     u32::try_from(v).unwrap_or(u32::MAX)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn iso8601_is_utc_with_the_date_first() {
-        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(iso8601(1_798_761_600_000 + 1), "2027-01-01T00:00:00.001Z");
-    }
 }
