@@ -503,7 +503,10 @@ fn main() {
         let store = store
             .replace("key_prefix = \"", "key_prefix = \"open-")
             .replace("host_id = \"bench-", "host_id = \"bench-open-");
-        let hosts = engines(&store, n, dir.path());
+        // And a state directory of its own: the closed loop's embedded engine persisted its
+        // counts, which would refuse here what the exact replay admits.
+        let state = tempfile::tempdir().unwrap();
+        let hosts = engines(&store, n, state.path());
         std::thread::park_timeout(Duration::from_millis(1_500));
         let r = run(&hosts, &entries, secs, spread, Load::Open { rate: offered });
         let exact = exact(&r.decided_entries);
@@ -517,7 +520,7 @@ fn main() {
             r.p99_us,
         );
         if store.contains("leases = true") {
-            open_hosts.push(hosts);
+            open_hosts.push((hosts, state));
         }
     }
     drop(open_hosts);
