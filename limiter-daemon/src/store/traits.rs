@@ -137,6 +137,14 @@ pub trait RecordStore: Send + Sync + 'static {
         true
     }
 
+    /// Waits up to `timeout` until what this store does behind the request path for the
+    /// requests already decided (lease refills, give-backs) has landed; `true` when it has.
+    /// Tests on an injected clock call it between requests: the real time between two of
+    /// them would have let it land. The default: nothing is done behind the request path.
+    fn settle(&self, _timeout: std::time::Duration) -> bool {
+        true
+    }
+
     /// State files found corrupt when the store opened.
     fn corrupt_files(&self) -> Vec<CorruptFile> {
         Vec::new()

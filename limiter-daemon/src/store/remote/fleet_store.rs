@@ -582,6 +582,11 @@ impl RecordStore for FleetStore {
         drained & self.surrender_leases(deadline)
     }
 
+    fn settle(&self, timeout: Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        self.leases.as_ref().is_none_or(|l| l.wait_idle(deadline))
+    }
+
     fn follow_fleet(&self, sink: Arc<dyn LockoutEvents>) {
         if self.downstream.set(sink).is_ok() && self.connected() {
             self.start_following();

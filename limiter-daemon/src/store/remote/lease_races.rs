@@ -109,6 +109,28 @@ impl Leases {
         }
     }
 
+    /// Whether refills or give-backs are queued or in flight.
+    pub(super) fn busy(&self) -> bool {
+        self.pending() > 0
+            || !self.refills.lock().is_empty()
+            || self
+                .shards
+                .iter()
+                .any(|s| s.lock().values().any(|h| h.refilling))
+    }
+
+    /// Waits until no refill or give-back is queued or in flight, or `deadline`; `true`
+    /// when none is ([`crate::store::traits::RecordStore::settle`]).
+    pub fn wait_idle(&self, deadline: std::time::Instant) -> bool {
+        let mut landed = self.landed.lock();
+        while self.busy() {
+            if self.landed_cv.wait_until(&mut landed, deadline).timed_out() {
+                return !self.busy();
+            }
+        }
+        true
+    }
+
     /// After [`Leases::wait_refills`]: each refused holder takes its unit from the refill
     /// that landed, if there is one, and is no longer refused. Returns what the holders' grants
     /// left expired (a refill stamped with its request's time can land already past its slot):

@@ -461,7 +461,14 @@ impl Leases {
                         h.next = Some(grant);
                     }
                 }
-                _ => back.extend(Unspent::of_all(req, g)),
+                Some(h) => {
+                    // A grant queued meanwhile (a miss of this holder brought it): the refill
+                    // goes back, and the holder may refill again, or it would never refill
+                    // and a refusal of it would wait out its deadline for this one.
+                    h.refilling = false;
+                    back.extend(Unspent::of_all(req, g));
+                }
+                None => back.extend(Unspent::of_all(req, g)),
             }
         }
         if !back.is_empty() {
@@ -560,4 +567,77 @@ fn compose(
     let of = |i: usize| taken[i].or(grants[i].map(|(o, _)| o));
     let caller = of(0).expect("the caller is a holder of every request");
     combine(req, caller, [of(1), of(2)]).0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{PerWindow, WindowKind};
+    use crate::store::count::{apply, Entry, Limit};
+    use crate::store::lease::grant;
+
+    fn req(now_ms: u64) -> CountRequest {
+        let limits = PerWindow::default()
+            .with(WindowKind::Burst, Some(Limit::refusing(1_000)))
+            .with(WindowKind::Hourly, Some(Limit::refusing(10_000)));
+        CountRequest::new(IdKey::from_prefix(&[7; 10]), now_ms, 1, limits)
+    }
+
+    fn leases() -> Leases {
+        Leases::new(16, 5_000, 1_000, Arc::new(OverLimit::new(100)))
+    }
+
+    /// A miss of `r` answered by the store (`e`) with a grant of up to `want`, admitted.
+    fn ask(l: &Leases, e: &mut Entry, r: &CountRequest, want: u32) {
+        let Spend::Remote(m) = l.spend(r) else {
+            panic!("a miss")
+        };
+        let (o, g) = grant(e, r, want);
+        let mut grants: Grants = [None; HOLDERS];
+        grants[0] = Some((o, g));
+        let mut m = m;
+        m.asks[0] = Some((m.holders[0].unwrap(), want));
+        l.admitted(&m, &grants);
+    }
+
+    /// A refill that lands behind a grant a miss queued meanwhile is given back, and the
+    /// holder may refill again: left `refilling`, it never refilled, and a refusal of it
+    /// waited out its deadline for a refill that would never land.
+    #[test]
+    fn a_refill_landing_behind_a_queued_grant_leaves_the_holder_free_to_refill() {
+        let l = leases();
+        let mut e = Entry::default();
+        let t = 3_600_000 * 10 + 1_000;
+        ask(&l, &mut e, &req(t), 8);
+        while l.refills.lock().is_empty() {
+            let Spend::Local(..) = l.spend(&req(t)) else {
+                panic!("spent here until half")
+            };
+        }
+        assert!(l.busy(), "a refill is queued");
+        let refill = l.refills.lock().pop().unwrap();
+        // Another request's grant lands first and is queued behind the current one.
+        let mut m = match l.spend(&req(t)) {
+            Spend::Local(_, m) => m,
+            Spend::Remote(m) => m,
+        };
+        let (o, g) = grant(&mut e, &req(t), 4);
+        let mut grants: Grants = [None; HOLDERS];
+        grants[0] = Some((o, g));
+        m.asks[0] = Some((m.holders[0].unwrap(), 4));
+        m.taken = [None; HOLDERS];
+        l.admitted(&m, &grants);
+        let o = apply(&mut e, &refill);
+        l.install_refill(&refill, &o, 4);
+        assert!(
+            !l.shards
+                .iter()
+                .any(|s| s.lock().values().any(|h| h.refilling)),
+            "the holder may refill again"
+        );
+        assert!(
+            l.returns.lock().iter().any(|u| u.requests == 4 && u.burst == 4),
+            "the refill's 4 go back"
+        );
+    }
 }
