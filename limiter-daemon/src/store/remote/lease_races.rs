@@ -20,11 +20,12 @@ impl Leases {
     /// took what the store had left, and this host will spend it. On one host the request is
     /// then answered from the refill once it lands, as one script per decision would have
     /// admitted it, rather than refused while the units sit in flight.
-    /// Also while give-backs are on their way: the store refused what it will hold again
-    /// when they land (then asked once more, [`Leases::retry`]).
+    /// Also while give-backs of a refused holder are on their way: the store refused what it
+    /// will hold again when they land (then asked once more, [`Leases::retry`]). Only its
+    /// own: other holders' give-backs free nothing it was refused.
     pub fn refill_waits(&self, miss: &Miss, grants: &Grants) -> bool {
-        let mut refused = self.refused_holders(miss, grants).peekable();
-        refused.peek().is_some() && (self.pending() > 0 || refused.any(|h| self.refilling(h)))
+        self.refused_holders(miss, grants)
+            .any(|h| self.refilling(h) || self.returning(&h.id))
     }
 
     /// Whether the store refused a holder of `miss`.

@@ -79,6 +79,7 @@ pub async fn run(leases: Arc<Leases>, remote: Arc<dyn FleetRemote>, cancel: Canc
                 for id in &ids {
                     leases.over_limit.forget(id);
                 }
+                leases.returned(&ids);
                 leases.in_flight.fetch_sub(1, Ordering::AcqRel);
                 if let Err(e) = r {
                     tracing::debug!(error = %e, "lease give-back failed (the counts expire)");

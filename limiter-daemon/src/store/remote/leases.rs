@@ -132,6 +132,10 @@ pub struct Leases {
     pub(super) per_shard: usize,
     pub(super) latest_ms: AtomicU64,
     pub(super) in_flight: AtomicU32,
+    /// Per holder, the give-backs queued or in flight: a refusal of a holder waits only for
+    /// its own ([`Leases::refill_waits`]). Waiting on every give-back of the host, a refused
+    /// request under steady traffic (give-backs always on their way) waited out its deadline.
+    pub(super) returning: Mutex<HashMap<IdKey, u32>>,
     /// The store's held refusals: a holder given back units is asked again, not refused
     /// from the cache while the units it gave back sit in the store.
     pub(super) over_limit: Arc<OverLimit>,
@@ -156,6 +160,7 @@ impl Leases {
             per_shard: (max_identities / SHARDS).max(16),
             latest_ms: AtomicU64::new(0),
             in_flight: AtomicU32::new(0),
+            returning: Mutex::new(HashMap::new()),
             over_limit,
             landed: Mutex::new(0),
             landed_cv: parking_lot::Condvar::new(),
@@ -495,8 +500,32 @@ impl Leases {
         self.stats
             .given_back
             .fetch_add(back.len() as u64, Ordering::Relaxed);
+        {
+            let mut returning = self.returning.lock();
+            for u in &back {
+                *returning.entry(u.id).or_default() += 1;
+            }
+        }
         self.returns.lock().extend(back);
         self.wake.notify_one();
+    }
+
+    /// Give-backs of `ids` landed (or failed): no longer on their way.
+    pub(super) fn returned(&self, ids: &[IdKey]) {
+        let mut returning = self.returning.lock();
+        for id in ids {
+            if let std::collections::hash_map::Entry::Occupied(mut e) = returning.entry(*id) {
+                *e.get_mut() -= 1;
+                if *e.get() == 0 {
+                    e.remove();
+                }
+            }
+        }
+    }
+
+    /// Whether give-backs of holder `id` are queued or in flight.
+    pub(super) fn returning(&self, id: &IdKey) -> bool {
+        self.returning.lock().contains_key(id)
     }
 
     /// Everything held, given back (the host stops).
@@ -636,8 +665,60 @@ mod tests {
             "the holder may refill again"
         );
         assert!(
-            l.returns.lock().iter().any(|u| u.requests == 4 && u.burst == 4),
+            l.returns
+                .lock()
+                .iter()
+                .any(|u| u.requests == 4 && u.burst == 4),
             "the refill's 4 go back"
         );
+    }
+
+    fn other(now_ms: u64) -> CountRequest {
+        CountRequest {
+            id: IdKey::from_prefix(&[8; 10]),
+            ..req(now_ms)
+        }
+    }
+
+    /// A request the store refused waits for give-backs of its own holder on their way, not
+    /// for every give-back of the host: under steady traffic some are always on their way, and
+    /// a refusal waited out its deadline (the open loop's p99 in `bench fleet`).
+    #[test]
+    fn a_refusal_waits_for_its_own_holders_give_backs_only() {
+        let l = leases();
+        let t = 3_600_000 * 10 + 1_000;
+        let r = req(t);
+        let Spend::Remote(mut m) = l.spend(&r) else {
+            panic!("a miss")
+        };
+        m.asks[0] = Some((m.holders[0].unwrap(), 1));
+        let o = apply(&mut Entry::default(), &r);
+        let mut refused: Grants = [None; HOLDERS];
+        refused[0] = Some((o, 0));
+        assert!(!l.refill_waits(&m, &refused), "nothing on its way");
+
+        l.give_back_later(Unspent::of_all(&other(t), 3).collect());
+        assert!(l.pending() > 0);
+        assert!(
+            !l.refill_waits(&m, &refused),
+            "another holder's give-backs free nothing it was refused"
+        );
+
+        l.give_back_later(Unspent::of_all(&r, 2).collect());
+        assert!(l.refill_waits(&m, &refused), "its own are on their way");
+        let mut admitted = refused;
+        admitted[0] = Some((o, 1));
+        assert!(
+            !l.refill_waits(&m, &admitted),
+            "an admitted request waits for nothing"
+        );
+
+        // The background task sends them and they land.
+        let ids: Vec<IdKey> = std::mem::take(&mut *l.returns.lock())
+            .iter()
+            .map(|u| u.id)
+            .collect();
+        l.returned(&ids);
+        assert!(!l.refill_waits(&m, &refused), "landed");
     }
 }
