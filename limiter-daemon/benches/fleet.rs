@@ -112,6 +112,12 @@ struct Run {
     secs: f64,
     p50_us: u64,
     p99_us: u64,
+    /// Open loop: the p99 of the wait from an arrival until a caller took it up, and of the
+    /// decision itself (a queue behind stalled callers, or slow decisions).
+    p99_wait_us: u64,
+    p99_decide_us: u64,
+    /// Decisions that took over 10 ms, by action.
+    slow: [u64; 3],
     admitted: Vec<u32>,
     remote_calls: u64,
     /// Distinct (identity, host) pairs decided: a host must ask the store before it first
@@ -175,7 +181,7 @@ fn run(hosts: &[Arc<Engine>], entries: &[u32], secs: f64, spread: Spread, load: 
     let seen: Arc<Vec<AtomicU8>> = Arc::new((0..IDENTITIES).map(|_| AtomicU8::new(0)).collect());
     let deadline = Instant::now() + Duration::from_secs_f64(secs);
     let started = Instant::now();
-    let mut lat: Vec<u32> = rt.block_on(async {
+    let lat: Vec<(u32, u32, u32, u8)> = rt.block_on(async {
         let tasks: Vec<_> = (0..CALLERS)
             .map(|t| {
                 let e = Arc::clone(&hosts[t % hosts.len()]);
@@ -212,11 +218,18 @@ fn run(hosts: &[Arc<Engine>], entries: &[u32], secs: f64, spread: Spread, load: 
                             headers: &headers,
                             unattributed: false,
                         };
+                        let began = Instant::now();
                         let d = match e.decide_async(&req) {
                             Decided::Ready(d) => d,
                             Decided::Pending(f) => f.await,
                         };
-                        lat.push(t0.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+                        let us = |d: Duration| d.as_micros().min(u128::from(u32::MAX)) as u32;
+                        lat.push((
+                            us(t0.elapsed()),
+                            us(began.saturating_duration_since(t0)),
+                            us(began.elapsed()),
+                            d.action() as u8,
+                        ));
                         if d.action() == Action::Allow {
                             admitted[id as usize].fetch_add(1, Ordering::Relaxed);
                         }
@@ -237,9 +250,21 @@ fn run(hosts: &[Arc<Engine>], entries: &[u32], secs: f64, spread: Spread, load: 
         all
     });
     let secs = started.elapsed().as_secs_f64();
-    lat.sort_unstable();
-    let p99_us = u64::from(lat.get(lat.len() * 99 / 100).copied().unwrap_or(0));
-    let p50_us = u64::from(lat.get(lat.len() / 2).copied().unwrap_or(0));
+    let mut slow = [0u64; 3];
+    for &(_, _, took, action) in &lat {
+        if took > 10_000 {
+            slow[usize::from(action).min(2)] += 1;
+        }
+    }
+    let pick = |f: fn(&(u32, u32, u32, u8)) -> u32, q: usize| {
+        let mut xs: Vec<u32> = lat.iter().map(f).collect();
+        xs.sort_unstable();
+        u64::from(xs.get(xs.len() * q / 100).copied().unwrap_or(0))
+    };
+    let p99_us = pick(|l| l.0, 99);
+    let p50_us = pick(|l| l.0, 50);
+    let p99_wait_us = pick(|l| l.1, 99);
+    let p99_decide_us = pick(|l| l.2, 99);
     let remote_calls = hosts
         .iter()
         .filter_map(|e| e.store().remote_stats())
@@ -260,6 +285,9 @@ fn run(hosts: &[Arc<Engine>], entries: &[u32], secs: f64, spread: Spread, load: 
         secs,
         p50_us,
         p99_us,
+        p99_wait_us,
+        p99_decide_us,
+        slow,
         admitted: admitted.iter().map(|a| a.load(Ordering::Relaxed)).collect(),
         remote_calls,
         first_sights: seen
@@ -446,6 +474,12 @@ fn main() {
             Spread::ByIdentity,
         ),
     ];
+    // `BENCH_ONLY=<text>`: the variants whose name holds it (and the embedded store, the base).
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    let variants: Vec<_> = variants
+        .into_iter()
+        .filter(|(name, store, ..)| store.is_empty() || name.contains(only.as_str()))
+        .collect();
     let mut base = 0.0;
     let mut lease_hosts = Vec::new();
     for (name, store, n, spread) in variants.clone() {
@@ -494,8 +528,9 @@ fn main() {
          from the arrival, so a variant that cannot keep up shows it in its p99.\n"
     );
     println!(
-        "| variant | decisions | decisions/s | p50 µs | p99 µs | answered locally | over-admitted | \
-         under-admitted |\n|---|---:|---:|---:|---:|---:|---:|---:|"
+        "| variant | decisions | decisions/s | p50 µs | p99 µs | p99 wait µs | p99 decide µs | \
+         decisions > 10 ms (allow/delay/reject) | answered locally | over-admitted | \
+         under-admitted |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     let mut open_hosts = Vec::new();
     for (name, store, n, spread) in variants {
@@ -513,11 +548,16 @@ fn main() {
         let (over, under, over_ids) = against(&r.admitted, &exact);
         let local = answered_locally(&r, n > 1);
         println!(
-            "| {name} | {} | {:.0} | {} | {} | {local} | {over} ({over_ids} ids) | {under} |",
+            "| {name} | {} | {:.0} | {} | {} | {} | {} | {}/{}/{} | {local} | {over} ({over_ids} ids) | {under} |",
             r.decided,
             r.decided as f64 / r.secs,
             r.p50_us,
             r.p99_us,
+            r.p99_wait_us,
+            r.p99_decide_us,
+            r.slow[0],
+            r.slow[1],
+            r.slow[2],
         );
         if store.contains("leases = true") {
             open_hosts.push((hosts, state));
@@ -525,6 +565,9 @@ fn main() {
     }
     drop(open_hosts);
 
+    if !only.is_empty() {
+        return;
+    }
     println!("\n## The hot set alone (identities with ≥ {HOT} requests in the trace)\n");
     println!(
         "| variant | decisions | first sights/decision | counts/decision | scripts/decision | \

@@ -59,6 +59,11 @@ pub trait FleetRemote: Store {
     ) -> StoreFuture<'_, Grants> {
         Box::pin(async { Err(StoreError::Open) })
     }
+    /// A refill of the background task: [`FleetRemote::lease_async`] with `refill`, on a
+    /// connection no decision waits on where the remote has one.
+    fn refill_async(&self, asks: Asks) -> StoreFuture<'_, Grants> {
+        self.lease_async(asks, true, Vec::new())
+    }
     /// [`FleetRemote::lease_async`], waiting for it (the synchronous decision path).
     fn lease(&self, _asks: Asks, _refill: bool, _back: Vec<Unspent>) -> Result<Grants, StoreError> {
         Err(StoreError::Open)

@@ -9,7 +9,7 @@ use ratatui::backend::TestBackend;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Paragraph, Row, Sparkline, Table};
+use ratatui::widgets::{Block, Paragraph, Row, Sparkline, Table, TableState};
 use ratatui::{Frame, Terminal};
 
 use super::state::{View, ACTIONS, TIERS};
@@ -65,6 +65,29 @@ pub fn height(v: &View) -> u16 {
     parts(v).iter().sum()
 }
 
+/// [`parts`] in `avail` lines: on a short terminal the crawlers and lockouts give up their
+/// rows first, then the networks, the sparklines and the tier table; the callers (whose
+/// selection `l` and `u` act on), the title and the message line are kept. A bordered table
+/// shrunk below one row is left out.
+fn fitted(v: &View, avail: u16) -> [u16; 7] {
+    let mut p = parts(v);
+    // (part, the least it keeps while drawn: borders, header and one row)
+    for (i, least) in [(5, 4), (4, 4), (2, 3), (1, 4), (3, 4)] {
+        let over = p.iter().sum::<u16>().saturating_sub(avail);
+        if over == 0 {
+            break;
+        }
+        let keep = p[i].saturating_sub(over);
+        p[i] = match (i, keep >= least) {
+            (_, true) => keep,
+            // The callers keep their selected row.
+            (3, false) => least.min(p[i]),
+            (_, false) => 0,
+        };
+    }
+    p
+}
+
 fn decisions(v: &View) -> Table<'static> {
     let rows = TIERS.iter().map(|t| {
         let total: u64 = ACTIONS
@@ -116,12 +139,13 @@ fn summary(name: &str, xs: &[f64]) -> String {
 }
 
 fn callers(v: &View) -> Table<'static> {
-    let rows = v.snap.callers.iter().take(ROWS).enumerate().map(|(i, c)| {
+    // Every caller polled: the table is at most ROWS high and scrolls to the selection.
+    let rows = v.snap.callers.iter().enumerate().map(|(i, c)| {
         let lock = v.snap.lockout_of(c).map_or("-".to_string(), |l| {
             format!("locked {} L{}", left(l.remaining_secs), l.level)
         });
         let mark = if i == v.selected { ">" } else { " " };
-        let row = Row::new([
+        Row::new([
             mark.to_string(),
             c.name().to_string(),
             c.tier.clone(),
@@ -129,12 +153,7 @@ fn callers(v: &View) -> Table<'static> {
             c.refused.to_string(),
             c.strikes.map_or("-".to_string(), |s| s.to_string()),
             lock,
-        ]);
-        if i == v.selected {
-            row.style(Style::new().add_modifier(Modifier::REVERSED))
-        } else {
-            row
-        }
+        ])
     });
     let widths = [
         Constraint::Length(1),
@@ -153,6 +172,7 @@ fn callers(v: &View) -> Table<'static> {
             .style(Style::new().add_modifier(Modifier::BOLD)),
         )
         .block(Block::bordered().title(" top callers, last 5 min (up/down to select) "))
+        .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
 }
 
 fn networks(v: &View) -> Table<'static> {
@@ -241,7 +261,7 @@ fn lockouts(v: &View) -> Table<'static> {
 
 /// Draws the frame into `area`.
 pub fn draw_in(f: &mut Frame, area: Rect, v: &View) {
-    let rows = Layout::vertical(parts(v).map(Constraint::Length)).split(area);
+    let rows = Layout::vertical(fitted(v, area.height).map(Constraint::Length)).split(area);
     f.render_widget(
         Paragraph::new(Line::from(format!(
             "limiterctl top  {}  every 2 s  up/down select  l lock {}  u unlock  q quit",
@@ -262,7 +282,9 @@ pub fn draw_in(f: &mut Frame, area: Rect, v: &View) {
         spark(summary("refused", &v.snap.refused_history), &refused),
         sparks[1],
     );
-    f.render_widget(callers(v), rows[3]);
+    // Drawn with the selection as its state, so a table shorter than its rows scrolls to it.
+    let mut selected = TableState::default().with_selected(Some(v.selected));
+    f.render_stateful_widget(callers(v), rows[3], &mut selected);
     f.render_widget(networks(v), rows[4]);
     let side = Layout::horizontal([Constraint::Ratio(1, 2); 2]).split(rows[5]);
     f.render_widget(crawlers(v), side[0]);
@@ -279,7 +301,12 @@ pub fn draw(f: &mut Frame, v: &View) {
 /// The frame as plain text, `width` columns, trailing blanks and blank last lines trimmed
 /// (what `--once` prints).
 pub fn text(v: &View, width: u16) -> String {
-    let mut t = Terminal::new(TestBackend::new(width, height(v))).expect("a test backend");
+    text_in(v, width, height(v))
+}
+
+/// [`text`] on a terminal of `width` × `lines`.
+pub fn text_in(v: &View, width: u16, lines: u16) -> String {
+    let mut t = Terminal::new(TestBackend::new(width, lines)).expect("a test backend");
     // Drawing into memory cannot fail.
     drop(t.draw(|f| draw(f, v)));
     let buf = t.backend().buffer();
@@ -370,5 +397,88 @@ mod tests {
         assert!(t.contains('█'), "the sparkline is drawn: {t}");
         assert!(t.contains("anon"), "{t}");
         assert_eq!(left(3700), "1h1m");
+    }
+
+    fn busy_view() -> View {
+        let mut v = View::new("http://127.0.0.1:9465", "10m");
+        let n = |i: usize| format!("198.51.100.{i}");
+        v.update(Snapshot {
+            at_ms: 1,
+            callers: (0..25)
+                .map(|i| Caller {
+                    address: Some(n(i)),
+                    identity: format!("ip:{i}"),
+                    tier: "anon".into(),
+                    requests: 1_000 - i as u64,
+                    refused: 0,
+                    strikes: None,
+                    lockout: None,
+                })
+                .collect(),
+            networks: (0..10)
+                .map(|i| Network {
+                    network: format!("203.0.{i}.0/24"),
+                    callers: 1,
+                    requests: 10,
+                    refused: 0,
+                    lockout: None,
+                })
+                .collect(),
+            lockouts: (0..10)
+                .map(|i| Lockout {
+                    ip: format!("192.0.2.{i}"),
+                    remaining_secs: 60,
+                    level: "1".into(),
+                    cause: "burst".into(),
+                    reason: "burst".into(),
+                })
+                .collect(),
+            ..Snapshot::default()
+        });
+        v
+    }
+
+    /// On a 24-line terminal the frame fits, and the selected caller (which `l` and `u` act
+    /// on) stays on the screen however far down it is: with every part at its full height
+    /// (53 lines here), the callers were squeezed and the selection scrolled out of sight.
+    #[test]
+    fn on_a_short_terminal_the_frame_fits_and_the_selection_stays_in_sight() {
+        let mut v = busy_view();
+        assert!(height(&v) > 40, "{}", height(&v));
+        for _ in 0..14 {
+            v.key(super::super::state::Key::Down);
+        }
+        assert_eq!(
+            v.selected_caller().unwrap().address.as_deref(),
+            Some("198.51.100.14")
+        );
+        v.key(super::super::state::Key::Char('l'));
+        let t = text_in(&v, 100, 24);
+        assert!(t.lines().count() <= 24, "{t}");
+        // The other parts give way to the callers: all ten rows, not the two a squeeze left.
+        let shown = t
+            .lines()
+            .filter(|l| l.contains("198.51.100.") && l.contains(" anon "))
+            .count();
+        assert_eq!(shown, ROWS, "{t}");
+        assert!(t.lines().next().unwrap().ends_with("q quit"), "{t}");
+        let row = t.lines().find(|l| l.contains("198.51.100.14 "));
+        assert!(
+            row.is_some_and(|r| r.contains('>')),
+            "the selection is shown: {t}"
+        );
+        assert!(
+            t.lines()
+                .last()
+                .unwrap()
+                .contains("lock 198.51.100.14 for 10m? y to confirm"),
+            "the prompt is on the last line: {t}"
+        );
+        // At full height, ten callers from the top; the 14th (selected) scrolled into them.
+        let full = text(&v, 100);
+        assert!(
+            full.contains("198.51.100.14 ") && full.contains("lockouts (10 active)"),
+            "{full}"
+        );
     }
 }

@@ -63,7 +63,7 @@ pub async fn run(leases: Arc<Leases>, remote: Arc<dyn FleetRemote>, cancel: Canc
             ask[0] = Some((*r, want(r)));
             let remote = &remote;
             async move {
-                let call = remote.lease_async(ask, true, Vec::new());
+                let call = remote.refill_async(ask);
                 let a = tokio::time::timeout(BACKGROUND_TIMEOUT, call).await;
                 (r, a.unwrap_or(Err(crate::store::error::StoreError::Open)))
             }

@@ -84,10 +84,27 @@ impl FleetRemote for ValkeyStore {
         self.run_lease(asks, refill, back)
     }
 
+    fn refill_async(&self, asks: Asks) -> StoreFuture<'_, Grants> {
+        let inner = &self.inner;
+        Box::pin(async move {
+            let r = async {
+                let conn = inner.behind("lease")?;
+                lease::lease_all(&inner.scripts, &inner.layout, conn, asks, true).await
+            }
+            .await;
+            if r.is_err() {
+                inner
+                    .errors
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            r
+        })
+    }
+
     fn give_back_async(&self, back: Vec<Unspent>) -> StoreFuture<'_, ()> {
         let inner = &self.inner;
         Box::pin(async move {
-            let conn = inner.conn("lease_return")?;
+            let conn = inner.behind("lease_return")?;
             lease::give_back(&inner.scripts, &inner.layout, conn, &back).await
         })
     }
@@ -95,7 +112,7 @@ impl FleetRemote for ValkeyStore {
     fn heartbeat_async(&self, now_ms: u64) -> StoreFuture<'_, u32> {
         let inner = &self.inner;
         Box::pin(async move {
-            let conn = inner.conn("heartbeat")?;
+            let conn = inner.behind("heartbeat")?;
             lease::heartbeat(&inner.layout, conn, &inner.host, now_ms).await
         })
     }

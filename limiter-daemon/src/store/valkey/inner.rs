@@ -1,6 +1,6 @@
 //! [`Inner`], what a Valkey store's tasks share: the target, the key layout, the scripts, the
 //! hasher and the one connection, made once by [`Inner::connect`] (which also loads the scripts
-//! and reconciles the fleet secret). The record and stream operations are `impl Inner` in
+//! and reconciles the fleet secret), and a second one for the work behind the request path. The record and stream operations are `impl Inner` in
 //! their own files.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +24,11 @@ pub(super) struct Inner {
     /// Set by the first successful connect; replaced by a later connect when it stopped
     /// answering (see [`Inner::connect`]).
     pub(super) conn: parking_lot::RwLock<Option<(Conn, Topology)>>,
+    /// A second connection for the work behind the request path (lease refills, give-backs,
+    /// the heartbeat), made with `conn`: a sweep giving back thousands of grants at a slot's
+    /// end queued its scripts ahead of every decision on the one connection, and decisions
+    /// waited tens of milliseconds behind them (`bench fleet`'s open-loop p99).
+    pub(super) behind: parking_lot::RwLock<Option<Conn>>,
     pub(super) connecting: tokio::sync::Mutex<()>,
     pub(super) secret_mismatches: AtomicU64,
     pub(super) errors: AtomicU64,
@@ -48,6 +53,15 @@ impl Inner {
                     format!("not connected to {} yet", self.target.address()),
                 )
             })
+    }
+
+    /// The connection for work behind the request path ([`Inner::behind`]); the shared one
+    /// until it is made.
+    pub(super) fn behind(&self, op: &'static str) -> Result<Conn, StoreError> {
+        match self.behind.read().as_ref() {
+            Some(c) => Ok(c.clone()),
+            None => self.conn(op),
+        }
     }
 
     pub(super) fn topology(&self) -> Topology {
@@ -105,7 +119,9 @@ impl Inner {
                 );
             }
         }
+        let (behind, _) = self.target.shared().await?;
         // Set only here, under the mutex.
+        *self.behind.write() = Some(behind);
         *self.conn.write() = Some((conn, topology));
         Ok(())
     }

@@ -86,6 +86,7 @@ impl ValkeyStore {
                 hasher,
                 fleet_secret,
                 conn: parking_lot::RwLock::new(None),
+                behind: parking_lot::RwLock::new(None),
                 connecting: tokio::sync::Mutex::new(()),
                 secret_mismatches: AtomicU64::new(0),
                 errors: AtomicU64::new(0),
