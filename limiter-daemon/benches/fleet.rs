@@ -12,7 +12,8 @@
 //!   variant. Twice: callers take the next entry as they finish one (closed loop: decisions/s
 //!   is the capacity, with the p99 at that load), then entry n arrives at n / `BENCH_RATE`
 //!   seconds (open loop, default 30,000/s: the p50 and p99 from each arrival, so a variant
-//!   that falls behind shows it).
+//!   that falls behind shows it; the p99 split into the wait for a caller and the decision).
+//!   `BENCH_ONLY=<text>` runs the variants whose name holds it, beside the embedded store.
 //! - **Limits:** the anonymous tier's hourly budget is 1,000, so the hot head of the trace is
 //!   refused and the tail admitted; the burst at its most (65,535 in 60 s: the head's loop on
 //!   a spent budget is still struck, in every variant alike); the network level off, so each
