@@ -1,7 +1,7 @@
 //! `limiterctl top` against the real daemon binary, after traffic through the proxy from three
 //! loopback addresses and a fake Googlebot: `--once` prints a frame naming the top address, its
 //! requests and its network, each caller's strikes and the lockout in force on it (with its
-//! level), and the fake under the name it claims; under a real terminal (`tmux`, a fixed-size detached session driven with
+//! level), and the fake under the name it claims; under a real terminal of ordinary height (`tmux`, a detached 100 × 24 session driven with
 //! `send-keys` and read with `capture-pane`) the top address is on screen and selected, `l`
 //! then `y` locks it (checked through the admin API), `u` unlocks it, and `q` exits 0 (the
 //! pane's command writes its exit status to a file). A missing tmux skips, or fails under
@@ -132,9 +132,9 @@ fn start_top(dir: &Path, d: &Daemon, exit: &Path) -> Tmux {
         "-s",
         "top",
         "-x",
-        "110",
+        "100",
         "-y",
-        "45",
+        "24",
         &line,
     ]);
     assert!(
