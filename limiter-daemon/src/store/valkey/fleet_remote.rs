@@ -71,12 +71,7 @@ impl FleetRemote for ValkeyStore {
                 lease::lease_all(&inner.scripts, &inner.layout, conn, asks, refill).await
             }
             .await;
-            if r.is_err() {
-                inner
-                    .errors
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            r
+            inner.counted(r)
         })
     }
 
@@ -92,12 +87,7 @@ impl FleetRemote for ValkeyStore {
                 lease::lease_all(&inner.scripts, &inner.layout, conn, asks, true).await
             }
             .await;
-            if r.is_err() {
-                inner
-                    .errors
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            r
+            inner.counted(r)
         })
     }
 

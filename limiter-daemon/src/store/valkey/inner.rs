@@ -64,6 +64,14 @@ impl Inner {
         }
     }
 
+    /// `r`, an error counted toward the store's errors.
+    pub(super) fn counted<T>(&self, r: Result<T, StoreError>) -> Result<T, StoreError> {
+        if r.is_err() {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        r
+    }
+
     pub(super) fn topology(&self) -> Topology {
         self.conn
             .read()
