@@ -96,6 +96,25 @@ fn a_source_in_a_range_file_is_a_crawler_and_the_file_is_followed_on_disk() {
         1.0,
         "{text}"
     );
+
+    // A hijacked list that claims the whole Internet is refused the same way: a caller from
+    // outside the last good ranges stays anonymous.
+    publish(&file, &ranges("0.0.0.0/0", "::/0"));
+    limiter_tests::poll(
+        Duration::from_secs(20),
+        "the wide list's refused re-read counted",
+        || {
+            let text = scrape(metrics);
+            (value(
+                &text,
+                "limiter_crawler_range_reloads_total{result=\"refused\"}",
+            ) == 2.0)
+                .then_some(())
+        },
+    );
+    assert_eq!(tier(api, "203.0.113.9", ""), "anon");
+    assert_eq!(tier(api, "2001:db8::9", ""), "anon");
+    assert_eq!(tier(api, "66.249.65.5", ""), "crawler");
 }
 
 #[test]

@@ -153,3 +153,65 @@ fn assert_429(r: &Answer) {
         (Some(429), Some("burst"))
     );
 }
+
+/// Seconds in a timeout as the example writes it (`120s`, `2m`).
+fn seconds(value: &str) -> u64 {
+    let v = value.trim().trim_end_matches(';');
+    if let Some(m) = v.strip_suffix('m') {
+        return m.parse::<u64>().unwrap() * 60;
+    }
+    v.trim_end_matches('s')
+        .parse()
+        .unwrap_or_else(|_| panic!("not a timeout: {value:?}"))
+}
+
+/// Every value after `key` in `text` (one per line it starts), in seconds.
+fn timeouts(text: &str, key: &str) -> Vec<u64> {
+    text.lines()
+        .map(str::trim_start)
+        .filter_map(|l| l.strip_prefix(key))
+        .map(|rest| seconds(rest.split_whitespace().next().unwrap_or("")))
+        .collect()
+}
+
+/// The daemon holds a scan-delayed request up to `hard_delay_ms` before it answers (forward
+/// auth) or forwards it (proxy). A front end whose read timeout is not above that, with room
+/// for the app's own time, turns every hard-delayed request into its own 504 or 500 (nginx's
+/// default `proxy_read_timeout` is 60 s, the hard delay's default too): every shipped front end
+/// waits at least `hard_delay_ms` + 30 s, and the Traefik example, whose forwardAuth timeout
+/// is fixed at 30 s, says what to do instead.
+#[test]
+fn every_shipped_front_end_waits_longer_than_the_hard_delay() {
+    let limiter = example("examples/limiter.toml");
+    let hard_ms: u64 = field(&limiter, "hard_delay_ms =")
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let least = hard_ms / 1000 + 30;
+    let check = |file: &str, key: &str, want: usize| {
+        let found = timeouts(&example(file), key);
+        assert!(
+            found.len() >= want,
+            "{file}: expected {want} `{key}` lines, found {found:?}"
+        );
+        for t in found {
+            assert!(
+                t >= least,
+                "{file}: `{key} {t}s` is not above the hard delay ({hard_ms} ms) + 30 s"
+            );
+        }
+    };
+    check("examples/nginx/limiter-auth.conf", "proxy_read_timeout", 1);
+    check("examples/nginx/limiter-proxy.conf", "proxy_read_timeout", 1);
+    check("examples/haproxy/haproxy.cfg", "timeout server", 1);
+    check("examples/haproxy/haproxy.cfg", "timeout client", 1);
+    check("examples/envoy/envoy.yaml", "timeout:", 3);
+    check("examples/caddy/Caddyfile", "response_header_timeout", 1);
+    let traefik = example("examples/traefik/dynamic.yml");
+    assert!(
+        traefik.contains("after 30 s") && traefik.contains("at most 25000"),
+        "the Traefik example says its forwardAuth gives up at 30 s and what to set instead"
+    );
+}

@@ -132,6 +132,16 @@ pub fn auth_example(listen: SocketAddr, app: SocketAddr, daemon: SocketAddr) -> 
         .replace("127.0.0.1:8081", &daemon.to_string())
 }
 
+/// The shipped `examples/nginx/limiter-proxy.conf`, pointed at the given addresses: nginx
+/// listens on `listen` in front of the daemon's reverse proxy on `daemon_proxy`.
+pub fn proxy_example(listen: SocketAddr, daemon_proxy: SocketAddr) -> String {
+    let path = crate::workspace_root().join("examples/nginx/limiter-proxy.conf");
+    let text = std::fs::read_to_string(&path).expect("read examples/nginx/limiter-proxy.conf");
+    assert!(text.contains("listen 80;") && text.contains("127.0.0.1:8080"));
+    text.replace("listen 80;", &format!("listen {listen};"))
+        .replace("127.0.0.1:8080", &daemon_proxy.to_string())
+}
+
 /// The token placeholder in the shipped example.
 pub const EXAMPLE_TOKEN: &str = "CHANGE-ME-api-token";
 

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use limiter_tests::nginx::{auth_example, available, free_port, Nginx};
+use limiter_tests::nginx::{auth_example, available, free_port, proxy_example, Nginx};
 use limiter_tests::{daemon_binary, poll, require};
 
 /// A minimal HTTP/1.1 upstream on a thread: answers every request `200 upstream:<path>` and
@@ -137,6 +137,24 @@ impl Drop for Daemon {
 
 /// Runs the daemon binary with an embedded store, no kernel, anonymous burst 2/min.
 fn start_daemon(api: SocketAddr, proxy: SocketAddr, upstream: SocketAddr) -> Daemon {
+    start_daemon_with(
+        api,
+        proxy,
+        upstream,
+        "[tiers.anon]\nburst = 2\nhourly = 100\n\n",
+        "",
+    )
+}
+
+/// [`start_daemon`] with `head` (tiers, quota, routes) in place of the burst of 2, and the
+/// metrics listener on `metrics` (`""`: none).
+fn start_daemon_with(
+    api: SocketAddr,
+    proxy: SocketAddr,
+    upstream: SocketAddr,
+    head: &str,
+    metrics: &str,
+) -> Daemon {
     let dir = std::env::temp_dir().join(format!(
         "limiter-nginx-e2e-{}-{}",
         std::process::id(),
@@ -144,9 +162,9 @@ fn start_daemon(api: SocketAddr, proxy: SocketAddr, upstream: SocketAddr) -> Dae
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let config = format!(
-        "[tiers.anon]\nburst = 2\nhourly = 100\n\n[kernel]\nmode = \"off\"\n\n\
-         [store]\nstate_dir = \"{}\"\n\n[metrics]\nlisten = \"\"\n\n\
-         [admin]\nlisten = \"\"\n[http]\napi_listen = [\"{api}\"]\nproxy_listen = [\"{proxy}\"]\nupstream = \"http://{upstream}\"\n",
+        "{head}[kernel]\nmode = \"off\"\n\n\
+         [store]\nstate_dir = \"{}\"\n\n[metrics]\nlisten = \"{metrics}\"\n\n\
+         [admin]\nlisten = \"\"\n\n[http]\napi_listen = [\"{api}\"]\nproxy_listen = [\"{proxy}\"]\nupstream = \"http://{upstream}\"\n",
         dir.join("state").display()
     );
     let path = dir.join("limiter.toml");
@@ -245,4 +263,109 @@ fn daemon_binary_reverse_proxy_forwards_and_rejects() {
     let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
     assert_eq!(v["reason"], "burst");
     assert_eq!(up.hits.load(Ordering::SeqCst), 2);
+}
+
+/// A scan-delayed request whose client gives up while the daemon holds its `/v1/auth` answer
+/// never reaches the app: nginx drops the subrequest with its client, and the daemon's hold
+/// ends with the connection instead of answering an allow that nothing would wait for.
+#[test]
+fn a_client_that_gives_up_while_its_auth_answer_is_held_never_reaches_the_app() {
+    if !require(available(), "nginx (/usr/sbin/nginx)") {
+        return;
+    }
+    let up = start_upstream();
+    let (api, proxy) = (lo(free_port()), lo(free_port()));
+    // One request a day, then 20 s holds: the client below gives up long before.
+    let head = "[quota]\nanon = 1\nsoft_delay_ms = 20000\nsoft_window = 30\n\n\
+                [[routes]]\nprefix = \"/scan\"\nover_quota = \"delay\"\n\n\
+                [default_route]\nlimits = [\"burst\"]\n\n";
+    let metrics = lo(free_port());
+    let _daemon = start_daemon_with(api, proxy, up.addr, head, &metrics.to_string());
+    let listen = lo(free_port());
+    let nginx = Nginx::start(&auth_example(listen, up.addr, api), listen, 1);
+
+    let r = get(listen, "/scan/a", &[]);
+    assert_eq!(r.status, 200, "{}\n{}", r.body, nginx.error_log());
+    assert_eq!(up.hits.load(Ordering::SeqCst), 1);
+
+    let started = std::time::Instant::now();
+    let mut s = TcpStream::connect(listen).unwrap();
+    s.write_all(b"GET /scan/b HTTP/1.1\r\nhost: app.test\r\n\r\n")
+        .unwrap();
+    poll(
+        Duration::from_secs(5),
+        "the over-quota request to be held",
+        || (held(metrics) == 1).then_some(()),
+    );
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut buf = [0u8; 256];
+    assert!(s.read(&mut buf).is_err(), "held, not answered");
+    // The client gives up.
+    drop(s);
+    // The daemon's hold ends with nginx's subrequest (its connection closes), well before the
+    // 20 s delay: then nothing can be allowed on the abandoned request's behalf.
+    poll(Duration::from_secs(10), "the abandoned hold to end", || {
+        (held(metrics) == 0).then_some(())
+    });
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "the hold ended with its client, not at the end of the delay"
+    );
+    // A request after it is served; the abandoned one never was.
+    let r = get(listen, "/other", &[]);
+    assert_eq!(r.status, 200, "{}\n{}", r.body, nginx.error_log());
+    assert_eq!(
+        up.hits.load(Ordering::SeqCst),
+        2,
+        "the abandoned request must not reach the app"
+    );
+}
+
+/// Requests the daemon holds for a scan delay right now (`limiter_held_requests`).
+fn held(metrics: SocketAddr) -> u64 {
+    let r = get(metrics, "/metrics", &[]);
+    r.body
+        .lines()
+        .find_map(|l| l.strip_prefix("limiter_held_requests "))
+        .unwrap_or_else(|| panic!("no limiter_held_requests in {}", r.body))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// The shipped `examples/nginx/limiter-proxy.conf`: nginx in front of the daemon's own proxy.
+/// Callers named by nginx's X-Forwarded-For are metered apart, the daemon's 429 reaches the
+/// client as the daemon wrote it, and a refused request never reaches the app.
+#[test]
+fn nginx_in_front_of_the_daemon_proxy_as_shipped() {
+    if !require(available(), "nginx (/usr/sbin/nginx)") {
+        return;
+    }
+    let up = start_upstream();
+    let (api, proxy) = (lo(free_port()), lo(free_port()));
+    // nginx's address in `[identity] trusted_proxies`, as the example asks.
+    let head = "[tiers.anon]\nburst = 2\nhourly = 100\n\n\
+                [identity]\ntrusted_proxies = [\"127.0.0.1\"]\n\n";
+    let _daemon = start_daemon_with(api, proxy, up.addr, head, "");
+    let listen = lo(free_port());
+    let nginx = Nginx::start(&proxy_example(listen, proxy), listen, 1);
+    let from = |ip: &'static str| [("x-forwarded-for", ip)];
+    for left in ["1", "0"] {
+        let r = get(listen, "/page", &from("203.0.113.7"));
+        assert_eq!(r.status, 200, "{}\n{}", r.body, nginx.error_log());
+        assert_eq!(r.body, "upstream:/page");
+        assert_eq!(r.header("x-ratelimit-remaining"), left);
+    }
+    let r = get(listen, "/page", &from("203.0.113.7"));
+    assert_eq!(r.status, 429, "{}\n{}", r.body, nginx.error_log());
+    assert_eq!(r.header("content-type"), "application/problem+json");
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(v["reason"], "burst");
+    assert_eq!(up.hits.load(Ordering::SeqCst), 2);
+    // Another client behind the same nginx has its own budget.
+    let r = get(listen, "/page", &from("203.0.113.8"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("x-ratelimit-remaining"), "1");
+    assert_eq!(up.hits.load(Ordering::SeqCst), 3);
 }

@@ -2,6 +2,9 @@
 //! `{"creationTime": …, "prefixes": [{"ipv4Prefix": "66.249.64.0/27"}, {"ipv6Prefix": …}]}`.
 //! Fields other than `prefixes` and the two prefix keys are ignored (the publishers add some);
 //! a prefix that does not parse is an error naming the file and the entry, never skipped.
+//! So is a prefix wider than [`WIDEST_V4`] or [`WIDEST_V6`]: no search engine publishes one,
+//! and a broken or hijacked list holding `0.0.0.0/0` would make every caller a verified
+//! crawler. A refused file or fetched list leaves the last good one in force.
 //!
 //! Each load records the files' size and modification time as it saw them *before* reading,
 //! so a file rewritten while it is read is noticed on the next poll ([`stamps`]).
@@ -15,6 +18,12 @@ use ipnet::IpNet;
 use serde::Deserialize;
 
 use crate::model::prefix_set::PrefixSet;
+
+/// The shortest IPv4 prefix a range list may hold (a /8 is 16 million addresses; Google's
+/// widest is a /19).
+pub const WIDEST_V4: u8 = 8;
+/// The shortest IPv6 prefix a range list may hold (a regional registry's allocation size).
+pub const WIDEST_V6: u8 = 19;
 
 #[derive(Deserialize)]
 struct RawFile {
@@ -142,6 +151,16 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<IpNet>, RangeFileError> {
             }
             (None, None) => return Err(bad("has neither ipv4Prefix nor ipv6Prefix".to_string())),
         };
+        let widest = match net {
+            IpNet::V4(_) => WIDEST_V4,
+            IpNet::V6(_) => WIDEST_V6,
+        };
+        if net.prefix_len() < widest {
+            return Err(bad(format!(
+                "{net} is wider than /{widest}, the widest prefix a crawler list may hold \
+                 (a list holding it would make every such caller a verified crawler)"
+            )));
+        }
         out.push(net);
     }
     Ok(out)
@@ -201,6 +220,25 @@ mod tests {
         assert!(err.contains("prefixes"), "{err}");
         let err = parse(p, r#"{"prefixes":[{}]}"#).unwrap_err().to_string();
         assert!(err.contains("neither"), "{err}");
+        for (wide, entry) in [
+            ("0.0.0.0/0", r#"{"ipv4Prefix":"0.0.0.0/0"}"#),
+            ("10.0.0.0/7", r#"{"ipv4Prefix":"10.0.0.0/7"}"#),
+            ("::/0", r#"{"ipv6Prefix":"::/0"}"#),
+            ("2000::/18", r#"{"ipv6Prefix":"2000::/18"}"#),
+        ] {
+            let text = format!(r#"{{"prefixes":[{{"ipv4Prefix":"66.249.64.0/27"}},{entry}]}}"#);
+            let err = parse(p, &text).unwrap_err().to_string();
+            assert!(
+                err.contains("prefixes[1]") && err.contains(wide) && err.contains("wider"),
+                "{wide}: {err}"
+            );
+        }
+        let widest = r#"{"prefixes":[{"ipv4Prefix":"10.0.0.0/8"},{"ipv6Prefix":"2000::/19"}]}"#;
+        assert_eq!(
+            parse(p, widest).unwrap().len(),
+            2,
+            "the bounds themselves are allowed"
+        );
         let err = load(&[PathBuf::from("/nonexistent/ranges.json")])
             .unwrap_err()
             .to_string();

@@ -133,6 +133,8 @@ mod tests {
         assert!(parse(&k, "u", br#"{"prefixes":[]}"#)
             .unwrap_err()
             .contains("no entries"));
+        let err = parse(&k, "u", br#"{"prefixes":[{"ipv4Prefix":"0.0.0.0/0"}]}"#).unwrap_err();
+        assert!(err.contains("wider than /8"), "a hijacked list: {err}");
         let err = parse(&k, "https://openai.com/gptbot.json", b"{\"prefixes\": [").unwrap_err();
         assert!(err.contains("gptbot.json"), "{err}");
     }
