@@ -92,3 +92,49 @@ async fn caddy_forward_auth_meters_each_client_and_hands_over_the_429() {
     assert_eq!(up.state.requests.load(Ordering::SeqCst), 6);
     drop(caddy);
 }
+
+/// The shipped Caddyfile with the daemon down: as shipped Caddy fails open (the app serves the
+/// request unmetered); with its one documented line in place of `reverse_proxy` in
+/// `handle_errors` it fails closed (503, and the app sees nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_daemon_down_caddy_fails_open_or_closed_as_chosen() {
+    if !limiter_tests::require(available(), "caddy (/usr/bin/caddy)") {
+        return;
+    }
+    let up = start_upstream().await;
+    let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    // Nothing listens on the daemon's address: it is stopped.
+    let daemon = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let conf = forward_auth_example(listen, up.addr, daemon);
+    let open = {
+        let conf = conf.clone();
+        tokio::task::spawn_blocking(move || Caddy::start(&conf, listen))
+            .await
+            .unwrap()
+    };
+    let r = request(ip("127.0.0.2"), listen, "GET", "/page", &[]).await;
+    assert_eq!(r.status, 200, "{}\n{}", r.body, open.log());
+    assert_eq!(r.body, "ok");
+    assert_eq!(up.state.requests.load(Ordering::SeqCst), 1);
+    drop(open);
+
+    let app = up.addr.to_string();
+    let (proxying, responding) = (
+        format!("\t\treverse_proxy @limiter_down {app}\n"),
+        "\t\t# respond @limiter_down",
+    );
+    assert!(conf.contains(&proxying) && conf.contains(responding));
+    let closed = conf
+        .replace(&proxying, "")
+        .replace(responding, "\t\trespond @limiter_down");
+    let closed = tokio::task::spawn_blocking(move || Caddy::start(&closed, listen))
+        .await
+        .unwrap();
+    let r = request(ip("127.0.0.2"), listen, "GET", "/page", &[]).await;
+    assert_eq!(r.status, 503, "{}\n{}", r.body, closed.log());
+    assert_eq!(
+        up.state.requests.load(Ordering::SeqCst),
+        1,
+        "failing closed, nothing reaches the app"
+    );
+}

@@ -31,7 +31,7 @@ async fn haproxy_forwardfor_meters_each_client_and_passes_the_429() {
     let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let tcp = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let proxy = w.d.proxy.unwrap();
-    let conf = example(listen, tcp, proxy);
+    let conf = example(listen, tcp, proxy, up.addr);
     let haproxy = tokio::task::spawn_blocking(move || Haproxy::start(&conf, listen))
         .await
         .unwrap();
@@ -106,4 +106,50 @@ async fn haproxy_forwardfor_meters_each_client_and_passes_the_429() {
     assert_eq!((r.status, r.header("x-ratelimit-remaining")), (200, "2"));
     assert_eq!(up.state.requests.load(Ordering::SeqCst), 7);
     drop(haproxy);
+}
+
+/// The shipped example with the daemon down: as shipped HAProxy fails open (the app, its
+/// backup server, serves the request unmetered, on both frontends); without the `backup` lines
+/// it fails closed (HAProxy's 503, and the app sees nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_daemon_down_haproxy_fails_open_or_closed_as_chosen() {
+    if !limiter_tests::require(available(), "haproxy (/usr/sbin/haproxy)") {
+        return;
+    }
+    let up = start_upstream().await;
+    let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let tcp = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    // Nothing listens on the daemon's address: it is stopped.
+    let daemon = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let conf = example(listen, tcp, daemon, up.addr);
+    let open = {
+        let conf = conf.clone();
+        tokio::task::spawn_blocking(move || Haproxy::start(&conf, listen))
+            .await
+            .unwrap()
+    };
+    for front in [listen, tcp] {
+        let r = request(ip("127.0.0.2"), front, "GET", "/page", &[]).await;
+        assert_eq!(r.status, 200, "{}\n{}", r.body, open.log());
+        assert_eq!(r.body, "ok");
+    }
+    assert_eq!(up.state.requests.load(Ordering::SeqCst), 2);
+    drop(open);
+
+    let closed: String = conf
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("server app "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(closed, conf, "the example has backup lines to delete");
+    let closed = tokio::task::spawn_blocking(move || Haproxy::start(&closed, listen))
+        .await
+        .unwrap();
+    let r = request(ip("127.0.0.2"), listen, "GET", "/page", &[]).await;
+    assert_eq!(r.status, 503, "{}\n{}", r.body, closed.log());
+    assert_eq!(
+        up.state.requests.load(Ordering::SeqCst),
+        2,
+        "failing closed, nothing reaches the app"
+    );
 }

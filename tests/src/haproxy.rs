@@ -15,18 +15,21 @@ pub fn available() -> bool {
 }
 
 /// The shipped `examples/haproxy/haproxy.cfg`, its HTTP frontend on `listen`, its TCP
-/// (`send-proxy-v2`) one on `tcp`, in front of the daemon's proxy at `daemon`.
-pub fn example(listen: SocketAddr, tcp: SocketAddr, daemon: SocketAddr) -> String {
+/// (`send-proxy-v2`) one on `tcp`, in front of the daemon's proxy at `daemon`, with the app
+/// (the backup server when the daemon is down) at `app`.
+pub fn example(listen: SocketAddr, tcp: SocketAddr, daemon: SocketAddr, app: SocketAddr) -> String {
     let path = crate::workspace_root().join("examples/haproxy/haproxy.cfg");
     let text = std::fs::read_to_string(&path).expect("read examples/haproxy/haproxy.cfg");
     assert!(
         text.contains("bind :80\n")
             && text.contains("bind :81\n")
             && text.contains("127.0.0.1:8080")
+            && text.contains("127.0.0.1:3000")
     );
     text.replace("bind :80\n", &format!("bind {listen}\n"))
         .replace("bind :81\n", &format!("bind {tcp}\n"))
         .replace("127.0.0.1:8080", &daemon.to_string())
+        .replace("127.0.0.1:3000", &app.to_string())
 }
 
 pub struct Haproxy {

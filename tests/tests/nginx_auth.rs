@@ -369,3 +369,41 @@ fn nginx_in_front_of_the_daemon_proxy_as_shipped() {
     assert_eq!(r.header("x-ratelimit-remaining"), "1");
     assert_eq!(up.hits.load(Ordering::SeqCst), 3);
 }
+
+/// The shipped `examples/nginx/limiter-auth.conf` with the daemon down: as shipped it fails
+/// open (the app serves the request unmetered); with its one documented line uncommented it
+/// fails closed (503, and the app sees nothing).
+#[test]
+fn with_the_daemon_down_the_auth_example_fails_open_or_closed_as_chosen() {
+    if !require(available(), "nginx (/usr/sbin/nginx)") {
+        return;
+    }
+    let up = start_upstream();
+    // Nothing listens on the daemon's address: it is stopped.
+    let daemon = lo(free_port());
+    let listen = lo(free_port());
+    let open = Nginx::start(&auth_example(listen, up.addr, daemon), listen, 1);
+    let r = get(listen, "/reports/today", &[]);
+    assert_eq!(r.status, 200, "{}\n{}", r.body, open.error_log());
+    assert_eq!(r.body, "upstream:/reports/today");
+    assert_eq!(up.hits.load(Ordering::SeqCst), 1);
+    drop(open);
+
+    let closing = "# return 503 '{\"type\":\"about:blank\",\"title\":\"Service Unavailable\",\"status\":503,\"detail\":\"The rate limiter";
+    let example = auth_example(listen, up.addr, daemon);
+    assert!(
+        example.contains(closing),
+        "the fail-closed line is in the example"
+    );
+    let closed = Nginx::start(&example.replace(closing, &closing[2..]), listen, 1);
+    let r = get(listen, "/reports/today", &[]);
+    assert_eq!(r.status, 503, "{}\n{}", r.body, closed.error_log());
+    let v: serde_json::Value =
+        serde_json::from_str(&r.body).unwrap_or_else(|e| panic!("{e}: {}", r.body));
+    assert_eq!(v["status"], 503);
+    assert_eq!(
+        up.hits.load(Ordering::SeqCst),
+        1,
+        "failing closed, nothing reaches the app"
+    );
+}
