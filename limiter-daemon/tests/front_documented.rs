@@ -215,3 +215,53 @@ fn every_shipped_front_end_waits_longer_than_the_hard_delay() {
         "the Traefik example says its forwardAuth gives up at 30 s and what to set instead"
     );
 }
+
+/// Every `systemctl` line in the README and the docs (certbot's deploy hook, reload, enable)
+/// names the unit the package ships, `limiter.service`, and no other.
+#[test]
+fn every_documented_systemctl_line_names_the_shipped_unit() {
+    let root = limiter_tests::workspace_root();
+    let unit = std::fs::read_dir(root.join("packaging"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .find(|n| n.ends_with(".service"))
+        .expect("a unit in packaging/");
+    let unit = unit.trim_end_matches(".service").to_string();
+    let mut files = vec![root.join("README.md")];
+    for e in std::fs::read_dir(root.join("docs")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md") {
+            files.push(p);
+        }
+    }
+    let mut seen = 0;
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let mut rest = line;
+            while let Some(at) = rest.find("systemctl ") {
+                rest = &rest[at + "systemctl ".len()..];
+                let mut words = rest.split_whitespace();
+                let verb = words.next().unwrap_or("");
+                if !["reload", "restart", "enable", "start", "stop", "status"].contains(&verb) {
+                    continue;
+                }
+                let mut name = words.next().unwrap_or("");
+                if name == "--now" {
+                    name = words.next().unwrap_or("");
+                }
+                let name =
+                    name.trim_matches(|c: char| !c.is_alphanumeric() && c != '-' && c != '.');
+                assert_eq!(
+                    name.trim_end_matches(".service"),
+                    unit,
+                    "{}:{}: `systemctl {verb} {name}` names no shipped unit",
+                    f.display(),
+                    i + 1
+                );
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen >= 2, "the README's install lines are found");
+}
