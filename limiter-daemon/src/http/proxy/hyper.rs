@@ -191,10 +191,12 @@ fn broken_rule(req: &Request<Incoming>) -> Option<Response<Bytes>> {
 /// The 502 or 504 for a failed exchange, carrying `d`'s rate-limit headers: the request was
 /// metered all the same, so the caller sees what it has left.
 pub fn upstream_failure(err: UpstreamError, d: &Decision) -> Response<Bytes> {
+    // The cause as text ("" when none), not `Option`'s debug form.
+    let source = std::error::Error::source(&err).map_or_else(String::new, |s| s.to_string());
     if let UpstreamError::ClientBody { .. } = err {
-        tracing::debug!(error = %err, source = ?std::error::Error::source(&err), "request body broke");
+        tracing::debug!(error = %err, %source, "request body broke");
     } else {
-        tracing::warn!(error = %err, source = ?std::error::Error::source(&err), "forwarding failed");
+        tracing::warn!(error = %err, %source, "forwarding failed");
     }
     let mut resp = match err {
         UpstreamError::ClientBody { .. } => problem::bad_request(

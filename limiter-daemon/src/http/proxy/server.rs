@@ -425,7 +425,7 @@ pub async fn serve_bound(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     for a in server.proxy_addrs()? {
-        tracing::info!(addr = %a, upstream = ?settings.upstream.as_ref().map(|u| u.authority.to_string()), "reverse proxy listening");
+        tracing::info!(addr = %a, upstream = %settings.upstream.as_ref().map_or_else(|| "(none)".to_string(), |u| u.authority.to_string()), "reverse proxy listening");
     }
     for a in server.tls_addrs()? {
         tracing::info!(addr = %a, "reverse proxy listening (TLS)");
