@@ -97,13 +97,12 @@ pub fn run(path: &Path, ifaces: Vec<String>, log_flag: Option<LogFormat>) -> any
             log_flag,
             signal: hup,
         };
+        let kernel = config.kernel.clone();
         let served = serve(config, http, reload, &shutdown).await;
         // Whatever ended serving (a signal or a failure), stop the rest, within the grace.
         shutdown.wait_drained(grace).await;
         served?;
-        tracing::info!(
-            "stopped; kernel pins stay in place (enforcement continues; `limiter-daemon detach` removes it)"
-        );
+        super::stopped::log_stopped(&kernel);
         Ok(())
     })
 }
