@@ -97,8 +97,12 @@ fn exchange(addr: SocketAddr, request: &[u8]) -> Response {
     s.write_all(request).unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    parse(&String::from_utf8_lossy(&raw))
+}
+
+/// A response as text (status line, fields, body), as sent or as `curl -i` prints it.
+fn parse(text: &str) -> Response {
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((text, ""));
     let mut lines = head.lines();
     let status = lines
         .next()
@@ -368,7 +372,7 @@ fn check_metered(what: &str, r: &Response, left: &mut u64) -> Option<&'static st
 
 /// The daemon binary's proxy in front of a real nginx: every spelling of a path is refused
 /// (400) or metered as the route nginx serves it as, on the own HTTP/1.1 loop and under
-/// hyper (HTTP/1.0 is handed over); `/v1/auth` behind the shipped nginx config and
+/// hyper (HTTP/1.0 is handed over, and HTTP/2); `/v1/auth` behind the shipped nginx config and
 /// `/v1/decide` read it the same way.
 #[test]
 fn every_spelling_of_a_path_is_metered_as_the_route_nginx_serves() {
@@ -390,7 +394,7 @@ fn every_spelling_of_a_path_is_metered_as_the_route_nginx_serves() {
     // What each surface made of each spelling (`None`: refused), to show the table bites.
     let mut seen = Vec::new();
     for (i, p) in SPELLINGS.iter().enumerate() {
-        for version in ["1.1", "1.0"] {
+        for version in ["1.1", "1.0", "2"] {
             let r = get_version(proxy, p, version);
             let what = format!("proxy HTTP/{version} {p}");
             let route = check_metered(&what, &r, &mut left);
@@ -410,7 +414,7 @@ fn every_spelling_of_a_path_is_metered_as_the_route_nginx_serves() {
         let what = format!("auth_request {p}");
         seen.push(("auth".into(), *p, check_metered(&what, &r, &mut left)));
     }
-    for surface in ["proxy/1.1", "proxy/1.0", "auth"] {
+    for surface in ["proxy/1.1", "proxy/1.0", "proxy/2", "auth"] {
         let of = |p: &str| {
             seen.iter()
                 .find(|(s, q, _)| s == surface && *q == p)
@@ -448,10 +452,19 @@ fn every_spelling_of_a_path_is_metered_as_the_route_nginx_serves() {
     );
 }
 
-/// [`get`] in HTTP/`version` (`1.0` goes to hyper's server on the proxy).
+/// [`get`] in HTTP/`version` (`1.0` goes to hyper's server on the proxy, `2` is h2c with
+/// prior knowledge, sent by curl as is).
 fn get_version(addr: SocketAddr, path: &str, version: &str) -> Response {
     if version == "1.1" {
         return get(addr, path, &[]);
+    }
+    if version == "2" {
+        let out = Command::new("curl")
+            .args(["-s", "-i", "--http2-prior-knowledge", "--path-as-is"])
+            .arg(format!("http://{addr}{path}"))
+            .output()
+            .expect("run curl");
+        return parse(&String::from_utf8_lossy(&out.stdout));
     }
     exchange(
         addr,
