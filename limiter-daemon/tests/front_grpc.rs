@@ -709,3 +709,48 @@ async fn the_envoy_example_grpc_calls_as_documented() {
         assert!(Instant::now() < deadline, "key lookup");
     }
 }
+
+/// Issue 35, D4: `Check` reads the path as the upstream does. A dot segment in any spelling is
+/// denied with a 400 problem (a denial, so an ext_authz filter that fails open on errors still
+/// keeps it out), never metered as the route its raw text starts with; other spellings of
+/// `/heavy` pay its cost. `ShouldRateLimit` cannot refuse: it meters the normal form.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_reads_the_path_as_the_upstream_does() {
+    let w = start("");
+    let (mut authz, mut rls) = clients(&w).await;
+    for path in ["/page/../heavy", "/page/%2E%2E/heavy", "/page/..%2fheavy"] {
+        let r = authz
+            .check(check_request("198.18.1.1", path, &[]))
+            .await
+            .expect("Check answers")
+            .into_inner();
+        assert_eq!(
+            r.status.unwrap().code,
+            tonic::Code::PermissionDenied as i32,
+            "{path}"
+        );
+        let Some(HttpResponse::DeniedResponse(no)) = r.http_response else {
+            panic!("{path}: not denied");
+        };
+        assert_eq!(no.status.unwrap().code, 400, "{path}");
+        let p: serde_json::Value = serde_json::from_str(&no.body).unwrap();
+        assert_eq!(p["field"], "attributes.request.http.path", "{path}");
+        assert!(p["detail"].as_str().unwrap().contains("dot segment"), "{p}");
+    }
+    let hourly = |s: &Said| {
+        s.windows
+            .iter()
+            .find(|(n, _)| n == "hourly")
+            .map(|(_, r)| *r)
+    };
+    let s = check(&mut authz, check_request("198.18.2.1", "//heavy?x=1", &[])).await;
+    assert_eq!(hourly(&s), Some(95), "{s:?}");
+    let s = check(&mut authz, check_request("198.18.2.1", "/%68eavy", &[])).await;
+    assert_eq!(hourly(&s), Some(90), "{s:?}");
+    let d = entries(&[
+        ("remote_address", "198.18.3.1"),
+        ("path", "/page/%2e%2e/heavy"),
+    ]);
+    let s = should(&mut rls, rl_request(vec![d])).await;
+    assert_eq!(hourly(&s), Some(95), "{s:?}");
+}

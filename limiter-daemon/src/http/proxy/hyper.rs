@@ -179,7 +179,8 @@ fn broken_rule(req: &Request<Incoming>) -> Option<Response<Bytes>> {
         .or_else(|| {
             (target > request_rules::MAX_TARGET_BYTES)
                 .then(|| request_rules::target_too_long(target))
-        })?;
+        })
+        .or_else(|| request_rules::path_problem(req.uri().path()))?;
     // HTTP/2 has no `Connection` field: a broken stream ends alone.
     if req.version() < Version::HTTP_2 {
         resp.headers_mut()
