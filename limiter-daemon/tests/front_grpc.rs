@@ -619,7 +619,7 @@ async fn the_envoy_example_grpc_calls_as_documented() {
     assert_eq!(keys[0], "path", "the default [http] grpc_route_key");
     let timeouts = values(&text, "timeout:");
     assert!(
-        timeouts.iter().filter(|t| *t == "65s").count() >= 3,
+        timeouts.iter().filter(|t| *t == "120s").count() >= 3,
         "{timeouts:?}"
     );
 
