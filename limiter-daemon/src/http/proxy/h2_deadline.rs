@@ -114,7 +114,13 @@ impl Deadlines {
         if self.open.load(Ordering::SeqCst) == 0 {
             let at = due(self.idle_since.load(Ordering::SeqCst));
             if now >= at {
-                return Verdict::Idle;
+                // A header block begun is the stream that was due: h2 reads nothing else
+                // until it ends, so a GOAWAY would wait for it in vain.
+                return if header != 0 {
+                    Verdict::HeadersLate
+                } else {
+                    Verdict::Idle
+                };
             }
             next = next.min(at);
         }
@@ -208,6 +214,12 @@ mod tests {
         assert_eq!(d.verdict(began + T), Verdict::HeadersLate);
         d.header_ended();
         assert_eq!(d.verdict(began + T), Verdict::Until(began + 2 * T));
+
+        // A connection's first header block, begun after its start, is due with the start's
+        // deadline: the stream it opens had to be there by then.
+        let d = Deadlines::new(t0, T);
+        d.header_started(began);
+        assert_eq!(d.verdict(t0 + T), Verdict::HeadersLate);
     }
 
     #[test]

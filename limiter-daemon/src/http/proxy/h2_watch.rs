@@ -296,7 +296,11 @@ mod tests {
         let pings: Vec<u8> = (0..1000).flat_map(|_| frame(PING, 0, &[0; 8])).collect();
         s.feed(&pings, &c, &d).unwrap();
         assert_eq!(c.resets.load(Ordering::Relaxed), 0);
-        assert_eq!(d.verdict(t0 + 2 * T), Verdict::Off, "HTTP/1.1 is hyper's to time");
+        assert_eq!(
+            d.verdict(t0 + 2 * T),
+            Verdict::Off,
+            "HTTP/1.1 is hyper's to time"
+        );
     }
 
     #[test]
