@@ -429,11 +429,23 @@ struct Held {
     pings: usize,
 }
 
-/// Connects from `from`, sends the preface, an empty SETTINGS and `opening`, then reads what
-/// the daemon sends until it closes the connection, acknowledging its SETTINGS and PINGs when
-/// `answer` (else sending nothing more: a frame after a half-sent header block would be a
-/// protocol error); panics naming `what` when that takes over 6 s.
-fn hold_open(proxy: SocketAddr, from: &str, what: &str, opening: &[u8], answer: bool) -> Held {
+/// A byte stream to the daemon: plain TCP, or TLS over it.
+trait Conn: std::io::Read + std::io::Write {}
+impl<T: std::io::Read + std::io::Write> Conn for T {}
+
+/// Connects from `from`, over TLS with ALPN `h2` trusting `tls` (a CA file) when given, sends
+/// the preface, an empty SETTINGS and `opening`, then reads what the daemon sends until it
+/// closes the connection, acknowledging its SETTINGS and PINGs when `answer` (else sending
+/// nothing more: a frame after a half-sent header block would be a protocol error); panics
+/// naming `what` when that takes over 6 s.
+fn hold_open(
+    proxy: SocketAddr,
+    tls: Option<&Path>,
+    from: &str,
+    what: &str,
+    opening: &[u8],
+    answer: bool,
+) -> Held {
     use std::io::{ErrorKind, Read, Write};
     use std::time::Instant;
     let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
@@ -442,8 +454,42 @@ fn hold_open(proxy: SocketAddr, from: &str, what: &str, opening: &[u8], answer: 
     let start = Instant::now();
     sock.connect(&proxy.into()).unwrap();
     let mut tcp: std::net::TcpStream = sock.into();
-    tcp.set_read_timeout(Some(Duration::from_millis(100)))
-        .unwrap();
+    let mut conn: Box<dyn Conn> = match tls {
+        None => {
+            tcp.set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            Box::new(tcp)
+        }
+        Some(ca) => {
+            use rustls::pki_types::pem::PemObject;
+            let mut roots = rustls::RootCertStore::empty();
+            for c in rustls::pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
+                roots.add(c.unwrap()).unwrap();
+            }
+            let mut cfg = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+            cfg.alpn_protocols = vec![b"h2".to_vec()];
+            let mut tls = rustls::ClientConnection::new(
+                std::sync::Arc::new(cfg),
+                "a.test".try_into().unwrap(),
+            )
+            .unwrap();
+            tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            while tls.is_handshaking() {
+                tls.complete_io(&mut tcp).unwrap();
+            }
+            assert_eq!(tls.alpn_protocol(), Some(&b"h2"[..]), "{what}");
+            tcp.set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            Box::new(rustls::StreamOwned::new(tls, tcp))
+        }
+    };
+    let tcp = &mut conn;
     let mut wire = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
     wire.extend(frame(0x4, 0, 0, &[]));
     wire.extend_from_slice(opening);
@@ -459,7 +505,15 @@ fn hold_open(proxy: SocketAddr, from: &str, what: &str, opening: &[u8], answer: 
             Ok(0) => break,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
-            Err(e) if e.kind() == ErrorKind::ConnectionReset => break,
+            // A close without TLS's close_notify is an unexpected EOF.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof
+                ) =>
+            {
+                break
+            }
             Err(e) => panic!("{what}: {e}"),
         }
         while buf.len() >= 9 {
@@ -507,18 +561,25 @@ fn hold_open(proxy: SocketAddr, from: &str, what: &str, opening: &[u8], answer: 
 fn http2_heads_and_idle_connections_are_bounded_by_the_header_read_timeout() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path();
+    tls_support::ca(p, "ca");
+    tls_support::leaf(p, "ca", "a", "a.test", "DNS:a.test");
     let up = big_upstream();
-    let plain = free_addr();
+    let (plain, tls) = (free_addr(), free_addr());
     let text = config_text(
         p,
         &format!(
             "[tiers.anon]\nburst = 60000\nhourly = 1000000\n[quota]\nanon = 1000000\n\
              [networks.prefix]\nenabled = false\n[admin]\nlisten = \"\"\n[http]\n\
-             proxy_listen = [\"{plain}\"]\nupstream = \"http://{up}\"\n\
-             header_read_timeout = \"1s\"\nh2_keep_alive_interval = \"300ms\"\n",
+             proxy_listen = [\"{plain}\"]\ntls_listen = [\"{tls}\"]\n\
+             upstream = \"http://{up}\"\n\
+             header_read_timeout = \"1s\"\nh2_keep_alive_interval = \"300ms\"\n\
+             [[http.tls]]\ncert_file = \"{d}/a.pem\"\nkey_file = \"{d}/a.key\"\n",
+            d = p.display()
         ),
     );
     let mut d = Daemon::start(p, &text, &[], plain);
+    d.wait_listening(tls);
+    let ca = p.join("ca.pem");
     let timeout = Duration::from_secs(1);
     // HPACK: GET, http, /, then `:authority: a` (a literal with an indexed name).
     let get = [0x82, 0x86, 0x84, 0x41, 1, b'a'];
@@ -536,17 +597,21 @@ fn http2_heads_and_idle_connections_are_bounded_by_the_header_read_timeout() {
             true,
         ),
     ];
-    let held: Vec<_> = kinds
-        .iter()
-        .enumerate()
-        .flat_map(|(k, (what, opening, pings))| {
-            (0..10).map(move |i| {
-                let (what, opening, pings) = (*what, opening.clone(), *pings);
-                let from = format!("127.0.{}.{}", 20 + k, 1 + i);
-                std::thread::spawn(move || (what, hold_open(plain, &from, what, &opening, pings)))
-            })
-        })
-        .collect();
+    // Each kind ten times over plain TCP, and three times over TLS.
+    let mut held = Vec::new();
+    for (k, (what, opening, answer)) in kinds.into_iter().enumerate() {
+        for i in 0..13 {
+            let (at, ca, net) = match i {
+                0..10 => (plain, None, 20),
+                _ => (tls, Some(ca.clone()), 30),
+            };
+            let (from, opening) = (format!("127.0.{}.{}", net + k, 1 + i), opening.clone());
+            held.push(std::thread::spawn(move || {
+                let held = hold_open(at, ca.as_deref(), &from, what, &opening, answer);
+                (what, held)
+            }));
+        }
+    }
 
     // Meanwhile, a download read at 2 MiB a second for 2 s (its stream open all along, its
     // connection never idle), with 64 KiB windows.
@@ -592,9 +657,10 @@ fn http2_heads_and_idle_connections_are_bounded_by_the_header_read_timeout() {
     for h in held {
         let (what, held) = h.join().unwrap();
         eprintln!("{what}: {held:?}");
-        // Not before the timeout; at it, plus the GOAWAY's second and a margin.
+        // Not before the timeout; at it, plus the second a GOAWAY waits for its PING answer,
+        // and a margin for a loaded machine.
         assert!(held.lived >= timeout, "{what}: closed early, {held:?}");
-        assert!(held.lived <= timeout * 3, "{what}: closed late, {held:?}");
+        assert!(held.lived <= timeout * 4, "{what}: closed late, {held:?}");
         if what.starts_with("a request") {
             let idle = held.idle.expect("the request was answered");
             // The answer's last frame may reach this thread a little after the stream ended.
