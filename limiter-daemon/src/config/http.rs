@@ -101,7 +101,8 @@ pub struct RawHttp {
     pub h2_max_pending_accept_reset_streams: Option<usize>,
     /// Streams reset for the client's protocol errors, per connection, before GOAWAY (1024).
     pub h2_max_local_error_reset_streams: Option<usize>,
-    /// PING after this long without a frame (default 30s).
+    /// PING after this long without a frame (default 30s). Answering it does not keep an idle
+    /// connection: `header_read_timeout` closes it.
     pub h2_keep_alive_interval: Option<String>,
     /// Close when a PING is not answered within this (default 10s).
     pub h2_keep_alive_timeout: Option<String>,
