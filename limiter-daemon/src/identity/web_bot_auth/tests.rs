@@ -9,7 +9,7 @@ use http::{HeaderMap, HeaderValue};
 use ring::signature::{Ed25519KeyPair, KeyPair};
 
 use super::base::signature_base;
-use super::directory::{DirectoryCache, Fetched, MAX_FAILURE_TTL_MS};
+use super::directory::{DirectoryCache, Fetched, KeyAnswer, MAX_FAILURE_TTL_MS};
 use super::*;
 
 /// RFC 9421 B.1.4 `test-key-ed25519`, public half.
@@ -47,6 +47,7 @@ fn rfc_9421_b_2_6_verifies_with_the_published_key() {
         scheme: Some("https"),
         authority: Some("example.com"),
         path_and_query: Some("/foo?param=Value&Pet=dog"),
+        path: None,
         headers: &h,
     };
     // The RFC's example has no web-bot-auth tag: read it as a plain RFC 9421 signature.
@@ -75,6 +76,7 @@ fn rfc_9421_b_2_6_verifies_with_the_published_key() {
         keyid: Some("test-key-ed25519".into()),
         alg: None,
         tag: None,
+        nonce: None,
         signature: STANDARD
             .decode("wqcAqbmYJ2ji2glfAMaRy4gruYYnx2nEFN2HN6jrnDnQCK1u02Gb04v9EDgwUPiu4A0w6vuQv5lIp5WPpBKRCw==")
             .unwrap(),
@@ -146,14 +148,22 @@ fn parts(h: &HeaderMap) -> RequestParts<'_> {
         scheme: Some("https"),
         authority: Some("example.com"),
         path_and_query: Some("/"),
+        path: None,
         headers: h,
     }
 }
 
+/// The draft's parameters, with a nonce of its own each time.
 fn params(k: &Ed25519KeyPair, created: i64, expires: i64, tag: &str) -> String {
+    static NONCES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NONCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    params_with_nonce(k, created, expires, tag, &format!("n{n}"))
+}
+
+fn params_with_nonce(k: &Ed25519KeyPair, created: i64, expires: i64, tag: &str, n: &str) -> String {
     let kid = jwk::thumbprint(&x(k));
     format!(
-        ";created={created};expires={expires};keyid=\"{kid}\";alg=\"ed25519\";nonce=\"n\";tag=\"{tag}\""
+        ";created={created};expires={expires};keyid=\"{kid}\";alg=\"ed25519\";nonce=\"{n}\";tag=\"{tag}\""
     )
 }
 
@@ -173,8 +183,8 @@ fn a_signed_agent_settles_to_verified_once_its_directory_lands() {
             &params(&k, NOW_S - 5, NOW_S + 60, TAG),
             Some(&agent),
         );
-        let first = verify_request(&parts(&h), &cache, ip, now);
         if cache.summary().iter().all(|(_, n, _)| *n == 0) {
+            let first = verify_request(&parts(&h), &cache, ip, now);
             assert_eq!(first, Outcome::Unverified, "before the directory lands");
             let (dir, source) = cache.next_fetch().expect("a fetch is queued");
             assert_eq!(dir, DIR);
@@ -259,14 +269,24 @@ fn forged_stale_and_misdirected_signatures_are_invalid() {
             Refusal::FutureCreated,
         ),
         (
-            "over 24 h",
+            "living longer than 5 minutes",
             signed(
                 &k,
                 COVERED,
-                &params(&k, NOW_S, NOW_S + 90_000, TAG),
+                &params(&k, NOW_S, NOW_S + 301, TAG),
                 Some(&agent),
             ),
             Refusal::TooLong,
+        ),
+        (
+            "created more than 5 minutes ago",
+            signed(
+                &k,
+                COVERED,
+                &params(&k, NOW_S - 301, NOW_S + 60, TAG),
+                Some(&agent),
+            ),
+            Refusal::Stale,
         ),
         (
             "wrong tag",
@@ -423,4 +443,313 @@ fn directory_urls_are_https_origins() {
     ] {
         assert_eq!(directory_url(bad), None, "{bad}");
     }
+}
+
+/// A directory holding `k`'s key, landed at `now`.
+fn cache_with(k: &Ed25519KeyPair, now: u64) -> DirectoryCache {
+    let cache = DirectoryCache::new();
+    let fetched = Fetched {
+        body: jwks(k),
+        max_age_s: None,
+    };
+    cache
+        .landed(DIR, "192.0.2.200".parse().unwrap(), Ok(fetched), now)
+        .unwrap();
+    cache
+}
+
+#[test]
+fn a_signature_lives_at_most_the_configured_lifetime() {
+    let k = key(9);
+    let now = NOW_S as u64 * 1000;
+    let cache = cache_with(&k, now);
+    let agent = format!("sig1=\"{AGENT}\"");
+    let ip: IpAddr = "192.0.2.1".parse().unwrap();
+    let verify = |created, expires, lifetime| {
+        let h = signed(
+            &k,
+            COVERED,
+            &params(&k, created, expires, TAG),
+            Some(&agent),
+        );
+        let policy = Policy {
+            max_lifetime_s: lifetime,
+            ..Policy::default()
+        };
+        check_request(&parts(&h), &cache, ip, now, &policy, |_| true).outcome
+    };
+    let verified = Outcome::Verified {
+        directory: DIR.into(),
+    };
+    assert_eq!(verify(NOW_S, NOW_S + 300, 300), verified, "5 minutes");
+    assert_eq!(verify(NOW_S - 300, NOW_S, 300), verified, "5 minutes old");
+    assert_eq!(
+        verify(NOW_S, NOW_S + 301, 300),
+        Outcome::Invalid(Refusal::TooLong)
+    );
+    // A refused address would be refused from here on: each case from its own cache.
+    let cache2 = cache_with(&k, now);
+    let h = signed(
+        &k,
+        COVERED,
+        &params(&k, NOW_S - 301, NOW_S + 1, TAG),
+        Some(&agent),
+    );
+    assert_eq!(
+        check_request(&parts(&h), &cache2, ip, now, &Policy::default(), |_| true).outcome,
+        Outcome::Invalid(Refusal::Stale)
+    );
+    // What an operator configures: an hour-long signature under `max_signature_lifetime = "1h"`.
+    let cache3 = cache_with(&k, now);
+    let h = signed(
+        &k,
+        COVERED,
+        &params(&k, NOW_S - 1800, NOW_S + 1800, TAG),
+        Some(&agent),
+    );
+    let hour = Policy {
+        max_lifetime_s: 3600,
+        ..Policy::default()
+    };
+    assert_eq!(
+        check_request(&parts(&h), &cache3, ip, now, &hour, |_| true).outcome,
+        verified
+    );
+}
+
+#[test]
+fn a_nonce_verifies_once_and_a_repeat_is_replayed_not_refused() {
+    let k = key(9);
+    let now = NOW_S as u64 * 1000;
+    let cache = cache_with(&k, now);
+    let agent = format!("sig1=\"{AGENT}\"");
+    let p = params_with_nonce(&k, NOW_S, NOW_S + 60, TAG, "abc");
+    let h = signed(&k, COVERED, &p, Some(&agent));
+    let first: IpAddr = "203.0.113.1".parse().unwrap();
+    let replayer: IpAddr = "198.51.100.1".parse().unwrap();
+    assert_eq!(
+        verify_request(&parts(&h), &cache, first, now),
+        Outcome::Verified {
+            directory: DIR.into()
+        }
+    );
+    // The captured copy, from elsewhere, a second later: not verified, counted `replayed`.
+    let replayed = verify_request(&parts(&h), &cache, replayer, now + 1000);
+    assert_eq!(replayed, Outcome::Replayed);
+    assert_eq!(replayed.label(), Some("replayed"));
+    // ...and from the agent's own address (a retry not signed again): the same.
+    assert_eq!(
+        verify_request(&parts(&h), &cache, first, now + 2000),
+        Outcome::Replayed
+    );
+    // Not refused for it: a fresh signature from the replayer's address verifies.
+    let fresh = signed(
+        &k,
+        COVERED,
+        &params(&k, NOW_S, NOW_S + 60, TAG),
+        Some(&agent),
+    );
+    assert!(matches!(
+        verify_request(&parts(&fresh), &cache, replayer, now + 3000),
+        Outcome::Verified { .. }
+    ));
+    assert_eq!(cache.nonces().len(), 2);
+    // A forged signature with a seen nonce is invalid, not replayed (verified first).
+    let mut forged = h.clone();
+    forged.insert("signature", "sig1=:AAAA:".parse().unwrap());
+    assert_eq!(
+        verify_request(
+            &parts(&forged),
+            &cache,
+            "192.0.2.9".parse().unwrap(),
+            now + 4000
+        ),
+        Outcome::Invalid(Refusal::Signature)
+    );
+    // Without nonces (a dry run): verified, nothing remembered.
+    let dry = Policy {
+        nonces: false,
+        ..Policy::default()
+    };
+    let other = "192.0.2.10".parse().unwrap();
+    assert!(matches!(
+        check_request(&parts(&h), &cache, other, now + 5000, &dry, |_| true).outcome,
+        Outcome::Verified { .. }
+    ));
+    assert_eq!(cache.nonces().len(), 2);
+}
+
+#[test]
+fn past_the_nonce_capacity_a_new_nonce_is_unverified() {
+    let k = key(9);
+    let now = NOW_S as u64 * 1000;
+    let cache = cache_with(&k, now);
+    let agent = format!("sig1=\"{AGENT}\"");
+    let ip: IpAddr = "203.0.113.1".parse().unwrap();
+    let two = Policy {
+        nonce_capacity: 2,
+        ..Policy::default()
+    };
+    let outcome = |h: &HeaderMap| check_request(&parts(h), &cache, ip, now, &two, |_| true).outcome;
+    let sign = || {
+        signed(
+            &k,
+            COVERED,
+            &params(&k, NOW_S, NOW_S + 60, TAG),
+            Some(&agent),
+        )
+    };
+    assert!(matches!(outcome(&sign()), Outcome::Verified { .. }));
+    assert!(matches!(outcome(&sign()), Outcome::Verified { .. }));
+    assert_eq!(outcome(&sign()), Outcome::Unverified, "full: fails closed");
+    // A signature without a nonce is not limited by it (and can be replayed in its life).
+    let plain = signed(
+        &k,
+        COVERED,
+        &format!(
+            ";created={NOW_S};expires={};keyid=\"{}\";tag=\"{TAG}\"",
+            NOW_S + 60,
+            jwk::thumbprint(&x(&k))
+        ),
+        Some(&agent),
+    );
+    assert!(matches!(outcome(&plain), Outcome::Verified { .. }));
+    assert!(matches!(outcome(&plain), Outcome::Verified { .. }));
+}
+
+#[test]
+fn covered_path_and_authority_must_be_this_requests() {
+    let k = key(9);
+    let now = NOW_S as u64 * 1000;
+    let agent = format!("sig1=\"{AGENT}\"");
+    let with_path = "\"@authority\" \"@path\" \"@method\" \"signature-agent\"";
+    let h = signed(
+        &k,
+        with_path,
+        &params(&k, NOW_S, NOW_S + 60, TAG),
+        Some(&agent),
+    );
+    let request = |method, authority, path| RequestParts {
+        method: Some(method),
+        scheme: Some("https"),
+        authority: Some(authority),
+        path_and_query: Some(path),
+        path: None,
+        headers: &h,
+    };
+    for (n, (what, parts, want)) in [
+        (
+            "another path",
+            request("GET", "example.com", "/admin"),
+            Some(Refusal::Signature),
+        ),
+        (
+            "another host",
+            request("GET", "other.example", "/"),
+            Some(Refusal::Signature),
+        ),
+        (
+            "another method",
+            request("POST", "example.com", "/"),
+            Some(Refusal::Signature),
+        ),
+        ("its own", request("GET", "example.com", "/?q=1"), None),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // Each from its own cache and address: an invalid one refuses its address.
+        let cache = cache_with(&k, now);
+        let ip: IpAddr = format!("192.0.2.{}", n + 1).parse().unwrap();
+        let got = verify_request(&parts, &cache, ip, now);
+        match want {
+            Some(r) => assert_eq!(got, Outcome::Invalid(r), "{what}"),
+            None => assert!(matches!(got, Outcome::Verified { .. }), "{what}: {got:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_flood_of_junk_directories_never_shuts_a_new_agent_out() {
+    use super::directory::{MAX_DIRECTORIES, MAX_PENDING_PER_NETWORK, MAX_PENDING_PER_SOURCE};
+    let cache = DirectoryCache::new();
+    let now = NOW_S as u64 * 1000;
+    let flooder: IpAddr = "203.0.113.66".parse().unwrap();
+    // Each junk fetch fails at once, so one address goes through thousands.
+    for i in 0..MAX_DIRECTORIES + 200 {
+        cache.request_fetch(&format!("https://junk{i}.example/d"), flooder, now);
+        let (d, s) = cache.next_fetch().expect("queued");
+        assert!(cache.landed(&d, s, Err("refused".into()), now).is_err());
+    }
+    assert_eq!(
+        cache.summary().len(),
+        MAX_DIRECTORIES,
+        "held entries are bounded"
+    );
+    // A held agent survives the flood; a new agent is queued and lands.
+    let k = key(9);
+    let agent: IpAddr = "198.51.100.5".parse().unwrap();
+    cache.request_fetch(DIR, agent, now);
+    let (d, s) = cache.next_fetch().expect("the new agent is queued");
+    assert_eq!(d, DIR);
+    let fetched = Fetched {
+        body: jwks(&k),
+        max_age_s: None,
+    };
+    cache.landed(&d, s, Ok(fetched), now).unwrap();
+    for i in 0..MAX_DIRECTORIES + 200 {
+        cache.request_fetch(&format!("https://more{i}.example/d"), flooder, now);
+        let (d, s) = cache.next_fetch().expect("queued");
+        let _ = cache.landed(&d, s, Err("refused".into()), now);
+    }
+    let kid = jwk::thumbprint(&x(&k));
+    assert!(
+        matches!(cache.peek(DIR, &kid, now).0, KeyAnswer::Key(_)),
+        "entries with keys give way last"
+    );
+    // What one address, and one network, may have queued at once.
+    for i in 0..10 {
+        cache.request_fetch(&format!("https://q{i}.example/d"), flooder, now);
+    }
+    let mut queued = 0;
+    while cache.next_fetch().is_some() {
+        queued += 1;
+    }
+    assert_eq!(queued, MAX_PENDING_PER_SOURCE);
+    let cache = DirectoryCache::new();
+    for i in 0..10u8 {
+        let neighbour = IpAddr::from([203, 0, 113, i]);
+        cache.request_fetch(&format!("https://n{i}.example/d"), neighbour, now);
+    }
+    let mut queued = 0;
+    while cache.next_fetch().is_some() {
+        queued += 1;
+    }
+    assert_eq!(queued, MAX_PENDING_PER_NETWORK, "one /24");
+}
+
+#[test]
+fn fetches_are_handed_out_at_most_two_to_a_host() {
+    let cache = DirectoryCache::new();
+    let now = NOW_S as u64 * 1000;
+    for i in 0..4u8 {
+        let ip = IpAddr::from([192, 0, i, 1]);
+        cache.request_fetch(
+            &format!("https://slow.example:{}/d", 1000 + u16::from(i)),
+            ip,
+            now,
+        );
+    }
+    cache.request_fetch(DIR, "198.51.100.1".parse().unwrap(), now);
+    let a = cache.next_fetch().unwrap();
+    let b = cache.next_fetch().unwrap();
+    let c = cache.next_fetch().unwrap();
+    assert!(a.0.contains("slow") && b.0.contains("slow"));
+    assert_eq!(c.0, DIR, "past two to one host, the next host's");
+    assert_eq!(cache.next_fetch(), None);
+    let _ = cache.landed(&a.0, a.1, Err("timed out".into()), now);
+    assert!(
+        cache.next_fetch().unwrap().0.contains("slow"),
+        "a slot freed"
+    );
 }
