@@ -377,3 +377,6 @@ impl DirectoryCache {
         out
     }
 }
+
+#[cfg(test)]
+mod tests;
