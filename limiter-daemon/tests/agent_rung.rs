@@ -410,7 +410,7 @@ fn rig(agents: &str, rest: &str, key: &Ed25519KeyPair) -> Rig {
         agent: format!("https://{dir_addr}"),
         served,
         _up: up,
-        rt: rt,
+        rt,
         _tmp: tmp,
     }
 }
