@@ -291,6 +291,7 @@ impl DirectoryCache {
         })?;
         let directory = s.queue.remove(at)?;
         *s.running_per_host.entry(host_of(&directory)).or_insert(0) += 1;
+        // Queued means in flight, and an entry in flight is never evicted: it is held.
         let entry = s.entries.get_mut(&directory)?;
         entry.running = true;
         let source = entry.in_flight?;
