@@ -14,13 +14,14 @@
 //! burst has made that its own problem, not everyone's (issue 35, D1).
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use ipnet::IpNet;
 use parking_lot::Mutex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::accept::Throttled;
 use super::budget::ConnectionBudget;
 use crate::config::http::HttpSettings;
 use crate::identity::client_ip;
@@ -132,6 +133,43 @@ impl ClientCaps {
     }
 }
 
+/// One accept loop's log of connections refused at the caps: a line per kind at most every
+/// [`LOG_EVERY`](super::accept::LOG_EVERY), so a flood does not turn into a flood of lines.
+#[derive(Debug, Default)]
+pub struct Refusals {
+    full: Throttled,
+    client: Throttled,
+}
+
+impl Refusals {
+    pub fn log(&mut self, caps: &ClientCaps, why: Refused) {
+        match why {
+            Refused::Full => {
+                if let Some(unlogged) = self.full.take() {
+                    tracing::warn!(
+                        max_connections = caps.max_total(),
+                        unlogged,
+                        "proxy connection cap reached: new connections are closed until some \
+                         close (http.max_connections)"
+                    );
+                }
+            }
+            Refused::Client(client) => {
+                tracing::debug!(%client, "connection closed: the client's connection cap");
+                if let Some(unlogged) = self.client.take() {
+                    tracing::info!(
+                        %client,
+                        max_connections_per_client = caps.per_client(),
+                        unlogged,
+                        "a client holds its whole share of connections: its new ones are \
+                         closed (http.max_connections_per_client)"
+                    );
+                }
+            }
+        }
+    }
+}
+
 impl Slot {
     /// Counts the connection against `client` (a trusted proxy's PROXY header names it after
     /// accept). A slot counts against one client only: a second claim is ignored.
@@ -145,6 +183,21 @@ impl Slot {
         }
         self.client = Some(key);
         Ok(())
+    }
+
+    /// [`Slot::claim`] for the client a trusted proxy's PROXY header named; `false` (logged)
+    /// when that client holds its share already.
+    pub fn claimed_by(&mut self, client: SocketAddr) -> bool {
+        match self.claim(client.ip()) {
+            Ok(()) => true,
+            Err(_) => {
+                tracing::debug!(
+                    %client,
+                    "connection closed: the client's connection cap (PROXY header)"
+                );
+                false
+            }
+        }
     }
 }
 

@@ -35,9 +35,9 @@ use crate::engine::decider::Decider;
 use crate::http::api::router::router;
 use crate::http::api::state::{ApiLimits, ApiState};
 use crate::http::listen;
-use crate::http::listen::accept::{AcceptErrors, Throttled};
+use crate::http::listen::accept::AcceptErrors;
 use crate::http::listen::budget::ConnectionBudget;
-use crate::http::listen::client_caps::{ClientCaps, Refused, Slot};
+use crate::http::listen::client_caps::{ClientCaps, Refusals};
 use crate::http::listen::limits::ListenLimits;
 use crate::http::listen::proxy_protocol::{self, Mode as ProxyProtocol};
 use crate::http::proxy::front::{self, Front};
@@ -467,55 +467,6 @@ pub async fn serve_bound(
     server.run(shutdown).await
 }
 
-/// One accept loop's log of connections refused at the caps: a line per kind at most every
-/// few seconds, so a flood does not turn into a flood of log lines.
-#[derive(Default)]
-struct Refusals {
-    full: Throttled,
-    client: Throttled,
-}
-
-impl Refusals {
-    fn log(&mut self, caps: &ClientCaps, why: Refused) {
-        match why {
-            Refused::Full => {
-                if let Some(unlogged) = self.full.take() {
-                    tracing::warn!(
-                        max_connections = caps.max_total(),
-                        unlogged,
-                        "proxy connection cap reached: new connections are closed until some \
-                         close (http.max_connections)"
-                    );
-                }
-            }
-            Refused::Client(client) => {
-                tracing::debug!(%client, "connection closed: the client's connection cap");
-                if let Some(unlogged) = self.client.take() {
-                    tracing::info!(
-                        %client,
-                        max_connections_per_client = caps.per_client(),
-                        unlogged,
-                        "a client holds its whole share of connections: its new ones are \
-                         closed (http.max_connections_per_client)"
-                    );
-                }
-            }
-        }
-    }
-}
-
-/// Counts a connection against the client its trusted proxy's PROXY header named; `false`
-/// (logged) when that client holds its share already.
-fn claimed(slot: &mut Slot, client: SocketAddr) -> bool {
-    match slot.claim(client.ip()) {
-        Ok(()) => true,
-        Err(_) => {
-            tracing::debug!(%client, "connection closed: the client's connection cap (PROXY header)");
-            false
-        }
-    }
-}
-
 async fn proxy_loop(
     listener: TcpListener,
     state: Arc<ProxyState>,
@@ -575,7 +526,7 @@ async fn proxy_loop(
                             }
                         }
                     };
-                    if client != peer && !claimed(&mut slot, client) {
+                    if client != peer && !slot.claimed_by(client) {
                         return;
                     }
                     match tls {
