@@ -414,6 +414,19 @@ impl HttpSettings {
                 format!("{max_tunnels_per_identity} is more than http.max_tunnels ({max_tunnels})"),
             ));
         }
+        let max_connections = optional_non_zero("http.max_connections", raw.max_connections)?;
+        let max_connections_per_client = optional_non_zero(
+            "http.max_connections_per_client",
+            raw.max_connections_per_client,
+        )?;
+        if let (Some(all), Some(one)) = (max_connections, max_connections_per_client) {
+            if one > all {
+                return Err(ConfigError::invalid(
+                    "http.max_connections_per_client",
+                    format!("{one} is more than http.max_connections ({all})"),
+                ));
+            }
+        }
         let max_header_count = non_zero("http.max_header_count", raw.max_header_count, 64)?;
         if max_header_count.get() > MAX_HEADER_COUNT {
             return Err(ConfigError::invalid(
@@ -493,11 +506,8 @@ impl HttpSettings {
                 "http.api_max_connections",
                 raw.api_max_connections,
             )?,
-            max_connections: optional_non_zero("http.max_connections", raw.max_connections)?,
-            max_connections_per_client: optional_non_zero(
-                "http.max_connections_per_client",
-                raw.max_connections_per_client,
-            )?,
+            max_connections,
+            max_connections_per_client,
             client_ipv6_prefix: 64,
             trusted_peers,
             problem_type_base,
@@ -615,6 +625,8 @@ mod tests {
         assert!(err("api_max_connections = 0").contains("http.api_max_connections"));
         assert!(err("max_connections = 0").contains("http.max_connections"));
         assert!(err("max_connections_per_client = 0").contains("http.max_connections_per_client"));
+        assert!(err("max_connections = 5\nmax_connections_per_client = 6")
+            .contains("http.max_connections_per_client"));
     }
 
     #[test]

@@ -67,8 +67,13 @@ fn peek_now(stream: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
 /// bound the wait with a timeout.
 pub async fn peek_at_least(stream: &TcpStream, buf: &mut [u8], want: usize) -> io::Result<usize> {
     let want = want.clamp(1, buf.len().max(1));
-    set_low_water(stream, want)?;
-    let _reset = LowWater(stream);
+    // 1 is the socket's own mark: nothing to set, nothing to put back.
+    let _reset = if want > 1 {
+        set_low_water(stream, want)?;
+        Some(LowWater(stream))
+    } else {
+        None
+    };
     loop {
         let ready = stream.ready(Interest::READABLE).await?;
         let closed = ready.is_read_closed() || ready.is_error();
