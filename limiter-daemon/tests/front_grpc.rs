@@ -5,7 +5,8 @@
 //! after), each surface on its own clients so their counts do not mix. Also: `hits_addend`
 //! counts as a route's `cost` does, `Check` walks a trusted proxy's `X-Forwarded-For`, a bad
 //! call is `INVALID_ARGUMENT` naming the field, and with `api_token_file` set a call needs
-//! the token in its metadata.
+//! the token in its metadata. Silent and half-preface connections are closed after
+//! `header_read_timeout`, and past `api_max_connections` at once.
 
 mod ops_support;
 
@@ -753,4 +754,59 @@ async fn check_reads_the_path_as_the_upstream_does() {
     ]);
     let s = should(&mut rls, rl_request(vec![d])).await;
     assert_eq!(hourly(&s), Some(95), "{s:?}");
+}
+
+/// Issue 35, D3: `grpc_listen` had no read timeout and no connection cap: silent connections
+/// and half-sent prefaces all stayed open, before any token was asked for. Now a connection
+/// whose HTTP/2 preface has not come within `header_read_timeout` is closed, and past
+/// `api_max_connections` a new one is closed at once; calls on connections that sent their
+/// preface go on being answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_and_half_preface_connections_are_closed_and_capped() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let w = start("header_read_timeout = \"1s\"\napi_max_connections = 20\n");
+    // Two connections that sent their preface (the clients' own), answered throughout
+    // (admitted: a slow answer on a loaded machine reads as "delay", so only "reject" fails).
+    let (mut authz, mut rls) = clients(&w).await;
+    let me = || rl_request(vec![entries(&[("remote_address", "192.0.2.77")])]);
+    assert_ne!(should(&mut rls, me()).await.action, "reject");
+    // 40 more: silent, or a quarter of them half a preface. The cap leaves room for 18.
+    let started = Instant::now();
+    let mut waiting = tokio::task::JoinSet::new();
+    for i in 0..40 {
+        let mut s = tokio::net::TcpStream::connect(w.grpc).await.unwrap();
+        if i % 4 == 0 {
+            s.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+        }
+        waiting.spawn(async move {
+            let mut buf = [0u8; 64];
+            // Ends with the daemon's close (EOF, or a reset when bytes were left unread).
+            let closed = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await;
+            assert!(
+                matches!(closed, Ok(Ok(0) | Err(_))),
+                "a silent connection got {closed:?}"
+            );
+            started.elapsed()
+        });
+    }
+    let closed: Vec<Duration> = waiting.join_all().await;
+    let at_once = closed
+        .iter()
+        .filter(|t| **t < Duration::from_millis(700))
+        .count();
+    assert!(at_once >= 22, "{at_once} of 40 closed at once: {closed:?}");
+    let last = closed.iter().max().unwrap();
+    assert!(
+        *last < Duration::from_secs(4),
+        "the last closed after {last:?}"
+    );
+    // The preface-less ones gave their places back; the client's connection was kept.
+    assert_ne!(should(&mut rls, me()).await.action, "reject");
+    let page = check(&mut authz, check_request("192.0.2.78", "/page", &[])).await;
+    assert_ne!(page.action, "reject");
+    // And new connections are let in again.
+    let (mut fresh, _) = clients(&w).await;
+    let page = check(&mut fresh, check_request("192.0.2.79", "/page", &[])).await;
+    assert_ne!(page.action, "reject");
 }

@@ -135,6 +135,9 @@ fn the_unit_verifies_and_says_what_the_issue_asks() {
         ("ProtectSystem", "strict"),
         ("StateDirectory", "limiter"),
         ("NoNewPrivileges", "yes"),
+        // Issue 35, D1: systemd's default soft limit of 1,024 let one client's idle
+        // connections take every descriptor.
+        ("LimitNOFILE", "65536"),
     ] {
         assert_eq!(unit_value(key), value, "{key}");
     }

@@ -84,6 +84,11 @@ pub fn restart_only(
     same!("http.header_read_timeout", http.header_read_timeout);
     same!("http.body_read_timeout", http.body_read_timeout);
     same!("http.api_max_connections", http.api_max_connections);
+    same!("http.max_connections", http.max_connections);
+    same!(
+        "http.max_connections_per_client",
+        http.max_connections_per_client
+    );
     same!("http.trusted_peers", http.trusted_peers);
     same!("http.problem_type_base", http.problem_type_base);
     same!("http.shutdown_grace", http.shutdown_grace);

@@ -27,6 +27,7 @@ use crate::config::log::LogFormat;
 use crate::config::{env_from_process, Config};
 use crate::engine::sink::{EnforcementSink, NoKernel};
 use crate::engine::{Engine, EngineOptions, KeyRefresh};
+use crate::http::listen::budget::ConnectionBudget;
 use crate::http::listen::limits::ListenLimits;
 use crate::http::proxy::server::HttpServer;
 use crate::http::render::response::Hints;
@@ -75,6 +76,8 @@ pub fn run(path: &Path, ifaces: Vec<String>, log_flag: Option<LogFormat>) -> any
     if !ifaces.is_empty() {
         config.kernel.interfaces.clone_from(&ifaces);
     }
+    // Before anything opens a descriptor: the listeners' caps follow the limit in force.
+    super::nofile::raise_and_log();
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = http.worker_threads {
         builder.worker_threads(n.get());
@@ -115,6 +118,13 @@ async fn serve(
     reload: ReloadSource,
     shutdown: &Shutdown,
 ) -> anyhow::Result<()> {
+    let listeners = http.api_listen.len()
+        + http.grpc.listen.len()
+        + usize::from(config.admin.listen.is_some())
+        + usize::from(config.metrics.listen.is_some());
+    let proxy =
+        http.upstream.is_some() && !(http.proxy_listen.is_empty() && http.tls_listen.is_empty());
+    ConnectionBudget::for_process(&http).log(proxy, listeners);
     // Inside the runtime: the dataplane spawns its log, event and expiry tasks.
     let metrics = Metrics::new(&config.metrics.namespace);
     let (sink, kernel): (Arc<dyn EnforcementSink>, Option<AttachedKernel>) =
