@@ -147,7 +147,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Detach(args) => crate::kernel::cli::run_detach(args),
         Command::Replay(args) => Ok(crate::replay::run_cli(args)?),
         Command::Completions { shell } => {
-            crate::manuals::completions(Cli::command(), shell, &mut std::io::stdout());
+            crate::manuals::print_completions(Cli::command(), shell);
             Ok(())
         }
         Command::ManPages { dir } => crate::manuals::man_pages(Cli::command(), &dir),

@@ -9,10 +9,13 @@ use std::path::Path;
 use anyhow::Context as _;
 pub use clap_complete::Shell;
 
-/// Writes `cmd`'s completion script for `shell` to `out`.
-pub fn completions(mut cmd: clap::Command, shell: Shell, out: &mut dyn Write) {
+/// Prints `cmd`'s completion script for `shell` on stdout. Rendered first: clap_complete
+/// panics on a failed write, and a reader that stops early (`| head`) is no error.
+pub fn print_completions(mut cmd: clap::Command, shell: Shell) {
     let name = cmd.get_name().to_string();
-    clap_complete::generate(shell, &mut cmd, name, out);
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, name, &mut script);
+    drop(std::io::stdout().lock().write_all(&script));
 }
 
 /// Writes `cmd`'s man pages into `dir` (created if missing): `<name>.1`, and

@@ -418,6 +418,19 @@ fn the_package_carries_man_pages_completions_docs_examples_and_logrotate() {
         printed, shipped,
         "limiterctl completions bash prints what ships"
     );
+    // A reader that stops early (`| head -1`) ends it quietly.
+    for bin in ["limiter-daemon", "limiterctl"] {
+        let mut child = Command::new(b.tree.join("usr/bin").join(bin))
+            .args(["completions", "zsh"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && err.is_empty(), "{bin}: {err}");
+    }
     let (ok, _, err) =
         try_run(Command::new(b.tree.join("usr/bin/limiterctl")).args(["completions", "tcsh"]));
     assert!(!ok && err.contains("tcsh"), "{err}");

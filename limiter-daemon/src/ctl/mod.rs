@@ -37,7 +37,7 @@ pub fn main_with(argv: impl IntoIterator<Item = OsString>) -> ExitCode {
     };
     match &ctl.command {
         args::Command::Completions { shell } => {
-            crate::manuals::completions(Ctl::command(), *shell, &mut std::io::stdout());
+            crate::manuals::print_completions(Ctl::command(), *shell);
             return ExitCode::from(EXIT_OK);
         }
         args::Command::ManPages { dir } => {
