@@ -118,6 +118,9 @@ pub fn restart_only(
     if log_flag.is_none() {
         same!("log.format", log.format);
     }
+    // The access log's writer is started with the listeners (SIGUSR1 reopens its file).
+    same!("log.access", log.access);
+    same!("log.access_format", log.access_format);
     None
 }
 

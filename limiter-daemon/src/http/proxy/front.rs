@@ -37,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::decider::RequestView;
 use crate::http::h1::write::write_answer;
+use crate::http::proxy::access;
 use crate::http::proxy::forward::forward;
 use crate::http::proxy::h2::{count_stream, H2Counters, PREFACE};
 use crate::http::proxy::h2_watch::{abuse, FrameWatch};
@@ -192,11 +193,14 @@ async fn serve_loop(
             headers: &plan.fields,
             unattributed: false,
         };
+        let mut line = access::start_head(&front.state, &view, &buf[..plan.len]);
         let admission = admit(&front.state, &view).await;
+        access::admitted(&mut line, &admission);
         // Only `up` is needed from here on.
         buf.advance(plan.len);
         let decision = match admission {
             Admission::Answer(resp) => {
+                access::answered(&front.state, line.take(), &resp, head_only);
                 write_answer(&mut out, &resp, head_only, plan.close);
                 if stream.write_all(&out).await.is_err() {
                     return After::Close;
@@ -222,7 +226,7 @@ async fn serve_loop(
         };
         let kept = match decision {
             Some(d) => {
-                forward(
+                let sent = forward(
                     &front.state.upstream,
                     stream,
                     &up,
@@ -231,7 +235,9 @@ async fn serve_loop(
                     plan.close,
                     &mut out,
                 )
-                .await
+                .await;
+                (front.state.access_log).finish(line, sent.status, sent.bytes);
+                sent.kept
             }
             None => true,
         };
@@ -288,7 +294,11 @@ pub(crate) async fn hand_over<S>(
         let state = Arc::clone(&state);
         let decided = decided.lock().take();
         count_stream(&state.h2, req.version() == http::Version::HTTP_2);
-        async move { Ok::<_, Infallible>(handle(&state, peer, req, decided, https).await) }
+        let line = access::start_request(&state, peer, &req);
+        async move {
+            let resp = handle(&state, peer, req, decided, https).await;
+            Ok::<_, Infallible>(access::logged(&state, line, resp))
+        }
     });
     let flooded = Arc::new(AtomicBool::new(false));
     let io = TokioIo::new(Rewind {
@@ -532,6 +542,7 @@ mod tests {
             tunnels: crate::http::proxy::tunnel::registry::Tunnels::new(1, 1),
             tunnel_idle: Duration::from_secs(1),
             h2: Arc::default(),
+            access_log: Default::default(),
         });
         let hyper = crate::http::proxy::h2::server_builder(&settings, state.limits);
         let front = Arc::new(Front {
