@@ -81,7 +81,8 @@ pub(crate) fn start_request<B>(
     })
 }
 
-/// Notes what the admission step decided (a refusal's verdict rides in its response).
+/// Notes what the admission step decided (a refusal's verdict rides in its response:
+/// [`crate::http::proxy::hyper::admit`] puts it there).
 pub(crate) fn admitted(line: &mut Option<Box<Record>>, admission: &Admission) {
     if let Some(line) = line {
         line.verdict = match admission {

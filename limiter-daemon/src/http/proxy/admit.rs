@@ -7,7 +7,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::Response;
 
-use crate::http::access_log::Verdict;
 use crate::http::proxy::hold::{HoldGate, HoldPermit};
 use crate::http::render::response::{hold_overflow, rejection, Hints};
 use crate::model::{Action, Decision};
@@ -39,20 +38,15 @@ pub enum Next {
     Answer(Response<Bytes>),
 }
 
-/// What `decision` lets happen next, the decision left with the caller. A refusal carries the
-/// decision's [`Verdict`] in its extensions, for the access log.
+/// What `decision` lets happen next, the decision left with the caller.
 pub fn next(decision: &Decision, gate: &Arc<HoldGate>, hints: &Hints) -> Next {
-    let answer = |mut resp: Response<Bytes>| {
-        resp.extensions_mut().insert(Verdict::of(decision));
-        Next::Answer(resp)
-    };
     match decision.action() {
-        Action::Reject => answer(rejection(decision, hints)),
+        Action::Reject => Next::Answer(rejection(decision, hints)),
         Action::Delay => match gate.try_hold(&decision.identity) {
             Some(permit) => Next::Hold(permit),
             None => {
                 tracing::debug!(identity = %decision.identity, "held-request bound reached");
-                answer(hold_overflow(decision))
+                Next::Answer(hold_overflow(decision))
             }
         },
         Action::Allow => Next::Forward,

@@ -66,7 +66,12 @@ pub async fn admit(state: &ProxyState, view: &RequestView<'_>) -> Admission {
         Decided::Ready(d) => d,
         Decided::Pending(f) => f.await,
     };
-    admission(d, &state.gate, &state.hints)
+    // A refusal carries its verdict to the access log's line (with the log on).
+    let verdict = state.access_log.is_on().then(|| Verdict::of(&d));
+    match admission(d, &state.gate, &state.hints) {
+        Admission::Answer(resp) => Admission::Answer(mark(resp, verdict)),
+        admitted => admitted,
+    }
 }
 
 /// Waits out a held request's delay on an async timer: it costs a task, not a thread. `Err` is
