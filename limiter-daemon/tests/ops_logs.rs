@@ -231,8 +231,18 @@ fn the_access_log_has_one_json_line_per_request_on_every_surface_and_no_secret()
         "",
     );
     assert_eq!(auth.status, 204, "{auth:?}");
+    // A head the proxy refuses before deciding.
+    let mut s = std::net::TcpStream::connect(e.proxy).unwrap();
+    std::io::Write::write_all(
+        &mut s,
+        b"GET /bad HTTP/1.1\r\nHost: test\r\nno colon\r\n\r\n",
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = std::io::Read::read_to_string(&mut s, &mut answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
 
-    let lines = access_lines(&path, 6);
+    let lines = access_lines(&path, 7);
     let text = lines.join("\n");
     for s in SECRETS {
         assert!(!text.contains(s), "{s} in the access log:\n{text}");
@@ -292,6 +302,12 @@ fn the_access_log_has_one_json_line_per_request_on_every_surface_and_no_secret()
     );
     assert_eq!(a["status"], 204);
     assert_eq!(a["user_agent"], "nginx-sub/1");
+    let bad = find(&|l| l["path"] == "/bad");
+    assert_eq!(
+        (&bad["status"], &bad["method"]),
+        (&400.into(), &"GET".into())
+    );
+    assert!(bad["action"].is_null(), "no decision was made: {bad}");
 }
 
 /// `combined` as fail2ban reads it: `failregex = ^<HOST> -.*"(GET|POST|HEAD)[^"]*" 429 `.

@@ -21,6 +21,7 @@ use crate::http::proxy::hyper::ProxyState;
 fn head_field<'h>(head: &'h [u8], name: &[u8]) -> &'h [u8] {
     head.split(|&b| b == b'\n')
         .skip(1)
+        .take_while(|line| !line.trim_ascii().is_empty())
         .find_map(|line| {
             let colon = line.iter().position(|&b| b == b':')?;
             line[..colon]
@@ -49,6 +50,35 @@ pub(crate) fn start_head(
         path: view.path,
         user_agent: head_field(head, b"user-agent"),
     })
+}
+
+/// Logs the own loop's refusal of a head it could not serve (malformed, over the limits):
+/// method and path as far as the request line tells them, no decision (none was made).
+pub(crate) fn refused(state: &ProxyState, peer: IpAddr, head: &[u8], resp: &Response<Bytes>) {
+    if !state.access_log.is_on() {
+        return;
+    }
+    let line = head.split(|&b| b == b'\n').next().unwrap_or(b"");
+    let mut words = line.split(|&b| b == b' ');
+    let method = words
+        .next()
+        .and_then(|m| http::Method::from_bytes(m).ok())
+        .or_else(|| http::Method::from_bytes(b"-").ok())
+        .unwrap_or_default();
+    let target = words.next().unwrap_or(b"");
+    let target = target.split(|&b| b == b'?').next().unwrap_or(b"");
+    let path = std::str::from_utf8(target).unwrap_or("");
+    let record = state.access_log.start(&Seen {
+        surface: Surface::Proxy,
+        peer,
+        client: peer,
+        method: &method,
+        version: http::Version::HTTP_11,
+        host: head_field(head, b"host"),
+        path: if path.starts_with('/') { path } else { "" },
+        user_agent: head_field(head, b"user-agent"),
+    });
+    answered(state, record, resp, false);
 }
 
 /// Starts the line for a request served by hyper's server.
@@ -130,5 +160,8 @@ mod tests {
         assert_eq!(head_field(head, b"host"), b"a.example");
         assert_eq!(head_field(head, b"user-agent"), b"curl/8");
         assert_eq!(head_field(head, b"referer"), b"");
+        // The head ends at its blank line: a pipelined request's fields are not this one's.
+        let two = b"GET / HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.1\r\nUser-Agent: b\r\n\r\n";
+        assert_eq!(head_field(two, b"user-agent"), b"");
     }
 }

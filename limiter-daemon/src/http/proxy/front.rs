@@ -146,7 +146,10 @@ async fn serve_loop(
                 match inspected {
                     Inspected::Serve(plan) => break plan,
                     Inspected::HandOver => return After::HandOver,
-                    Inspected::Refuse(resp) => return refuse(stream, &resp, &mut out).await,
+                    Inspected::Refuse(resp) => {
+                        access::refused(&front.state, peer, buf, &resp);
+                        return refuse(stream, &resp, &mut out).await;
+                    }
                     Inspected::Partial if buf.len() > head_cap => {
                         let resp = if buf.contains(&b'\n') {
                             too_large(HeaderLimitError::Bytes {
@@ -157,6 +160,7 @@ async fn serve_loop(
                             // Not even the request line has ended: its target is too long.
                             request_rules::target_too_long(buf.len())
                         };
+                        access::refused(&front.state, peer, buf, &resp);
                         return refuse(stream, &resp, &mut out).await;
                     }
                     Inspected::Partial => {}
