@@ -116,8 +116,9 @@ impl Record {
             wall: SystemTime::now(),
             started: Instant::now(),
             surface: seen.surface,
-            peer: seen.peer,
-            client: seen.client,
+            // `::ffff:a.b.c.d` from a dual-stack socket reads as `a.b.c.d`, as the client does.
+            peer: crate::model::address::canonical_ip(seen.peer),
+            client: crate::model::address::canonical_ip(seen.client),
             method: seen.method.clone(),
             version: seen.version,
             text,
