@@ -217,7 +217,9 @@ fn the_access_log_has_one_json_line_per_request_on_every_surface_and_no_secret()
     // The burst is 3: refused soon (the key-carrying request may count apart).
     refused_soon(e.proxy, "/own");
     // `/v1/decide` about another client; forward auth (nginx's convention) about a third.
-    assert_eq!(decide(e.api, "203.0.113.5", "/described", None).status, 200);
+    for _ in 0..4 {
+        assert_eq!(decide(e.api, "203.0.113.5", "/described", None).status, 200);
+    }
     let auth = request(
         e.api,
         "GET",
@@ -242,7 +244,7 @@ fn the_access_log_has_one_json_line_per_request_on_every_surface_and_no_secret()
     let _ = std::io::Read::read_to_string(&mut s, &mut answer);
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
 
-    let lines = access_lines(&path, 7);
+    let lines = access_lines(&path, 10);
     let text = lines.join("\n");
     for s in SECRETS {
         assert!(!text.contains(s), "{s} in the access log:\n{text}");
@@ -293,6 +295,9 @@ fn the_access_log_has_one_json_line_per_request_on_every_surface_and_no_secret()
     assert_eq!(d["client"], "203.0.113.5");
     assert_eq!(d["path"], "/described");
     assert_eq!(d["action"], "allow");
+    // A refused decision: the status the app is told to answer.
+    let d = find(&|l| l["surface"] == "decide" && l["action"] == "reject");
+    assert_eq!((&d["status"], &d["reason"]), (&429.into(), &"burst".into()));
     let a = find(&|l| l["surface"] == "auth");
     assert_eq!(a["client"], "198.51.100.9");
     assert_eq!(a["peer"], "127.0.0.1");
