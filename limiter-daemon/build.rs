@@ -8,6 +8,10 @@
 //!
 //! `LIMITER_EBPF_BUILD=skip` embeds nothing (for a machine without the nightly or bpf-linker);
 //! such a binary needs `LIMITER_EBPF_OBJECT` at run time and says so.
+//!
+//! It also stamps what `<ns>_build_info` reports: `LIMITER_BUILD_COMMIT` (the checkout's commit
+//! from git, else the `LIMITER_GIT_COMMIT` given to the build, else `unknown`) and
+//! `LIMITER_BUILD_FEATURES` (the cargo features on, and `ebpf` when the object is embedded).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,6 +26,8 @@ fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("set by cargo")).join(OBJECT);
 
     println!("cargo:rerun-if-env-changed=LIMITER_EBPF_BUILD");
+    let skip = std::env::var("LIMITER_EBPF_BUILD").is_ok_and(|v| v == "skip");
+    stamp_build_info(root, !skip);
     // Not the eBPF crate's directory as a whole: its target/ changes with every build.
     for input in [
         ebpf.join("src"),
@@ -34,7 +40,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", input.display());
     }
 
-    if std::env::var("LIMITER_EBPF_BUILD").is_ok_and(|v| v == "skip") {
+    if skip {
         println!(
             "cargo:warning=LIMITER_EBPF_BUILD=skip: no eBPF object embedded; \
              the daemon will need LIMITER_EBPF_OBJECT"
@@ -88,5 +94,53 @@ fn build(ebpf: &Path) {
         "building the eBPF object in {} failed ({status}); run `cargo xtask setup` (nightly \
          rust-src, bpf-linker) or set LIMITER_EBPF_BUILD=skip and LIMITER_EBPF_OBJECT",
         ebpf.display()
+    );
+}
+
+/// `LIMITER_BUILD_COMMIT` and `LIMITER_BUILD_FEATURES` for `metrics::build_info`.
+fn stamp_build_info(root: &Path, ebpf: bool) {
+    println!("cargo:rerun-if-env-changed=LIMITER_GIT_COMMIT");
+    let git = |args: &[&str]| -> Option<String> {
+        let out = Command::new("git")
+            .current_dir(root)
+            .args(args)
+            .output()
+            .ok()?;
+        let text = String::from_utf8(out.stdout).ok()?.trim().to_string();
+        (out.status.success() && !text.is_empty()).then_some(text)
+    };
+    let commit = git(&["rev-parse", "--short=12", "HEAD"])
+        .or_else(|| std::env::var("LIMITER_GIT_COMMIT").ok())
+        .unwrap_or_else(|| "unknown".to_string());
+    // Rerun when HEAD moves: its file (a branch switch) and the branch's ref (a commit). Only
+    // paths that exist: cargo reruns a script on every build while one it names is missing.
+    let mut watch = vec![git(&["rev-parse", "--git-path", "HEAD"])];
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        watch.push(git(&["rev-parse", "--git-path", &branch]));
+    }
+    watch.push(git(&["rev-parse", "--git-path", "packed-refs"]));
+    for path in watch.into_iter().flatten() {
+        let path = root.join(path);
+        if path.exists() {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
+    }
+    let mut features: Vec<String> = std::env::vars()
+        .filter_map(|(k, _)| {
+            Some(
+                k.strip_prefix("CARGO_FEATURE_")?
+                    .to_lowercase()
+                    .replace('_', "-"),
+            )
+        })
+        .collect();
+    if ebpf {
+        features.push("ebpf".to_string());
+    }
+    features.sort();
+    println!("cargo:rustc-env=LIMITER_BUILD_COMMIT={commit}");
+    println!(
+        "cargo:rustc-env=LIMITER_BUILD_FEATURES={}",
+        features.join(",")
     );
 }

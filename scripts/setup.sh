@@ -73,5 +73,18 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import httpbin, gunic
   "$VENV/bin/pip" install -q httpbin gunicorn websockets
 fi
 
+# man-db: the package test renders the .deb's man pages with `man -l`; logrotate: it checks the
+# .deb's /etc/logrotate.d/limiter with `logrotate -d`.
+need_docs=()
+for p in man-db logrotate; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_docs+=("$p")
+done
+if [ ${#need_docs[@]} -gt 0 ]; then
+  log "apt: installing ${need_docs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >/dev/null
+  apt-get install -y -q --no-install-recommends "${need_docs[@]}" >/dev/null
+fi
+
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
 log "ready"

@@ -158,7 +158,7 @@ fn main() {
         agent,
         "site.example",
         "\"@authority\" \"signature-agent\"",
-        &signer::params(&key, now_s, now_s + 3600, "web-bot-auth"),
+        &signer::params(&key, now_s, now_s + 300, "web-bot-auth"),
     );
     let directory = directory_url(agent).expect("agent");
     engine
@@ -195,8 +195,10 @@ fn main() {
             c.peer,
             false,
             "GET",
+            "/",
             &c.headers,
             clock.now_ms(),
+            true,
         );
         std::hint::black_box(caller.id_key(&hasher));
     };

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 
 use crate::config::log::LogFormat;
 use crate::kernel::cli::{DetachArgs, KernelArgs};
@@ -63,11 +63,21 @@ pub enum Command {
     },
     /// Operate the kernel maps directly (works while the daemon is stopped).
     Kernel(KernelArgs),
-    /// Detach the program from every interface and remove every pin.
+    /// Detach the program from every interface and remove every pin (under `--pin-path`, or the
+    /// config's `[kernel] pin_path`).
     Detach(DetachArgs),
     /// Run access logs through the engine on their own timestamps and report what a config
     /// would have allowed, delayed and refused (in memory: no state, no kernel).
     Replay(crate::replay::ReplayArgs),
+    /// Print the shell completion script for SHELL on stdout, e.g.
+    /// `limiter-daemon completions bash > /etc/bash_completion.d/limiter-daemon`.
+    Completions {
+        #[arg(value_enum)]
+        shell: crate::manuals::Shell,
+    },
+    /// Write the man pages into DIR (`cargo xtask package` ships them).
+    #[command(hide = true)]
+    ManPages { dir: PathBuf },
 }
 
 /// Exit code for bad input (arguments, values, config): distinct from other failures (1).
@@ -136,5 +146,10 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Kernel(args) => crate::kernel::cli::run_kernel(args),
         Command::Detach(args) => crate::kernel::cli::run_detach(args),
         Command::Replay(args) => Ok(crate::replay::run_cli(args)?),
+        Command::Completions { shell } => {
+            crate::manuals::print_completions(Cli::command(), shell);
+            Ok(())
+        }
+        Command::ManPages { dir } => crate::manuals::man_pages(Cli::command(), &dir),
     }
 }

@@ -30,6 +30,7 @@ pub mod fuzz_entry;
 pub mod http;
 pub mod identity;
 pub mod kernel;
+pub mod manuals;
 pub mod metrics;
 pub mod model;
 pub mod replay;

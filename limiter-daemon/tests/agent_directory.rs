@@ -32,7 +32,7 @@ fn sign(k: &Ed25519KeyPair, agent: &str, now_s: u64) -> HeaderMap {
         agent,
         "site.example",
         "\"@authority\" \"signature-agent\"",
-        &signer::params(k, now_s, now_s + 3600, "web-bot-auth"),
+        &signer::params(k, now_s, now_s + 300, "web-bot-auth"),
     )
 }
 
@@ -42,6 +42,7 @@ fn parts(h: &HeaderMap) -> RequestParts<'_> {
         scheme: Some("https"),
         authority: Some("site.example"),
         path_and_query: Some("/"),
+        path: None,
         headers: h,
     }
 }

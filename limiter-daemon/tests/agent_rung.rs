@@ -11,6 +11,12 @@
 //! - A tampered signature, an expired one, one created in the future, the wrong tag, one not
 //!   covering `@authority`, and a key the agent's directory does not list are each metered as
 //!   the address (tier `anon`) and counted `invalid` in `agent_signatures_total`.
+//! - Replay: a captured signature (with a nonce) sent again, from another address or the same,
+//!   is metered as the sender (`replayed`), and that address is not refused; a signature
+//!   covering `@path` verifies on its path only; one living an hour is invalid.
+//! - The directory cache: 4,200 junk `Signature-Agent` directories from one address do not
+//!   keep a new agent out; six directories that stall until the fetch timeout do not hold up
+//!   a valid agent behind them for six timeouts.
 
 mod agent_support;
 mod ops_support;
@@ -18,7 +24,7 @@ mod tls_support;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use limiter_daemon::identity::web_bot_auth::signer;
 use ops_support::*;
@@ -105,6 +111,9 @@ fn a_signed_agent_is_metered_as_itself_and_a_bad_signature_as_its_address() {
     let agent = format!("https://{dir_addr}");
     let keyfile = tmp.path().join("agent.jwk");
     let (good, x) = npm_signed(&npm, &format!("sig1=\"{agent}\""), &keyfile);
+    // Each request signed afresh, as the signer does: its signatures carry a nonce, and a
+    // nonce verifies once.
+    let fresh = || npm_signed(&npm, &format!("sig1=\"{agent}\""), &keyfile).0;
     *served.directory.lock().unwrap() =
         format!(r#"{{"keys":[{{"kty":"OKP","crv":"Ed25519","x":"{x}"}}]}}"#).into_bytes();
 
@@ -134,12 +143,12 @@ fn a_signed_agent_is_metered_as_itself_and_a_bad_signature_as_its_address() {
     assert_eq!(served.directory_fetches(), 1);
 
     // Now the agent, from two addresses and two surfaces, on one budget of its own (6/hour).
-    let a = via_proxy(proxy, "203.0.113.1", &good);
+    let a = via_proxy(proxy, "203.0.113.1", &fresh());
     assert_eq!(a.status, 200, "{a:?}");
     assert_eq!(a.header("x-ratelimit-tier"), "agent", "{a:?}");
     assert_eq!(a.header("x-ratelimit-limit-hour"), "6");
     assert_eq!(hourly_left(a.header("ratelimit")), 5);
-    let b = via_decide(api, "198.51.100.2", &good);
+    let b = via_decide(api, "198.51.100.2", &fresh());
     assert_eq!(b["tier"], "agent", "{b}");
     assert_eq!(b["headers"]["x-ratelimit-limit-hour"], "6", "{b}");
     assert_eq!(
@@ -157,10 +166,10 @@ fn a_signed_agent_is_metered_as_itself_and_a_bad_signature_as_its_address() {
     );
     assert_eq!(hourly_left(c.header("ratelimit")), 3);
     for left in (0..3).rev() {
-        let r = via_proxy(proxy, "192.0.2.77", &good);
+        let r = via_proxy(proxy, "192.0.2.77", &fresh());
         assert_eq!((r.status, hourly_left(r.header("ratelimit"))), (200, left));
     }
-    let over = via_proxy(proxy, "192.0.2.78", &good);
+    let over = via_proxy(proxy, "192.0.2.78", &fresh());
     assert_eq!(over.status, 429, "{over:?}");
     let problem = over.json();
     assert_eq!(problem["tier"], "agent");
@@ -271,4 +280,272 @@ fn a_signed_agent_is_metered_as_itself_and_a_bad_signature_as_its_address() {
     assert_eq!(signatures(metrics_addr, "verified"), verified);
     // No directory fetched again for any of it (served with max-age=600).
     assert_eq!(served.directory_fetches(), 1);
+}
+
+const BOTH: &str = "\"@authority\" \"signature-agent\"";
+
+fn now_s() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// `key`'s signature of a GET of `path` from `agent`, created now, living 5 minutes, with
+/// `nonce` if given.
+fn signed_now(
+    key: &Ed25519KeyPair,
+    agent: &str,
+    path: Option<&str>,
+    components: &str,
+    nonce: Option<&str>,
+) -> Signed {
+    let now = now_s();
+    let mut params = signer::params(key, now, now + 300, "web-bot-auth");
+    if let Some(n) = nonce {
+        params.push_str(&format!(";nonce=\"{n}\""));
+    }
+    let h = signer::sign_path(key, agent, "test", path, components, &params);
+    ["signature", "signature-input", "signature-agent"]
+        .iter()
+        .map(|n| (n.to_string(), h[*n].to_str().unwrap().to_owned()))
+        .collect()
+}
+
+/// A `/v1/decide` body for `ip` on `path` with the signed fields (and `Host: test`).
+fn decide_body(ip: &str, path: &str, signed: &Signed) -> String {
+    let mut headers = serde_json::Map::new();
+    headers.insert("host".into(), "test".into());
+    for (k, v) in signed {
+        headers.insert(k.clone(), v.clone().into());
+    }
+    serde_json::json!({"ip": ip, "method": "GET", "path": path, "headers": headers}).to_string()
+}
+
+/// `/v1/decide` for `ip` on `path` with the signed fields; the tier it was metered on.
+fn tier_of(api: std::net::SocketAddr, ip: &str, path: &str, signed: &Signed) -> String {
+    let a = request(
+        api,
+        "POST",
+        "/v1/decide",
+        &[],
+        &decide_body(ip, path, signed),
+    );
+    assert_eq!(a.status, 200, "{a:?}");
+    a.json()["tier"].as_str().unwrap().to_owned()
+}
+
+/// `bodies` sent to `/v1/decide` one after another on one keep-alive connection; the tiers.
+async fn decide_kept_alive(api: std::net::SocketAddr, bodies: Vec<String>) -> Vec<String> {
+    use http_body_util::{BodyExt, Full};
+    let tcp = tokio::net::TcpStream::connect(api).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut tiers = Vec::with_capacity(bodies.len());
+    for body in bodies {
+        send.ready().await.unwrap();
+        let req = http::Request::post("/v1/decide")
+            .header("host", "test")
+            .header("content-type", "application/json")
+            .body(Full::new(hyper::body::Bytes::from(body)))
+            .unwrap();
+        let resp = send.send_request(req).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        tiers.push(v["tier"].as_str().unwrap().to_owned());
+    }
+    tiers
+}
+
+/// A daemon verifying agents (`[agents]` plus `agents`, then `rest`), with one agent whose
+/// directory (`key`'s) a local HTTPS server serves.
+struct Rig {
+    d: Daemon,
+    proxy: std::net::SocketAddr,
+    api: std::net::SocketAddr,
+    metrics: std::net::SocketAddr,
+    agent: String,
+    served: Arc<agent_support::Served>,
+    _up: Upstream,
+    rt: tokio::runtime::Runtime,
+    _tmp: tempfile::TempDir,
+}
+
+fn rig(agents: &str, rest: &str, key: &Ed25519KeyPair) -> Rig {
+    let tmp = tempfile::tempdir().unwrap();
+    tls_support::ca(tmp.path(), "ca");
+    tls_support::leaf(tmp.path(), "ca", "srv", "localhost", "IP:127.0.0.1");
+    let served = Arc::new(agent_support::Served::default());
+    *served.directory.lock().unwrap() = signer::directory_of(key).1.into_bytes();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir_addr = rt.block_on(agent_support::serve(tmp.path(), Arc::clone(&served)));
+    let up = Upstream::start();
+    let (proxy, api, metrics_addr) = (free_addr(), free_addr(), free_addr());
+    let text = config_text(
+        tmp.path(),
+        &format!(
+            "[identity]\ntrusted_proxies = [\"127.0.0.1\"]\n\
+             [agents]\nenabled = true\nallow_internal = [\"127.0.0.0/8\"]\n{agents}\
+             [metrics]\nlisten = \"{metrics_addr}\"\n[admin]\nlisten = \"\"\n\
+             [http]\nproxy_listen = [\"{proxy}\"]\napi_listen = [\"{api}\"]\nupstream = \"http://{}\"\n\
+             {rest}",
+            up.addr
+        ),
+    );
+    let ca = tmp.path().join("ca.pem");
+    let mut d = Daemon::start_with_env(tmp.path(), &text, &[], &[("SSL_CERT_FILE", &ca)], api);
+    d.wait_listening(proxy);
+    Rig {
+        d,
+        proxy,
+        api,
+        metrics: metrics_addr,
+        agent: format!("https://{dir_addr}"),
+        served,
+        _up: up,
+        rt,
+        _tmp: tmp,
+    }
+}
+
+/// Polls until `key`'s agent, signing afresh each time from `ip`, is metered as the agent;
+/// returns how long that took. Fails after `deadline`.
+fn until_agent(r: &Rig, key: &Ed25519KeyPair, ip: &str, deadline: Duration) -> Duration {
+    let start = Instant::now();
+    loop {
+        let signed = signed_now(key, &r.agent, None, BOTH, None);
+        if tier_of(r.api, ip, "/page", &signed) == "agent" {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < deadline,
+            "the agent was not verified within {deadline:?}; log:\n{}",
+            r.d.log()
+        );
+        std::thread::park_timeout(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_flood_of_junk_directories_from_one_address_does_not_shut_a_new_agent_out() {
+    let key = Ed25519KeyPair::from_seed_unchecked(&[21; 32]).unwrap();
+    // The flooding address is never refused for its volume here: only the directory cache's
+    // own bounds stand between it and the new agent.
+    let r = rig(
+        "",
+        "[tiers.anon]\nburst = 60000\nhourly = 1000000\n[quota]\nanon = 1000000\n\
+         [networks.prefix]\nenabled = false\n",
+        &key,
+    );
+    let junk = Ed25519KeyPair::from_seed_unchecked(&[22; 32]).unwrap();
+    // 4,200 agents naming directories at private addresses: each fetch fails at once. Sent
+    // over four keep-alive connections (4,200 connections would churn the ephemeral ports the
+    // other tests' listeners were picked from).
+    let start = Instant::now();
+    let flood = (0..4u32).map(|t| {
+        let bodies: Vec<String> = ((t * 1050)..((t + 1) * 1050))
+            .map(|i| {
+                let agent = format!("https://10.0.{}.{}", i >> 8, i & 255);
+                decide_body(
+                    "203.0.113.66",
+                    "/page",
+                    &signed_now(&junk, &agent, None, BOTH, None),
+                )
+            })
+            .collect();
+        r.rt.spawn(decide_kept_alive(r.api, bodies))
+    });
+    for tiers in r.rt.block_on(futures_util::future::join_all(flood)) {
+        assert!(tiers.unwrap().iter().all(|t| t == "anon"));
+    }
+    eprintln!("4,200 junk directories sent in {:?}", start.elapsed());
+    // A new, valid agent (from another address) is verified soon after.
+    let took = until_agent(&r, &key, "198.51.100.7", Duration::from_secs(10));
+    eprintln!("the valid agent verified {took:?} after the flood");
+    assert_eq!(r.served.directory_fetches(), 1);
+    // And from the flooding address too.
+    until_agent(&r, &key, "203.0.113.66", Duration::from_secs(10));
+}
+
+/// A TCP server on `ip` that accepts connections and never answers (a stalled directory).
+fn stalled_server(ip: &str) -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind((ip, 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming() {
+            held.push(s);
+        }
+    });
+    addr
+}
+
+#[test]
+fn stalled_directories_do_not_hold_up_a_valid_agent() {
+    const STALLED: u32 = 6;
+    const TIMEOUT_S: u64 = 3;
+    let key = Ed25519KeyPair::from_seed_unchecked(&[23; 32]).unwrap();
+    let r = rig(&format!("fetch_timeout = \"{TIMEOUT_S}s\"\n"), "", &key);
+    // Six agents whose directories stall until the fetch times out, each on its own host,
+    // asked for by callers of six networks, ahead of the valid agent.
+    for i in 0..STALLED {
+        let addr = stalled_server(&format!("127.0.0.{}", i + 2));
+        let junk = Ed25519KeyPair::from_seed_unchecked(&[40 + i as u8; 32]).unwrap();
+        let signed = signed_now(&junk, &format!("https://{addr}"), None, BOTH, None);
+        assert_eq!(
+            tier_of(r.api, &format!("192.0.{i}.9"), "/page", &signed),
+            "anon"
+        );
+    }
+    let one_at_a_time = Duration::from_secs(u64::from(STALLED) * TIMEOUT_S);
+    let took = until_agent(&r, &key, "198.51.100.7", one_at_a_time / 3);
+    eprintln!("the valid agent verified after {took:?} (one at a time: {one_at_a_time:?})");
+}
+
+#[test]
+fn a_captured_signature_is_verified_once_and_only_for_its_path() {
+    let key = Ed25519KeyPair::from_seed_unchecked(&[24; 32]).unwrap();
+    let r = rig("", "", &key);
+    until_agent(&r, &key, "203.0.113.1", Duration::from_secs(10));
+    let signatures = |o| signatures(r.metrics, o);
+    // The agent's request, and the same signature captured and sent again from elsewhere.
+    let captured = signed_now(&key, &r.agent, None, BOTH, Some("n-1"));
+    let a = via_proxy(r.proxy, "203.0.113.1", &captured);
+    assert_eq!(a.header("x-ratelimit-tier"), "agent", "{a:?}");
+    let b = via_proxy(r.proxy, "198.51.100.9", &captured);
+    assert_eq!(
+        (b.status, b.header("x-ratelimit-tier")),
+        (200, "anon"),
+        "{b:?}"
+    );
+    assert_eq!(signatures("replayed"), 1);
+    assert_eq!(tier_of(r.api, "203.0.113.1", "/page", &captured), "anon");
+    assert_eq!(signatures("replayed"), 2);
+    // Not refused for it: the replayer's address is verified with a signature of its own.
+    let own = signed_now(&key, &r.agent, None, BOTH, Some("n-2"));
+    assert_eq!(tier_of(r.api, "198.51.100.9", "/page", &own), "agent");
+    // A signature covering `@path` verifies for its path only.
+    let with_path = "\"@authority\" \"@path\" \"signature-agent\"";
+    let page = signed_now(&key, &r.agent, Some("/page"), with_path, None);
+    assert_eq!(tier_of(r.api, "203.0.113.2", "/page", &page), "agent");
+    let invalid = signatures("invalid");
+    assert_eq!(tier_of(r.api, "203.0.113.3", "/admin", &page), "anon");
+    assert_eq!(signatures("invalid"), invalid + 1);
+    // A signature living an hour is refused, whoever sends it.
+    let now = now_s();
+    let long = rust_signed(
+        &key,
+        &r.agent,
+        BOTH,
+        &signer::params(&key, now, now + 3600, "web-bot-auth"),
+    );
+    assert_eq!(tier_of(r.api, "203.0.113.4", "/page", &long), "anon");
+    assert_eq!(signatures("invalid"), invalid + 2);
 }

@@ -56,6 +56,7 @@ fn cloudflares_signer_is_verified_and_a_replay_to_another_host_is_not() {
             scheme: Some("https"),
             authority: Some(authority),
             path_and_query: Some("/path?q=1"),
+            path: None,
             headers: &h,
         };
         assert_eq!(

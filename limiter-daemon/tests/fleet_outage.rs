@@ -1,9 +1,11 @@
 //! The daemon binary on a real `valkey-server` that goes away: killed under load, frozen with
 //! SIGSTOP under load, and not there at all when the daemon starts. No request fails and none
 //! gets a 5xx; `/readyz` and `<ns>_store_degraded` say degraded meanwhile; decisions are back on
-//! Valkey soon after it is; lockouts made meanwhile reach it. Latencies are printed: what they
-//! must be is measured by `cargo xtask bench store`, the assertions here only rule out a
-//! request waiting on the store past its deadline.
+//! Valkey soon after it is; lockouts made meanwhile reach it. After a `kill -9` and restart, or
+//! a password rotation, the host is ready again with no request sent (a balancer sends none to
+//! an unready host). Latencies are printed: what they must be is measured by
+//! `cargo xtask bench store`, the assertions here only rule out a request waiting on the store
+//! past its deadline.
 
 mod admin_support;
 
@@ -433,6 +435,98 @@ fn after_a_password_rotation_the_daemon_is_back_on_valkey_within_seconds() {
     println!("on Valkey {:?} after the rotation", t.elapsed());
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     // The key admin API answers again too (it was 500 for good).
+    let r = d.admin("GET", "/admin/v1/keys", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+/// `[store] probe_interval` of [`daemon`].
+const PROBE: Duration = Duration::from_millis(500);
+
+/// `/readyz`'s status and body.
+fn readyz(d: &Daemon) -> Option<(u16, String)> {
+    let r = try_http(d.metrics.unwrap(), "GET", "/readyz", &[], None)?;
+    Some((r.status, r.body))
+}
+
+/// Ready on Valkey: `/readyz` 200 and `store_degraded 0`.
+fn ready(d: &Daemon) -> bool {
+    readyz(d).is_some_and(|(s, _)| s == 200) && degraded(d) == Some(false)
+}
+
+/// Requests from new addresses until the store's failure is seen (`/readyz` 503 "store
+/// degraded", `store_degraded 1`): the traffic a balancer sends meanwhile. Every one is a 200.
+fn until_degraded(d: &Daemon) {
+    let mut n = 0u32;
+    eventually("degraded under traffic", || {
+        n += 1;
+        let xff = format!("10.8.{}.{}", n / 256 % 256, n % 256);
+        let status = try_http(d.proxy, "GET", "/", &[("x-forwarded-for", &xff)], None)
+            .map_or(0, |r| r.status);
+        assert_eq!(status, 200);
+        (degraded(d) == Some(true)).then_some(())
+    });
+    let (status, body) = readyz(d).unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("store degraded"), "{body}");
+}
+
+/// Sends no request: how long `/readyz` and `store_degraded` took to say ready, failing past
+/// the probe interval plus a second (a balancer that only health-checks must see it rejoin).
+fn ready_again_without_traffic(d: &Daemon, what: &str) -> Duration {
+    let t = Instant::now();
+    let within = PROBE + Duration::from_secs(1);
+    limiter_tests::poll(within, what, || ready(d).then_some(()));
+    let took = t.elapsed();
+    println!("{what}: {took:?}");
+    took
+}
+
+#[test]
+fn valkey_killed_and_restarted_makes_the_host_ready_again_without_a_request() {
+    let port = free_port();
+    let Some(valkey) = start_on(port) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = daemon(dir.path(), port);
+    eventually("ready on Valkey", || ready(&d).then_some(()));
+    // `Server`'s drop is SIGKILL: the `kill -9` of the report.
+    drop(valkey);
+    until_degraded(&d);
+    let _back = start_on(port).unwrap();
+    ready_again_without_traffic(&d, "ready after Valkey's restart, no request sent");
+    // Decisions are counted on Valkey again.
+    let r = admin_support::http(d.proxy, "GET", "/", &[], None);
+    assert_eq!(r.status, 200);
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let mut c = client.get_connection().unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("out:quota*").query(&mut c).unwrap();
+    assert!(!keys.is_empty(), "the request was counted in Valkey");
+}
+
+#[test]
+fn a_password_rotation_makes_the_host_ready_again_once_the_file_has_it_without_a_request() {
+    let port = free_port();
+    let Some(_valkey) = start_with(port, &["--requirepass", "old-pw"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pw_file = dir.path().join("valkey-password");
+    std::fs::write(&pw_file, "old-pw\n").unwrap();
+    let d = daemon_with(
+        dir.path(),
+        port,
+        &format!("valkey_password_file = \"{}\"\n", pw_file.display()),
+    );
+    eventually("ready on Valkey", || ready(&d).then_some(()));
+    // The server's password changes and every client is dropped; the file still holds the old.
+    rotate(port, "old-pw", "new-pw");
+    until_degraded(&d);
+    // What the operator does: the file gets the new password (read for every new connection,
+    // no reload). Then no request at all.
+    std::fs::write(&pw_file, "new-pw\n").unwrap();
+    ready_again_without_traffic(
+        &d,
+        "ready after the password file caught up, no request sent",
+    );
     let r = d.admin("GET", "/admin/v1/keys", None);
     assert_eq!(r.status, 200, "{}", r.body);
 }

@@ -5,7 +5,8 @@
 //! after), each surface on its own clients so their counts do not mix. Also: `hits_addend`
 //! counts as a route's `cost` does, `Check` walks a trusted proxy's `X-Forwarded-For`, a bad
 //! call is `INVALID_ARGUMENT` naming the field, and with `api_token_file` set a call needs
-//! the token in its metadata.
+//! the token in its metadata. Silent and half-preface connections are closed after
+//! `header_read_timeout`, and past `api_max_connections` at once.
 
 mod ops_support;
 
@@ -619,7 +620,7 @@ async fn the_envoy_example_grpc_calls_as_documented() {
     assert_eq!(keys[0], "path", "the default [http] grpc_route_key");
     let timeouts = values(&text, "timeout:");
     assert!(
-        timeouts.iter().filter(|t| *t == "65s").count() >= 3,
+        timeouts.iter().filter(|t| *t == "120s").count() >= 3,
         "{timeouts:?}"
     );
 
@@ -708,6 +709,106 @@ async fn the_envoy_example_grpc_calls_as_documented() {
     {
         assert!(Instant::now() < deadline, "key lookup");
     }
+}
+
+/// Issue 35, D4: `Check` reads the path as the upstream does. A dot segment in any spelling is
+/// denied with a 400 problem (a denial, so an ext_authz filter that fails open on errors still
+/// keeps it out), never metered as the route its raw text starts with; other spellings of
+/// `/heavy` pay its cost. `ShouldRateLimit` cannot refuse: it meters the normal form.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_reads_the_path_as_the_upstream_does() {
+    let w = start("");
+    let (mut authz, mut rls) = clients(&w).await;
+    for path in ["/page/../heavy", "/page/%2E%2E/heavy", "/page/..%2fheavy"] {
+        let r = authz
+            .check(check_request("198.18.1.1", path, &[]))
+            .await
+            .expect("Check answers")
+            .into_inner();
+        assert_eq!(
+            r.status.unwrap().code,
+            tonic::Code::PermissionDenied as i32,
+            "{path}"
+        );
+        let Some(HttpResponse::DeniedResponse(no)) = r.http_response else {
+            panic!("{path}: not denied");
+        };
+        assert_eq!(no.status.unwrap().code, 400, "{path}");
+        let p: serde_json::Value = serde_json::from_str(&no.body).unwrap();
+        assert_eq!(p["field"], "attributes.request.http.path", "{path}");
+        assert!(p["detail"].as_str().unwrap().contains("dot segment"), "{p}");
+    }
+    let hourly = |s: &Said| {
+        s.windows
+            .iter()
+            .find(|(n, _)| n == "hourly")
+            .map(|(_, r)| *r)
+    };
+    let s = check(&mut authz, check_request("198.18.2.1", "//heavy?x=1", &[])).await;
+    assert_eq!(hourly(&s), Some(95), "{s:?}");
+    let s = check(&mut authz, check_request("198.18.2.1", "/%68eavy", &[])).await;
+    assert_eq!(hourly(&s), Some(90), "{s:?}");
+    let d = entries(&[
+        ("remote_address", "198.18.3.1"),
+        ("path", "/page/%2e%2e/heavy"),
+    ]);
+    let s = should(&mut rls, rl_request(vec![d])).await;
+    assert_eq!(hourly(&s), Some(95), "{s:?}");
+}
+
+/// Issue 35, D3: `grpc_listen` had no read timeout and no connection cap: silent connections
+/// and half-sent prefaces all stayed open, before any token was asked for. Now a connection
+/// whose HTTP/2 preface has not come within `header_read_timeout` is closed, and past
+/// `api_max_connections` a new one is closed at once; calls on connections that sent their
+/// preface go on being answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_and_half_preface_connections_are_closed_and_capped() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let w = start("header_read_timeout = \"1s\"\napi_max_connections = 20\n");
+    // Two connections that sent their preface (the clients' own), answered throughout
+    // (admitted: a slow answer on a loaded machine reads as "delay", so only "reject" fails).
+    let (mut authz, mut rls) = clients(&w).await;
+    let me = || rl_request(vec![entries(&[("remote_address", "192.0.2.77")])]);
+    assert_ne!(should(&mut rls, me()).await.action, "reject");
+    // 40 more: silent, or a quarter of them half a preface. The cap leaves room for 18.
+    let started = Instant::now();
+    let mut waiting = tokio::task::JoinSet::new();
+    for i in 0..40 {
+        let mut s = tokio::net::TcpStream::connect(w.grpc).await.unwrap();
+        if i % 4 == 0 {
+            s.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+        }
+        waiting.spawn(async move {
+            let mut buf = [0u8; 64];
+            // Ends with the daemon's close (EOF, or a reset when bytes were left unread).
+            let closed = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await;
+            assert!(
+                matches!(closed, Ok(Ok(0) | Err(_))),
+                "a silent connection got {closed:?}"
+            );
+            started.elapsed()
+        });
+    }
+    let closed: Vec<Duration> = waiting.join_all().await;
+    let at_once = closed
+        .iter()
+        .filter(|t| **t < Duration::from_millis(700))
+        .count();
+    assert!(at_once >= 22, "{at_once} of 40 closed at once: {closed:?}");
+    let last = closed.iter().max().unwrap();
+    assert!(
+        *last < Duration::from_secs(4),
+        "the last closed after {last:?}"
+    );
+    // The preface-less ones gave their places back; the client's connection was kept.
+    assert_ne!(should(&mut rls, me()).await.action, "reject");
+    let page = check(&mut authz, check_request("192.0.2.78", "/page", &[])).await;
+    assert_ne!(page.action, "reject");
+    // And new connections are let in again.
+    let (mut fresh, _) = clients(&w).await;
+    let page = check(&mut fresh, check_request("192.0.2.79", "/page", &[])).await;
+    assert_ne!(page.action, "reject");
 }
 
 /// Each call is a line in the access log (`surface: grpc`): the client Envoy asked about, the

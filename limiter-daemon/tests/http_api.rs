@@ -373,6 +373,44 @@ async fn auth_missing_original_uri_is_400() {
         .contains("X-Original-URI"));
 }
 
+/// Issue 35, D4: a path with a dot segment is refused in every convention, naming where it
+/// came from, and never decided; the problem travels in `x-limiter-problem` for nginx.
+#[tokio::test]
+async fn auth_refuses_a_dot_segment_in_every_convention() {
+    let decider = by_header();
+    let d = start(settings(None, ""), decider.clone()).await;
+    for (url, headers, field) in [
+        (
+            "/v1/auth",
+            vec![("x-original-uri", "/a/../b?x=1")],
+            "x-original-uri",
+        ),
+        (
+            "/v1/auth",
+            vec![("x-forwarded-uri", "/a/%2E%2E/b")],
+            "x-forwarded-uri",
+        ),
+        (
+            "/v1/auth",
+            vec![("x-forwarded-uri", "/a/..;/b")],
+            "x-forwarded-uri",
+        ),
+        ("/v1/auth/envoy/a/..%2fb", vec![], "path"),
+    ] {
+        let (parts, bytes) = get(&d.api_url(url), &headers).await;
+        assert_eq!(parts.status, StatusCode::BAD_REQUEST, "{headers:?}");
+        let v = json(&bytes);
+        assert_eq!(v["field"], field);
+        assert!(v["detail"].as_str().unwrap().contains("dot segment"), "{v}");
+        let replay: serde_json::Value =
+            serde_json::from_str(header(&parts, "x-limiter-problem")).unwrap();
+        assert_eq!(replay, v);
+    }
+    assert!(decider.seen.lock().is_empty(), "a refused path was decided");
+    let (parts, _) = get(&d.api_url("/v1/auth"), &[("x-original-uri", "//%62")]).await;
+    assert_eq!(parts.status, StatusCode::NO_CONTENT);
+}
+
 async fn auth_peer_seen(peer: SocketAddr, real_ip: &str) -> (IpAddr, bool) {
     let decider = scripted(|_r: &RequestView<'_>| allow(Tier::Anon, "x"));
     let state = ApiState {

@@ -2,10 +2,14 @@
 //! `/healthz`, `/readyz`, and `/metrics` with the configured namespace, decisions made through
 //! its API listener, and `kernel_attached 0` when the dataplane is off; state files found
 //! corrupt at start counted and named in `/readyz`. Also: `listen = ""` turns the listener off.
+//! `/metrics` scraped with curl under each `Accept`: the classic text format passes the real
+//! `promtool check metrics` (Debian's prometheus package: a failure under `CI=true` without
+//! it), OpenMetrics stays the default, and both carry `build_info` and `process_*`.
 
 mod daemon_support;
 
 use std::net::SocketAddr;
+use std::process::{Command, Stdio};
 
 use limiter_tests::http1::exchange as http;
 use std::path::Path;
@@ -155,4 +159,179 @@ fn decide_once(api: SocketAddr, ip: &str) {
         http(api, "POST", "/v1/decide", &body)
     });
     assert_eq!(status, 200);
+}
+
+/// `/metrics` fetched by curl with `accept` (`None`: no `Accept` header at all): the content
+/// type and the body.
+fn scrape(metrics: SocketAddr, accept: Option<&str>) -> (String, String) {
+    let header = accept.map_or("Accept:".to_string(), |a| format!("Accept: {a}"));
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "10", "-H", &header])
+        .args(["-w", "\n%{content_type}"])
+        .arg(format!("http://{metrics}/metrics"))
+        .output()
+        .expect("curl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    // The body, then the `-w` line.
+    let (body, content_type) = text.rsplit_once('\n').unwrap();
+    (content_type.to_string(), body.to_string())
+}
+
+fn promtool() -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("promtool"))
+            .find(|p| p.is_file())
+    })
+}
+
+/// The OpenMetrics structure a parser relies on: every sample belongs to the family the last
+/// `# TYPE` declared (its name, or the name and a suffix its type allows), each family is
+/// declared once, and the exposition ends with `# EOF`.
+fn assert_openmetrics(text: &str) {
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    let mut declared = std::collections::BTreeSet::new();
+    let (mut family, mut kind) = (String::new(), String::new());
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (f, k) = rest.split_once(' ').unwrap();
+            assert!(declared.insert(f.to_string()), "{f} declared twice");
+            (family, kind) = (f.to_string(), k.to_string());
+        } else if !line.starts_with('#') {
+            let name = line.split(['{', ' ']).next().unwrap();
+            let suffix = name
+                .strip_prefix(family.as_str())
+                .unwrap_or_else(|| panic!("{name} outside its family (last declared: {family})"));
+            let allowed: &[&str] = match kind.as_str() {
+                "counter" => &["_total", "_created"],
+                "histogram" => &["_bucket", "_sum", "_count", "_created"],
+                "info" => &["_info"],
+                _ => &[""],
+            };
+            assert!(allowed.contains(&suffix), "{name} in a {kind} family");
+        }
+    }
+}
+
+/// The value of the series `series` (name and labels exactly as rendered).
+fn value(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no series {series} in:\n{text}"))
+}
+
+#[test]
+fn metrics_answer_each_accept_and_the_text_format_passes_promtool() {
+    let bin = promtool();
+    if !limiter_tests::require(bin.is_some(), "promtool (apt-get install prometheus)") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (api, metrics) = (free_addr(), free_addr());
+    let _d = start(dir.path(), api, &metrics.to_string());
+    limiter_tests::poll(Duration::from_secs(20), "/healthz", || {
+        http(metrics, "GET", "/healthz", "")
+    });
+    decide_once(api, "203.0.113.53");
+
+    const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+    const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+    // Prometheus 2.x's scrape header prefers OpenMetrics; promtool's users ask for text.
+    let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;\
+                      version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    for (accept, want) in [
+        (None, OPENMETRICS),
+        (Some("*/*"), OPENMETRICS),
+        (Some(prometheus), OPENMETRICS),
+        (
+            Some("application/openmetrics-text; version=1.0.0"),
+            OPENMETRICS,
+        ),
+        (Some("text/plain; version=0.0.4"), TEXT),
+        (Some("text/plain"), TEXT),
+    ] {
+        let (content_type, body) = scrape(metrics, accept);
+        assert_eq!(content_type, want, "Accept: {accept:?}");
+        if want == OPENMETRICS {
+            assert_openmetrics(&body);
+        }
+    }
+
+    let (_, text) = scrape(metrics, Some("text/plain; version=0.0.4"));
+    let mut check = Command::new(bin.unwrap())
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut check.stdin.take().unwrap(), text.as_bytes()).unwrap();
+    let out = check.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool: {said}\n{text}"
+    );
+    assert!(
+        !text.contains("# EOF") && !text.contains("# UNIT"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "\nstella_decisions_total{tier=\"anon\",action=\"allow\",reason=\"none\",shadow=\"false\"} 1\n"
+        ),
+        "{text}"
+    );
+
+    // build_info: this checkout's version and commit (CI builds a git clone).
+    let commit = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map_or("unknown".to_string(), |o| {
+            String::from_utf8_lossy(&o.stdout).trim().to_string()
+        });
+    let (_, om) = scrape(metrics, None);
+    for body in [&text, &om] {
+        let series = format!(
+            "stella_build_info{{version=\"{}\",commit=\"{commit}\",features=\"",
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(
+            body.contains(&format!("\n{series}")),
+            "{series} in:\n{body}"
+        );
+    }
+
+    // process_*: the daemon's own figures, sane.
+    let rss = value(&text, "process_resident_memory_bytes");
+    assert!(rss > 1e6, "resident memory {rss}");
+    assert!(value(&text, "process_virtual_memory_bytes") >= rss);
+    let open = value(&text, "process_open_fds");
+    assert!(
+        open > 0.0 && open <= value(&text, "process_max_fds"),
+        "{open}"
+    );
+    assert!(value(&text, "process_cpu_seconds_total") > 0.0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let started = value(&text, "process_start_time_seconds");
+    assert!(
+        started <= now + 1.0 && started > now - 300.0,
+        "{started} vs {now}"
+    );
+    assert!(value(&om, "process_open_fds") > 0.0);
 }

@@ -3,7 +3,10 @@
 //! the token or with a wrong one, and decide with it; `check-config` warns on stderr (exit 0)
 //! when the API listens off loopback without a token. Slow and idle clients on the API, admin
 //! and metrics listeners are cut off by `[http]`'s read timeouts and connection cap, before
-//! any token is checked.
+//! any token is checked. The connection bounds of every listener against the binary started
+//! under a low descriptor limit (issue 35): one client's idle connections cannot take the
+//! descriptors the others need, a partial PROXY header costs no CPU while it waits, and a v2
+//! header may carry kilobytes of TLVs.
 
 mod ops_support;
 
@@ -318,4 +321,248 @@ fn a_weak_admin_token_stops_the_daemon_at_start_naming_its_source() {
         err.contains(&file.display().to_string()) && err.contains("chmod 600"),
         "{err}"
     );
+}
+
+/// Raises this test process's own soft descriptor limit to its hard one: it opens thousands
+/// of connections.
+fn raise_own_nofile() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write the one struct given, which outlives them.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
+        lim.rlim_cur = lim.rlim_max.min(1 << 20);
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
+    }
+}
+
+/// A TCP connection to `to` from the loopback address `from`.
+fn connect_from(from: &str, to: SocketAddr) -> std::io::Result<TcpStream> {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+    let from: SocketAddr = format!("{from}:0").parse().unwrap();
+    sock.bind(&from.into())?;
+    sock.connect(&to.into())?;
+    Ok(sock.into())
+}
+
+/// `n` idle HTTP/2 connections from `from` (each source address in turn): the client preface
+/// and an empty SETTINGS frame, then nothing. Write errors (a connection the daemon closed
+/// at once) are ignored: the connection is kept either way, as a client would keep it.
+fn idle_h2(from: &[String], to: SocketAddr, n: usize) -> Vec<TcpStream> {
+    const HELLO: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+    (0..n)
+        .map(|i| {
+            let mut s = connect_from(&from[i % from.len()], to).unwrap();
+            let _ = s.write_all(HELLO);
+            s
+        })
+        .collect()
+}
+
+/// `GET path` from `from` on its own connection: the status, or `None` when no answer came
+/// within `within` (or the connection was closed without one).
+fn get_from(from: &str, to: SocketAddr, path: &str, within: Duration) -> Option<u16> {
+    let mut s = connect_from(from, to).ok()?;
+    s.set_read_timeout(Some(within)).unwrap();
+    let head = format!("GET {path} HTTP/1.1\r\nhost: app.test\r\nconnection: close\r\n\r\n");
+    s.write_all(head.as_bytes()).ok()?;
+    let mut got = [0u8; 12];
+    let mut n = 0;
+    while n < got.len() {
+        match s.read(&mut got[n..]) {
+            Ok(0) | Err(_) => return None,
+            Ok(k) => n += k,
+        }
+    }
+    std::str::from_utf8(&got[9..12]).ok()?.parse().ok()
+}
+
+/// Descriptors the process `pid` holds now.
+fn open_fds(pid: libc::pid_t) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// The soft and hard `Max open files` of the process `pid`.
+fn nofile_of(pid: libc::pid_t) -> (u64, u64) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let mut words = line["Max open files".len()..].split_whitespace();
+    let soft = words.next().unwrap().parse().unwrap();
+    let hard = words.next().unwrap().parse().unwrap();
+    (soft, hard)
+}
+
+/// Issue 35, D1: one client could use up the daemon's descriptors and stop every listener.
+/// Started as systemd starts a unit with no `LimitNOFILE` (here a soft limit of 512 under a
+/// hard 1,024), 1,100 idle HTTP/2 connections from one address took every descriptor: a
+/// normal request got no answer, `/healthz` timed out and `accept failed` was logged ~100
+/// times a second. Now the soft limit is raised to the hard one, the address gets its share
+/// of the proxy's cap and no more, other callers and `/healthz` are answered at once; the
+/// same number spread over 40 addresses fills the proxy's cap, past which a new connection
+/// is closed at once while `/healthz` still answers, and never a descriptor short.
+#[test]
+fn one_client_cannot_use_up_the_descriptors() {
+    raise_own_nofile();
+    let dir = tempfile::tempdir().unwrap();
+    let up = Upstream::start();
+    let (proxy, metrics) = (free_addr(), free_addr());
+    let text = config_text(
+        dir.path(),
+        &format!(
+            "[admin]\nlisten = \"\"\n[http]\nproxy_listen = [\"{proxy}\"]\nupstream = \"http://{}\"\n\
+             header_read_timeout = \"30s\"\nworker_threads = 2\n[metrics]\nlisten = \"{metrics}\"\n",
+            up.addr
+        ),
+    );
+    let mut d = Daemon::start_with_nofile(dir.path(), &text, (512, 1024), proxy);
+    d.wait_listening(metrics);
+    let pid = d.pid();
+    let quick = Duration::from_secs(2);
+
+    let one = idle_h2(&["127.0.0.1".to_string()], proxy, 1100);
+    assert_eq!(
+        get_from("127.0.0.2", proxy, "/page", quick),
+        Some(200),
+        "a normal request while one address holds 1,100 connections:\n{}",
+        d.log()
+    );
+    assert_eq!(
+        get_from("127.0.0.2", metrics, "/healthz", quick),
+        Some(200),
+        "/healthz:\n{}",
+        d.log()
+    );
+    // The address kept its share (an eighth of the proxy's half of 1,024 − 128), no more.
+    let held = open_fds(pid);
+    assert!(held < 200, "{held} descriptors open");
+
+    let many: Vec<String> = (1..=40).map(|i| format!("127.0.1.{i}")).collect();
+    let spread = idle_h2(&many, proxy, 1100);
+    assert_eq!(
+        get_from("127.0.0.3", metrics, "/healthz", quick),
+        Some(200),
+        "/healthz with the proxy's cap full:\n{}",
+        d.log()
+    );
+    let started = Instant::now();
+    assert_eq!(get_from("127.0.0.3", proxy, "/page", quick), None);
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "a connection past the cap waited {:?} to be closed",
+        started.elapsed()
+    );
+    let held = open_fds(pid);
+    assert!(
+        (448..1024 - 64).contains(&held),
+        "{held} descriptors open with the proxy's cap full"
+    );
+    drop(spread);
+    eventually(
+        "the proxy answering again once the spread connections closed",
+        || (get_from("127.0.0.3", proxy, "/page", quick) == Some(200)).then_some(()),
+    );
+    drop(one);
+
+    assert_eq!(
+        nofile_of(pid),
+        (1024, 1024),
+        "the soft limit raised to the hard"
+    );
+    let log = d.log();
+    assert!(
+        log.contains("raised to the hard limit") && log.contains("connection caps"),
+        "{log}"
+    );
+    assert!(log.contains("proxy connection cap reached"), "{log}");
+    let failed = log.matches("accept failed").count();
+    assert!(failed <= 1, "accept failed logged {failed} times:\n{log}");
+}
+
+/// Reads the CPU time (user + system, in clock ticks of 10 ms) the process `pid` has used.
+fn cpu_ticks(pid: libc::pid_t) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name's closing parenthesis; utime and stime are the 14th
+    // and 15th of the whole line.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// Issue 35, D7 and D10, against the binary with `proxy_protocol = "optional"` and loopback
+/// as the trusted balancer. D7: 1,000 connections holding a partial PROXY header cost 39 % of
+/// a core (the header was peeked again every millisecond); now they cost nothing while they
+/// wait. D10: a v2 header carrying 2 KiB of TLVs (what cloud balancers send) was refused
+/// past 552 bytes; now it names the client.
+#[test]
+fn partial_proxy_headers_cost_no_cpu_and_v2_headers_may_carry_tlvs() {
+    raise_own_nofile();
+    let dir = tempfile::tempdir().unwrap();
+    let up = Upstream::start();
+    let proxy = free_addr();
+    let text = config_text(
+        dir.path(),
+        &format!(
+            "[admin]\nlisten = \"\"\n[identity]\ntrusted_proxies = [\"127.0.0.1/32\"]\n\
+             [http]\nproxy_listen = [\"{proxy}\"]\nupstream = \"http://{}\"\n\
+             proxy_protocol = \"optional\"\nheader_read_timeout = \"30s\"\n\
+             [metrics]\nlisten = \"\"\n",
+            up.addr
+        ),
+    );
+    let d = Daemon::start(dir.path(), &text, &[], proxy);
+    let pid = d.pid();
+    let before = open_fds(pid);
+    let partial: Vec<TcpStream> = (0..1000)
+        .map(|_| {
+            let mut s = TcpStream::connect(proxy).unwrap();
+            s.write_all(b"PROXY ").unwrap();
+            s
+        })
+        .collect();
+    limiter_tests::poll(
+        Duration::from_secs(10),
+        "the daemon holding the 1,000 connections",
+        // (`before` counted a few descriptors of start-up that have closed since.)
+        || (open_fds(pid) >= before + 1000 - 8).then_some(()),
+    );
+    let (t0, c0) = (Instant::now(), cpu_ticks(pid));
+    // The window the cost is measured over (not a wait for anything).
+    std::thread::sleep(Duration::from_secs(1));
+    let (spent, wall) = (cpu_ticks(pid) - c0, t0.elapsed());
+    assert!(
+        spent * 10 <= 100,
+        "{} ms of CPU in {wall:?} while 1,000 connections hold a partial PROXY header",
+        spent * 10
+    );
+    drop(partial);
+
+    // v2, PROXY, TCP over IPv4 from 198.51.100.44:6000, then 2 KiB of NOOP TLVs.
+    let mut body = vec![198, 51, 100, 44, 127, 0, 0, 1, 0x17, 0x70, 0, 80];
+    while body.len() < 12 + 2048 {
+        body.extend_from_slice(&[0x04, 0, 252]);
+        body.extend_from_slice(&[0; 252]);
+    }
+    let mut wire = b"\r\n\r\n\0\r\nQUIT\n\x21\x11".to_vec();
+    wire.extend_from_slice(&u16::try_from(body.len()).unwrap().to_be_bytes());
+    wire.extend_from_slice(&body);
+    wire.extend_from_slice(b"GET /tlv HTTP/1.1\r\nhost: app.test\r\nconnection: close\r\n\r\n");
+    let mut s = TcpStream::connect(proxy).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&wire).unwrap();
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    assert!(
+        got.starts_with(b"HTTP/1.1 200"),
+        "{}\n{}",
+        String::from_utf8_lossy(&got),
+        d.log()
+    );
+    assert!(up.targets().contains(&"/tlv".to_string()));
 }

@@ -3,7 +3,8 @@
 //! threshold and not below it), the dashboard has the panels the operator needs, and every
 //! metric name either file uses is one the real daemon exports, checked against a scrape of
 //! `/metrics` from the binary running with the kernel dataplane attached (so the kernel series
-//! exist) after traffic that made a strike lockout (so the per-level family has a series).
+//! exist) after traffic that made a strike lockout (so the per-level family has a series); that
+//! scrape in the classic text format passes `promtool check metrics`.
 //! Needs promtool (Debian's prometheus package), root and the built eBPF object: skipped
 //! outside CI without them, a failure under `CI=true`.
 
@@ -17,7 +18,7 @@ mod kernel_support;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use admin_support::{eventually, http, try_http};
@@ -225,6 +226,39 @@ fn every_metric_the_dashboard_and_rules_name_is_exported_by_the_daemon() {
         "not attached: {text}\n{}",
         logs()
     );
+    // Every family, the kernel's and the lockouts' included, in the classic text format that
+    // promtool reads: it has nothing to say.
+    let bin = promtool();
+    if limiter_tests::require(bin.is_some(), "promtool (apt-get install prometheus)") {
+        let accept = [("accept", "text/plain; version=0.0.4")];
+        let classic = pair
+            .server
+            .run(|| try_http(metrics, "GET", "/metrics", &accept, None))
+            .expect("a text scrape")
+            .body;
+        let mut check = Command::new(bin.unwrap())
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut check.stdin.take().unwrap(), classic.as_bytes()).unwrap();
+        let out = check.wait_with_output().unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && said.trim().is_empty(),
+            "promtool check metrics: {said}\n{classic}"
+        );
+        assert!(
+            classic.contains("limiter_kernel_verdicts_total{"),
+            "{classic}"
+        );
+    }
     let exported = scraped_names(&text);
     let dash: Value = serde_json::from_str(&read("grafana/limiter.json")).unwrap();
     let mut named = BTreeSet::new();

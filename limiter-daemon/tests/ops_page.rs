@@ -769,10 +769,41 @@ fn in_chromium_the_page_charts_a_storm_and_acts_on_its_callers_and_networks() {
         "the loudest address's strikes and lockout",
         "(() => { const r = Array.from(document.querySelectorAll('#top-volume tbody tr')) \
            .find((tr) => tr.cells[0].textContent === '198.51.100.10'); \
-           return r && parseInt(r.cells[4].textContent) >= 1 && \
-             r.cells[5].textContent.startsWith('locked') ? r.innerText : null; })()",
+           return r && parseInt(r.cells[5].textContent) >= 1 && \
+             r.cells[6].textContent.startsWith('locked') ? r.innerText : null; })()",
     );
     assert!(row.as_str().unwrap().contains("strikes"), "{row}");
+    // Why it was refused, and how long it is locked for, as an operator reads them.
+    let why = b.eval(
+        "(() => { const r = Array.from(document.querySelectorAll('#top-volume tbody tr')) \
+           .find((tr) => tr.cells[0].textContent === '198.51.100.10'); \
+           return [r.cells[4].textContent, r.cells[6].textContent]; })()",
+    );
+    // Its burst earned the lockout, and a locked caller's requests are refused `locked`.
+    assert!(
+        ["burst", "locked"].contains(&why[0].as_str().unwrap()),
+        "{why}"
+    );
+    let left = why[1].as_str().unwrap();
+    assert!(
+        regex_like_duration(left.trim_start_matches("locked ")),
+        "a duration like 59s or 9m58s: {left}"
+    );
+    // On a 1440x900 screen the callers table is above the fold: its head and first rows show
+    // without scrolling.
+    b.call(
+        "Emulation.setDeviceMetricsOverride",
+        json!({"width": 1440, "height": 900, "deviceScaleFactor": 1, "mobile": false}),
+    );
+    let bottom = b.eval(
+        "(() => { const rows = document.querySelectorAll('#top-volume tbody tr'); \
+           return rows[Math.min(2, rows.length - 1)].getBoundingClientRect().bottom; })()",
+    );
+    assert!(
+        bottom.as_f64().unwrap() < 900.0,
+        "the callers' first rows end at {bottom} px, below the fold"
+    );
+    b.call("Emulation.clearDeviceMetricsOverride", json!({}));
     // Networks: both /24s with their 12 callers, and the ASNs they belong to.
     for net in ["198.51.100.0/24", "203.0.113.0/24", "AS64496", "AS64497"] {
         let row = b.wait_for(
@@ -813,7 +844,10 @@ fn in_chromium_the_page_charts_a_storm_and_acts_on_its_callers_and_networks() {
     };
     assert!(lockout_of(target).is_none());
     b.eval("document.getElementById('lock-for').value = '10m'; true");
-    b.click(&format!("#top-volume button.lock[data-ip='{target}']"));
+    confirm_click(
+        &mut b,
+        &format!("#top-volume button.lock[data-ip='{target}']"),
+    );
     let lock = eventually("the click to lock the address in the daemon", || {
         lockout_of(target)
     });
@@ -832,7 +866,10 @@ fn in_chromium_the_page_charts_a_storm_and_acts_on_its_callers_and_networks() {
     );
     // A network row's lock locks the /24 (the deny trie, with its deadline).
     let net = "203.0.113.0/24";
-    b.click(&format!("#top-networks button.lock[data-ip='{net}']"));
+    confirm_click(
+        &mut b,
+        &format!("#top-networks button.lock[data-ip='{net}']"),
+    );
     let lock = eventually("the click to lock the network in the daemon", || {
         lockout_of(net)
     });
@@ -848,7 +885,7 @@ fn in_chromium_the_page_charts_a_storm_and_acts_on_its_callers_and_networks() {
     );
     // An ASN row's lock locks the AS's ranges from the table (here its one /24), named by it.
     let as_net = "198.51.100.0/24";
-    b.click("#top-networks button.lock[data-ip='AS64496']");
+    confirm_click(&mut b, "#top-networks button.lock[data-ip='AS64496']");
     let lock = eventually("the click to lock the AS in the daemon", || {
         lockout_of(as_net)
     });
@@ -898,4 +935,27 @@ fn in_chromium_the_page_charts_a_storm_and_acts_on_its_callers_and_networks() {
     );
     std::fs::write(&shot, &png).unwrap();
     eprintln!("screenshot: {}", shot.display());
+}
+
+/// A lock from the page: the first click arms the button ("Lock 10 min?"), the second locks,
+/// as `limiterctl top` asks `y`.
+fn confirm_click(b: &mut browser_support::Browser, selector: &str) {
+    b.click(selector);
+    let armed = b.wait_for(
+        "the lock button to ask for a second click",
+        &format!(
+            "(() => {{ const e = document.querySelector(\"{selector}\"); \
+               return e && e.textContent.endsWith('?') ? e.textContent : null; }})()"
+        ),
+    );
+    assert!(armed.as_str().unwrap().starts_with("Lock "), "{armed}");
+    b.click(selector);
+}
+
+/// `45s`, `9m58s`, `1h0m`, `2d3h`: a duration as the page writes it, never raw seconds.
+fn regex_like_duration(text: &str) -> bool {
+    let head = text.split(' ').next().unwrap_or("");
+    let units: String = head.chars().filter(|c| c.is_ascii_alphabetic()).collect();
+    let digits_ok = head.chars().all(|c| c.is_ascii_alphanumeric()) && !head.is_empty();
+    digits_ok && ["s", "ms", "hm", "dh"].contains(&units.as_str())
 }

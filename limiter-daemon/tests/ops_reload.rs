@@ -121,5 +121,20 @@ fn sighup_applies_a_new_burst_keeps_counts_and_refuses_bad_files() {
         text.contains(&format!("config_info{{sha256=\"{}\"}} 1", sha(&second))),
         "{text}"
     );
+    // An optional field: its values read as an operator writes them, no Rust syntax.
+    let threads = second.replace("[http]\n", "[http]\nworker_threads = 2\n");
+    d.rewrite(&threads);
+    d.signal(libc::SIGHUP);
+    let log = d.wait_log("config reload refused", 3);
+    let refused = log
+        .lines()
+        .filter(|l| l.contains("config reload refused"))
+        .nth(2)
+        .unwrap();
+    assert!(refused.contains("http.worker_threads"), "{refused}");
+    assert!(refused.contains("(unset) to 2"), "{refused}");
+    for rust in ["Some(", "None"] {
+        assert!(!log.contains(rust), "{rust} in the daemon's log:\n{log}");
+    }
     assert!(d.running(), "{}", d.log());
 }

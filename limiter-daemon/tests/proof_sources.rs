@@ -183,10 +183,16 @@ fn range_lists_and_the_asn_table_refresh_without_a_restart_and_survive_a_dead_se
         "crawler",
         "the last good list stays"
     );
-    // So does a 500 (counted as failed, logged).
+    // So does a 500 (counted as failed, logged), and the age of the list in force grows.
+    let age = format!("limiter_proof_source_age_seconds{{source=\"{list_url}\"}}");
     served.fail.store(500, Ordering::SeqCst);
     eventually("the 500 counted", || {
         (metric(&d, &series("failed")) >= 1.0).then_some(())
+    });
+    let failing_since = metric(&d, &age);
+    assert!(failing_since > 0.0, "{age} is exported");
+    eventually("the age to grow while fetches fail", || {
+        (metric(&d, &age) > failing_since + 0.5).then_some(())
     });
     assert_eq!(
         tier(&d, "66.249.70.5"),

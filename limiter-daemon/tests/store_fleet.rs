@@ -1,7 +1,8 @@
 //! `FleetStore`'s logic against a stand-in server with failures on demand (`fleet_support`):
 //! one deadline per probe interval while the server is frozen, no round trip for a refusal
 //! that holds, the three `on_failure` modes, lockouts made while down written when it returns,
-//! and lockouts crossing from one host to another through the stream.
+//! lockouts crossing from one host to another through the stream, and the store's return
+//! found with no decision (the connector's own probe).
 
 mod fleet_support;
 
@@ -291,4 +292,23 @@ async fn a_store_down_at_start_is_used_once_it_answers() {
     let (a, remote) = ask(&s, "192.0.2.10", &req("192.0.2.10", T0 + 1, 10, 10)).await;
     assert!(remote && admitted(&a));
     assert!(!s.degraded());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_answers_again_closes_the_breaker_with_no_decision() {
+    let server = Server::new();
+    let s = connected(&server, "a", OnFailure::Local);
+    for round in 0..2 {
+        server.set(Mode::Down);
+        let r = req("192.0.2.11", T0 + round * 10_000, 1000, 1000);
+        let (a, remote) = ask(&s, "192.0.2.11", &r).await;
+        assert!(remote && admitted(&a), "counted locally: {a:?}");
+        assert!(s.degraded());
+        server.set(Mode::Up);
+        // No decision from here on: the connector's own probe finds the store back, within
+        // the probe interval (1 s) and a second.
+        let t = Instant::now();
+        eventually("the breaker closed by the probe", 2, || !s.degraded());
+        println!("closed {:?} after the store answered", t.elapsed());
+    }
 }

@@ -82,18 +82,27 @@ impl Response {
 
 /// One request over a fresh connection (`Connection: close`), read to the end.
 fn get(addr: SocketAddr, path: &str, extra: &[(&str, &str)]) -> Response {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut req = format!("GET {path} HTTP/1.1\r\nhost: app.test\r\nconnection: close\r\n");
     for (k, v) in extra {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
     req.push_str("\r\n");
-    s.write_all(req.as_bytes()).unwrap();
+    exchange(addr, req.as_bytes())
+}
+
+/// Sends `request` over a fresh connection and reads the answer to the end.
+fn exchange(addr: SocketAddr, request: &[u8]) -> Response {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(request).unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    parse(&String::from_utf8_lossy(&raw))
+}
+
+/// A response as text (status line, fields, body), as sent or as `curl -i` prints it.
+fn parse(text: &str) -> Response {
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((text, ""));
     let mut lines = head.lines();
     let status = lines
         .next()
@@ -406,4 +415,216 @@ fn with_the_daemon_down_the_auth_example_fails_open_or_closed_as_chosen() {
         1,
         "failing closed, nothing reaches the app"
     );
+}
+/// An nginx server block on `listen` whose locations name themselves: what nginx serves a
+/// path as, whatever the spelling (`route=reader` for `/healthz/../reader`).
+fn echo_locations(listen: SocketAddr) -> String {
+    format!(
+        "server {{\n  listen {listen};\n  default_type text/plain;\n\
+         location /reader {{ return 200 \"route=reader\"; }}\n\
+         location /healthz {{ return 200 \"route=healthz\"; }}\n\
+         location / {{ return 200 \"route=default\"; }}\n}}\n"
+    )
+}
+
+/// The example's routes: `/reader` costs 10, `/healthz` is never metered, the rest costs 1.
+const PATH_ROUTES: &str = "[tiers.anon]\nburst = 10000\nhourly = 5000\n[quota]\nanon = 100000\n\
+     [[routes]]\nprefix = \"/reader\"\ncost = 10\n\
+     [[routes]]\nprefix = \"/healthz\"\nlimits = []\n";
+
+/// Spellings of a path (issue 35, D4). Each is either refused (400) or metered as the route
+/// nginx serves it as.
+const SPELLINGS: &[&str] = &[
+    "/reader",
+    "/healthz/../reader",
+    "/healthz/%2e%2e/reader",
+    "/healthz/%2E%2E/reader",
+    "/healthz/.%2e/reader",
+    "/x/../reader",
+    "/./reader",
+    "//reader",
+    "/healthz//reader",
+    "/healthz/..%2freader",
+    "/healthz%2f..%2freader",
+    "/healthz%2F%2E%2E%2Freader",
+    "/healthz;/../reader",
+    "/reader/..",
+    "/reader/%2e%2e",
+    "/reader%2F..",
+    "/%72eader",
+    "/read%65r?x=1",
+    "/healthz/%252e%252e/reader",
+    "/healthz/..%3freader",
+    "/healthz/..?/reader",
+    "/healthz/...",
+    "/healthz",
+    "/other",
+];
+
+/// The hourly units left, from the `RateLimit` field (`"hourly";r=N;t=..`); `None` when the
+/// response carries no rate-limit fields (an unmetered route).
+fn hourly_left(r: &Response) -> Option<u64> {
+    let field = r
+        .headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("ratelimit"))?;
+    let item = field.1.split(", ").find(|i| i.starts_with("\"hourly\""))?;
+    let r = item.split(';').find_map(|p| p.strip_prefix("r="))?;
+    Some(r.parse().unwrap())
+}
+
+/// What the request cost, given the hourly units left before it.
+fn check_metered(what: &str, r: &Response, left: &mut u64) -> Option<&'static str> {
+    if r.status == 400 {
+        assert_eq!(
+            r.header("content-type"),
+            "application/problem+json",
+            "{what}"
+        );
+        assert!(r.body.contains("dot segment"), "{what}: {}", r.body);
+        assert!(!r.body.starts_with("route="), "{what}: reached nginx");
+        return None;
+    }
+    assert_eq!(r.status, 200, "{what}: {}", r.body);
+    let route = r
+        .body
+        .strip_prefix("route=")
+        .unwrap_or_else(|| panic!("{what}: {}", r.body));
+    let (route, cost) = match route {
+        "reader" => ("reader", 10),
+        "healthz" => ("healthz", 0),
+        "default" => ("default", 1),
+        other => panic!("{what}: nginx served {other}"),
+    };
+    match hourly_left(r) {
+        None => assert_eq!(
+            cost, 0,
+            "{what}: nginx served {route}, yet it was not metered"
+        ),
+        Some(now) => {
+            assert_eq!(
+                *left - now,
+                cost,
+                "{what}: nginx served {route}, which costs {cost}, but it cost {}",
+                *left - now
+            );
+            *left = now;
+        }
+    }
+    Some(route)
+}
+
+/// The daemon binary's proxy in front of a real nginx: every spelling of a path is refused
+/// (400) or metered as the route nginx serves it as, on the own HTTP/1.1 loop and under
+/// hyper (HTTP/1.0 is handed over, and HTTP/2); `/v1/auth` behind the shipped nginx config and
+/// `/v1/decide` read it the same way.
+#[test]
+fn every_spelling_of_a_path_is_metered_as_the_route_nginx_serves() {
+    if !require(available(), "nginx (/usr/sbin/nginx)") {
+        return;
+    }
+    let (app, front) = (lo(free_port()), lo(free_port()));
+    let (api, proxy) = (lo(free_port()), lo(free_port()));
+    let _daemon = start_daemon_with(api, proxy, app, PATH_ROUTES, "");
+    let conf = format!("{}{}", echo_locations(app), auth_example(front, app, api));
+    let nginx = Nginx::start(&conf, front, 1);
+    // Served straight by nginx: what each spelling is, to the upstream.
+    let mut direct = Vec::new();
+    for p in SPELLINGS {
+        let r = get(app, p, &[]);
+        direct.push((r.status == 200).then(|| r.body.clone()));
+    }
+    let mut left = 5000;
+    // What each surface made of each spelling (`None`: refused), to show the table bites.
+    let mut seen = Vec::new();
+    for (i, p) in SPELLINGS.iter().enumerate() {
+        for version in ["1.1", "1.0", "2"] {
+            let r = get_version(proxy, p, version);
+            let what = format!("proxy HTTP/{version} {p}");
+            let route = check_metered(&what, &r, &mut left);
+            if let Some(route) = route {
+                assert_eq!(
+                    direct[i].as_deref(),
+                    Some(&*format!("route={route}")),
+                    "{what}"
+                );
+            }
+            seen.push((format!("proxy/{version}"), *p, route));
+        }
+    }
+    // Forward auth: nginx reads the path, the daemon reads X-Original-URI ($request_uri).
+    for p in SPELLINGS {
+        let r = get(front, p, &[]);
+        let what = format!("auth_request {p}");
+        seen.push(("auth".into(), *p, check_metered(&what, &r, &mut left)));
+    }
+    for surface in ["proxy/1.1", "proxy/1.0", "proxy/2", "auth"] {
+        let of = |p: &str| {
+            seen.iter()
+                .find(|(s, q, _)| s == surface && *q == p)
+                .map(|(_, _, r)| *r)
+                .unwrap()
+        };
+        for refused in ["/healthz/../reader", "/healthz%2f..%2freader", "/reader/.."] {
+            assert_eq!(
+                of(refused),
+                None,
+                "{surface} {refused}: {}",
+                nginx.error_log()
+            );
+        }
+        for reader in ["/reader", "//reader", "/%72eader", "/read%65r?x=1"] {
+            assert_eq!(of(reader), Some("reader"), "{surface} {reader}");
+        }
+        assert_eq!(
+            of("/healthz/%252e%252e/reader"),
+            Some("healthz"),
+            "{surface}"
+        );
+    }
+    // The decision API: the same reading of its body's path.
+    let r = post_decide(api, "/healthz/%2e%2e/reader");
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("\"field\":\"path\""), "{}", r.body);
+    let r = post_decide(api, "//%72eader");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    let rl = v["headers"]["ratelimit"].as_str().unwrap();
+    assert!(
+        rl.contains(&format!("\"hourly\";r={}", left - 10)),
+        "{rl} after {left}"
+    );
+}
+
+/// [`get`] in HTTP/`version` (`1.0` goes to hyper's server on the proxy, `2` is h2c with
+/// prior knowledge, sent by curl as is).
+fn get_version(addr: SocketAddr, path: &str, version: &str) -> Response {
+    if version == "1.1" {
+        return get(addr, path, &[]);
+    }
+    if version == "2" {
+        let out = Command::new("curl")
+            .args(["-s", "-i", "--http2-prior-knowledge", "--path-as-is"])
+            .arg(format!("http://{addr}{path}"))
+            .output()
+            .expect("run curl");
+        return parse(&String::from_utf8_lossy(&out.stdout));
+    }
+    exchange(
+        addr,
+        format!("GET {path} HTTP/{version}\r\nhost: app.test\r\n\r\n").as_bytes(),
+    )
+}
+
+fn post_decide(api: SocketAddr, path: &str) -> Response {
+    let body = serde_json::json!({"ip": "127.0.0.1", "method": "GET", "path": path}).to_string();
+    exchange(
+        api,
+        format!(
+            "POST /v1/decide HTTP/1.1\r\nhost: api\r\nconnection: close\r\n\
+             content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
 }

@@ -38,7 +38,8 @@ enum Task {
         #[arg(long)]
         bin_dir: Option<PathBuf>,
     },
-    /// Build the release binaries and a .deb of them with the systemd unit and the config.
+    /// Build the release binaries and a .deb of them with the systemd unit, the config, man
+    /// pages, shell completions, the docs and examples, and the logrotate file.
     Package {
         /// Package the binaries already in this directory instead of building release ones.
         #[arg(long)]

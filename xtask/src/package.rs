@@ -1,7 +1,16 @@
 //! `cargo xtask package`: the `.deb` an operator installs. Staged by hand and built with
 //! `dpkg-deb` (part of dpkg, so nothing to install): the two binaries, the systemd unit from
-//! `packaging/`, the example config as the conffile `/etc/limiter/limiter.toml`, and
-//! `/var/lib/limiter`.
+//! `packaging/`, the example config as the conffile `/etc/limiter/limiter.toml`, the logrotate
+//! file (also a conffile), `/var/lib/limiter`, and what an operator reads:
+//!
+//! - man pages for both binaries and each of their subcommands, gzipped in
+//!   `/usr/share/man/man1`, written by the binaries themselves (`man-pages <dir>`, hidden) from
+//!   their clap definitions, so the pages cannot drift from `--help`;
+//! - bash, zsh and fish completions from the same definitions (`completions <shell>`), where
+//!   each shell looks for a package's;
+//! - `/usr/share/doc/limiter/`: the README, `docs/`, and `examples/` (the Grafana dashboard,
+//!   the Prometheus alert rules, the nginx, Caddy, HAProxy, Envoy and Traefik front ends), laid
+//!   out as in the repository so their relative links hold.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -16,8 +25,17 @@ use crate::{root, sh};
 const PACKAGE: &str = "limiter";
 const BINARIES: [&str; 2] = ["limiter-daemon", "limiterctl"];
 const CONFFILE: &str = "etc/limiter/limiter.toml";
+const LOGROTATE: &str = "etc/logrotate.d/limiter";
 const UNIT: &str = "lib/systemd/system/limiter.service";
 const MAINTAINER_SCRIPTS: [&str; 3] = ["postinst", "prerm", "postrm"];
+/// Where each shell looks for a package's completions, and the file name for a binary.
+const COMPLETIONS: [(&str, &str, &str, &str); 3] = [
+    ("bash", "usr/share/bash-completion/completions", "", ""),
+    ("zsh", "usr/share/zsh/vendor-completions", "_", ""),
+    ("fish", "usr/share/fish/vendor_completions.d", "", ".fish"),
+];
+/// Copied whole into `/usr/share/doc/limiter/`.
+const DOC_DIRS: [&str; 2] = ["docs", "examples"];
 
 /// Builds the package from the binaries in `bin_dir` into `out_dir`, compressed with
 /// `compression` (a `dpkg-deb -Z` value); returns the `.deb`'s path.
@@ -64,8 +82,34 @@ pub fn build(bin_dir: &Path, out_dir: &Path, compression: &str) -> Result<PathBu
     let config = config.replace("examples/limiter.toml", "/etc/limiter/limiter.toml");
     write(&stage.join(CONFFILE), &config, 0o644)?;
     fs::create_dir_all(stage.join("var/lib/limiter"))?;
+    copy(
+        &root().join("packaging/logrotate"),
+        &stage.join(LOGROTATE),
+        0o644,
+    )?;
+    for bin in BINARIES {
+        let exe = bin_dir.join(bin);
+        man_pages(&exe, &stage.join("usr/share/man/man1"))?;
+        for (shell, dir, prefix, suffix) in COMPLETIONS {
+            let out = Command::new(&exe)
+                .args(["completions", shell])
+                .output()
+                .with_context(|| format!("{bin} completions {shell}"))?;
+            if !out.status.success() || out.stdout.is_empty() {
+                bail!(
+                    "{bin} completions {shell}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            let to = stage.join(dir).join(format!("{prefix}{bin}{suffix}"));
+            write(&to, std::str::from_utf8(&out.stdout)?, 0o644)?;
+        }
+    }
     let doc = stage.join("usr/share/doc").join(PACKAGE);
     copy(&root().join("README.md"), &doc.join("README.md"), 0o644)?;
+    for dir in DOC_DIRS {
+        copy_tree(&root().join(dir), &doc.join(dir))?;
+    }
     write(
         &doc.join("copyright"),
         "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\
@@ -80,7 +124,11 @@ pub fn build(bin_dir: &Path, out_dir: &Path, compression: &str) -> Result<PathBu
         &control(version, &arch, installed_kb),
         0o644,
     )?;
-    write(&debian.join("conffiles"), &format!("/{CONFFILE}\n"), 0o644)?;
+    write(
+        &debian.join("conffiles"),
+        &format!("/{CONFFILE}\n/{LOGROTATE}\n"),
+        0o644,
+    )?;
     for script in MAINTAINER_SCRIPTS {
         copy(
             &root().join("packaging").join(script),
@@ -151,6 +199,52 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
         } else {
             files.push(path);
         }
+    }
+    Ok(())
+}
+
+/// `exe man-pages` into a scratch directory, then each page gzipped (`-9n`: no name or time
+/// stamp, as Debian wants) into `man1`.
+fn man_pages(exe: &Path, man1: &Path) -> Result<()> {
+    let scratch = man1.with_file_name("man1.scratch");
+    if scratch.exists() {
+        fs::remove_dir_all(&scratch)?;
+    }
+    sh(Command::new(exe).arg("man-pages").arg(&scratch))?;
+    fs::create_dir_all(man1)?;
+    let mut pages = Vec::new();
+    walk(&scratch, &mut pages)?;
+    if pages.is_empty() {
+        bail!("{} man-pages wrote nothing", exe.display());
+    }
+    for page in pages {
+        let name = page.file_name().context("a page's name")?.to_string_lossy();
+        let gz = man1.join(format!("{name}.gz"));
+        let out = Command::new("gzip")
+            .args(["-9n", "-c"])
+            .arg(&page)
+            .output()
+            .context("gzip")?;
+        if !out.status.success() {
+            bail!(
+                "gzip {}: {}",
+                page.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        fs::write(&gz, out.stdout).with_context(|| format!("writing {}", gz.display()))?;
+        mode(&gz, 0o644)?;
+    }
+    fs::remove_dir_all(&scratch)?;
+    Ok(())
+}
+
+/// Every file under `from` to the same place under `to`, readable by all.
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    let mut files = Vec::new();
+    walk(from, &mut files)?;
+    for f in files {
+        copy(&f, &to.join(f.strip_prefix(from)?), 0o644)?;
     }
     Ok(())
 }

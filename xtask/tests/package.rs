@@ -1,7 +1,13 @@
-//! `cargo xtask package`: the .deb's contents and conffile, `systemd-analyze verify` on its
+//! `cargo xtask package`: the .deb's contents and conffiles, `systemd-analyze verify` on its
 //! unit, and the unpacked daemon run with the unpacked config, with only the capabilities the
 //! unit grants, inside a network namespace: it attaches and answers. Without any one of those
 //! capabilities it cannot attach, so the unit's set is the smallest that works.
+//!
+//! What an operator reads comes with it: man pages `man -l` renders, bash completions `bash -n`
+//! accepts (and the same script `limiterctl completions bash` prints), zsh and fish ones, the
+//! docs, dashboard, alert rules and front-end examples, and a logrotate file `logrotate -d`
+//! accepts that signals the unit the package ships. The unpacked `detach` finds its pins from
+//! `--config` as from `--pin-path`.
 //!
 //! The package is made from the debug binaries `cargo xtask test` builds first (the same
 //! layout and the same embedded object as a release build, without a release build's minutes).
@@ -108,7 +114,10 @@ fn the_package_holds_the_binaries_the_unit_and_the_config_as_a_conffile() {
         .arg("-I")
         .arg(&b.deb)
         .arg("conffiles"));
-    assert_eq!(conffiles, "/etc/limiter/limiter.toml\n");
+    assert_eq!(
+        conffiles,
+        "/etc/limiter/limiter.toml\n/etc/logrotate.d/limiter\n"
+    );
     // The conffile is the example config, valid as shipped.
     let check = run(Command::new(b.tree.join("usr/bin/limiter-daemon"))
         .arg("check-config")
@@ -135,6 +144,10 @@ fn the_unit_verifies_and_says_what_the_issue_asks() {
         ("ProtectSystem", "strict"),
         ("StateDirectory", "limiter"),
         ("NoNewPrivileges", "yes"),
+        // Issue 35, D1: systemd's default soft limit of 1,024 let one client's idle
+        // connections take every descriptor.
+        ("LimitNOFILE", "65536"),
+        ("LogsDirectory", "limiter"),
     ] {
         assert_eq!(unit_value(key), value, "{key}");
     }
@@ -172,14 +185,15 @@ fn unit_caps() -> Vec<String> {
 /// The unpacked daemon, run as systemd would run the unit: root with only `caps` in its
 /// bounding, inheritable and ambient sets, the unpacked config, and `--iface` naming the veth
 /// (the shipped config names no interface: the operator does). Its state directory and bpffs
-/// are private to it.
+/// (and the access log's directory) are private to it.
 fn start(pair: &VethPair, caps: &[String], log: &Path) -> Child {
     let tree = &built().tree;
     let set = std::iter::once("-all".to_string())
         .chain(caps.iter().map(|c| format!("+{c}")))
         .collect::<Vec<_>>()
         .join(",");
-    isolated::command(&pair.server, &[Path::new("/var/lib/limiter")], "setpriv")
+    let private = [Path::new("/var/lib/limiter"), Path::new("/var/log/limiter")];
+    isolated::command(&pair.server, &private, "setpriv")
         .args([
             "--bounding-set",
             &set,
@@ -290,4 +304,210 @@ fn the_unpacked_daemon_attaches_and_answers_with_only_the_units_capabilities() {
             missing.to_uppercase()
         );
     }
+}
+
+/// `cmd` run to its end: (success, stdout, stderr).
+fn try_run(cmd: &mut Command) -> (bool, String, String) {
+    let shown = format!("{cmd:?}");
+    let out = cmd.output().unwrap_or_else(|e| panic!("{shown}: {e}"));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_package_carries_man_pages_completions_docs_examples_and_logrotate() {
+    let b = built();
+    let listing = run(Command::new("dpkg-deb").arg("-c").arg(&b.deb));
+    let has = |path: &str| {
+        assert!(
+            listing.lines().any(
+                |l| l.starts_with("-rw-r--r-- root/root") && l.ends_with(&format!(" ./{path}"))
+            ),
+            "{path} (0644, root) in:\n{listing}"
+        );
+    };
+    for bin in ["limiter-daemon", "limiterctl"] {
+        has(&format!("usr/share/man/man1/{bin}.1.gz"));
+        has(&format!("usr/share/bash-completion/completions/{bin}"));
+        has(&format!("usr/share/zsh/vendor-completions/_{bin}"));
+        has(&format!("usr/share/fish/vendor_completions.d/{bin}.fish"));
+    }
+    // A page per subcommand, as `git` ships them.
+    has("usr/share/man/man1/limiterctl-lockouts-add.1.gz");
+    has("usr/share/man/man1/limiter-daemon-detach.1.gz");
+    // Every doc, as in the repository.
+    let docs = workspace_root().join("docs");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&docs).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            let name = path.file_name().unwrap().to_str().unwrap();
+            has(&format!("usr/share/doc/limiter/docs/{name}"));
+            n += 1;
+        }
+    }
+    assert!(n >= 10, "{n} docs");
+    for example in [
+        "grafana/limiter.json",
+        "prometheus/alerts.yml",
+        "nginx/limiter-auth.conf",
+        "nginx/limiter-proxy.conf",
+        "caddy/Caddyfile",
+        "haproxy/haproxy.cfg",
+        "envoy/envoy.yaml",
+        "traefik/dynamic.yml",
+    ] {
+        has(&format!("usr/share/doc/limiter/examples/{example}"));
+        assert_eq!(
+            std::fs::read(b.tree.join("usr/share/doc/limiter/examples").join(example)).unwrap(),
+            std::fs::read(workspace_root().join("examples").join(example)).unwrap(),
+            "{example} as in the repository"
+        );
+    }
+    has("etc/logrotate.d/limiter");
+
+    // man renders each top page, options and subcommands from the clap definitions.
+    for (bin, says) in [
+        ("limiterctl", ["lockouts", "completions", "--config"]),
+        ("limiter-daemon", ["detach", "completions", "check-config"]),
+    ] {
+        let page = b.tree.join(format!("usr/share/man/man1/{bin}.1.gz"));
+        let (ok, text, err) = try_run(
+            Command::new("man")
+                .args(["-l", "-P", "cat"])
+                .arg(&page)
+                .env("MANWIDTH", "80"),
+        );
+        assert!(ok && err.trim().is_empty(), "man -l {bin}: {err}");
+        assert!(text.contains("NAME") && text.contains(bin), "{text}");
+        for word in says {
+            assert!(text.contains(word), "{word} in man {bin}:\n{text}");
+        }
+    }
+    let (ok, text, err) = try_run(
+        Command::new("man")
+            .args(["-l", "-P", "cat"])
+            .arg(b.tree.join("usr/share/man/man1/limiter-daemon-detach.1.gz")),
+    );
+    assert!(
+        ok && text.contains("--pin-path") && text.contains("--config"),
+        "{text}{err}"
+    );
+
+    // bash accepts the completion script, and loading it registers the command.
+    for bin in ["limiter-daemon", "limiterctl"] {
+        let script = b
+            .tree
+            .join("usr/share/bash-completion/completions")
+            .join(bin);
+        let (ok, _, err) = try_run(Command::new("bash").arg("-n").arg(&script));
+        assert!(ok && err.is_empty(), "bash -n {bin}: {err}");
+        let (ok, out, err) = try_run(
+            Command::new("bash")
+                .arg("-c")
+                .arg(format!("source {}; complete -p {bin}", script.display())),
+        );
+        assert!(ok && out.contains(bin), "{out}{err}");
+    }
+    let shipped = std::fs::read_to_string(
+        b.tree
+            .join("usr/share/bash-completion/completions/limiterctl"),
+    )
+    .unwrap();
+    let printed =
+        run(Command::new(b.tree.join("usr/bin/limiterctl")).args(["completions", "bash"]));
+    assert_eq!(
+        printed, shipped,
+        "limiterctl completions bash prints what ships"
+    );
+    // A reader that stops early (`| head -1`) ends it quietly.
+    for bin in ["limiter-daemon", "limiterctl"] {
+        let mut child = Command::new(b.tree.join("usr/bin").join(bin))
+            .args(["completions", "zsh"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && err.is_empty(), "{bin}: {err}");
+    }
+    let (ok, _, err) =
+        try_run(Command::new(b.tree.join("usr/bin/limiterctl")).args(["completions", "tcsh"]));
+    assert!(!ok && err.contains("tcsh"), "{err}");
+
+    // logrotate reads the file; it rotates the access log and signals the unit shipped here.
+    let rotate = std::fs::read_to_string(b.tree.join("etc/logrotate.d/limiter")).unwrap();
+    assert!(rotate.contains("/var/log/limiter/access.log {"), "{rotate}");
+    assert!(
+        rotate.contains("systemctl kill -s USR1 limiter.service"),
+        "{rotate}"
+    );
+    assert!(b.tree.join("lib/systemd/system/limiter.service").is_file());
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, out, err) = try_run(
+        Command::new("logrotate")
+            .arg("-d")
+            .arg("-s")
+            .arg(dir.path().join("state"))
+            .arg(b.tree.join("etc/logrotate.d/limiter")),
+    );
+    assert!(ok && !err.contains("error"), "logrotate -d: {out}{err}");
+}
+
+#[test]
+fn detach_takes_the_config_as_every_other_command_does() {
+    let b = built();
+    let daemon = b.tree.join("usr/bin/limiter-daemon");
+    let dir = tempfile::tempdir().unwrap();
+    // Not a bpffs: an empty directory holds no pins, which is all this checks.
+    let pins = dir.path().join("pins");
+    std::fs::create_dir(&pins).unwrap();
+    let config = dir.path().join("limiter.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[kernel]\nmode = \"off\"\npin_path = \"{}\"\n[store]\nstate_dir = \"{}\"\n",
+            pins.display(),
+            dir.path().join("state").display()
+        ),
+    )
+    .unwrap();
+    let said = format!("nothing pinned under {}", pins.display());
+    let out = run(Command::new(&daemon)
+        .arg("detach")
+        .arg("--config")
+        .arg(&config));
+    assert!(out.contains(&said), "{out}");
+    let out = run(Command::new(&daemon)
+        .arg("detach")
+        .arg("--pin-path")
+        .arg(&pins));
+    assert!(out.contains(&said), "{out}");
+    // Both at once, or a config that does not load: a usage error naming the problem.
+    let out = Command::new(&daemon)
+        .args(["detach", "--pin-path"])
+        .arg(&pins)
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let missing = dir.path().join("missing.toml");
+    let out = Command::new(&daemon)
+        .arg("detach")
+        .arg("--config")
+        .arg(&missing)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("missing.toml") && err.contains("--pin-path"),
+        "{err}"
+    );
 }

@@ -28,7 +28,10 @@ pub fn restart_only(
 ) -> Option<RestartOnly> {
     macro_rules! same {
         ($field:literal, $($path:tt)+) => {
-            let (o, n) = (format!("{:?}", old.$($path)+), format!("{:?}", new.$($path)+));
+            let (o, n) = (
+                plain(&format!("{:?}", old.$($path)+)),
+                plain(&format!("{:?}", new.$($path)+)),
+            );
             if o != n {
                 return Some(RestartOnly { field: $field, old: o, new: n });
             }
@@ -81,6 +84,11 @@ pub fn restart_only(
     same!("http.header_read_timeout", http.header_read_timeout);
     same!("http.body_read_timeout", http.body_read_timeout);
     same!("http.api_max_connections", http.api_max_connections);
+    same!("http.max_connections", http.max_connections);
+    same!(
+        "http.max_connections_per_client",
+        http.max_connections_per_client
+    );
     same!("http.trusted_peers", http.trusted_peers);
     same!("http.problem_type_base", http.problem_type_base);
     same!("http.shutdown_grace", http.shutdown_grace);
@@ -122,6 +130,50 @@ pub fn restart_only(
     same!("log.access", log.access);
     same!("log.access_format", log.access_format);
     None
+}
+
+/// A value's debug text as an operator reads it: `Some(x)` is `x` and `None` is `(unset)`,
+/// wherever they stand (`[Some(1), None]`), so no Rust syntax reaches a log line or a reload
+/// refusal.
+fn plain(debug: &str) -> String {
+    let mut out = String::with_capacity(debug.len());
+    // Closing parentheses of the `Some(` wrappers opened, by depth.
+    let mut wrappers: Vec<usize> = Vec::new();
+    let mut depth = 0usize;
+    let mut rest = debug;
+    while let Some(c) = rest.chars().next() {
+        let word_start = !out.ends_with(|p: char| p.is_alphanumeric() || p == '_');
+        if word_start && rest.starts_with("Some(") {
+            depth += 1;
+            wrappers.push(depth);
+            rest = &rest["Some(".len()..];
+            continue;
+        }
+        if word_start
+            && rest.starts_with("None")
+            && !rest["None".len()..].starts_with(|p: char| p.is_alphanumeric() || p == '_')
+        {
+            out.push_str("(unset)");
+            rest = &rest["None".len()..];
+            continue;
+        }
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                if wrappers.last() == Some(&depth) {
+                    wrappers.pop();
+                    depth -= 1;
+                    rest = &rest[1..];
+                    continue;
+                }
+                depth = depth.saturating_sub(1);
+            }
+            _ => {}
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
 }
 
 /// Whether a dotted field holds a secret: its values are never shown.
@@ -197,6 +249,36 @@ mod tests {
 
     fn cfg(text: &str) -> Config {
         Config::from_toml_str(text, "t.toml".as_ref(), &EnvMap::new()).unwrap()
+    }
+
+    #[test]
+    fn values_read_without_rust_syntax() {
+        assert_eq!(
+            plain("Some(\"/etc/limiter/token\")"),
+            "\"/etc/limiter/token\""
+        );
+        assert_eq!(plain("None"), "(unset)");
+        assert_eq!(
+            plain("[Some(1), None, Some((2, 3))]"),
+            "[1, (unset), (2, 3)]"
+        );
+        assert_eq!(plain("Some(Some(4))"), "4");
+        assert_eq!(
+            plain("Foo(NoneSuch, MySome(1))"),
+            "Foo(NoneSuch, MySome(1))"
+        );
+        assert_eq!(plain("[127.0.0.1:8080]"), "[127.0.0.1:8080]");
+        assert_eq!(plain("30s"), "30s");
+    }
+
+    #[test]
+    fn a_restart_only_change_of_an_optional_field_names_its_values_plainly() {
+        let old = cfg("[admin]\ntoken_file = \"/etc/limiter/admin-token\"\n");
+        let new = cfg("");
+        let r = restart_only(&old, &new, None).unwrap();
+        assert_eq!(r.field, "admin.token_file");
+        assert_eq!(r.old, "\"/etc/limiter/admin-token\"");
+        assert_eq!(r.new, "(unset)");
     }
 
     #[test]

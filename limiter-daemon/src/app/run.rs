@@ -27,6 +27,7 @@ use crate::config::log::LogFormat;
 use crate::config::{env_from_process, Config};
 use crate::engine::sink::{EnforcementSink, NoKernel};
 use crate::engine::{Engine, EngineOptions, KeyRefresh};
+use crate::http::listen::budget::ConnectionBudget;
 use crate::http::listen::limits::ListenLimits;
 use crate::http::proxy::server::HttpServer;
 use crate::http::render::response::Hints;
@@ -77,6 +78,8 @@ pub fn run(path: &Path, ifaces: Vec<String>, log_flag: Option<LogFormat>) -> any
     if !ifaces.is_empty() {
         config.kernel.interfaces.clone_from(&ifaces);
     }
+    // Before anything opens a descriptor: the listeners' caps follow the limit in force.
+    super::nofile::raise_and_log();
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = http.worker_threads {
         builder.worker_threads(n.get());
@@ -101,13 +104,12 @@ pub fn run(path: &Path, ifaces: Vec<String>, log_flag: Option<LogFormat>) -> any
             signal: hup,
             reopen: usr1,
         };
+        let kernel = config.kernel.clone();
         let served = serve(config, http, reload, &shutdown).await;
         // Whatever ended serving (a signal or a failure), stop the rest, within the grace.
         shutdown.wait_drained(grace).await;
         served?;
-        tracing::info!(
-            "stopped; kernel pins stay in place (enforcement continues; `limiter-daemon detach` removes it)"
-        );
+        super::stopped::log_stopped(&kernel);
         Ok(())
     })
 }
@@ -120,6 +122,13 @@ async fn serve(
     reload: ReloadSource,
     shutdown: &Shutdown,
 ) -> anyhow::Result<()> {
+    let listeners = http.api_listen.len()
+        + http.grpc.listen.len()
+        + usize::from(config.admin.listen.is_some())
+        + usize::from(config.metrics.listen.is_some());
+    let proxy =
+        http.upstream.is_some() && !(http.proxy_listen.is_empty() && http.tls_listen.is_empty());
+    ConnectionBudget::for_process(&http).log(proxy, listeners);
     // Inside the runtime: the dataplane spawns its log, event and expiry tasks.
     let metrics = Metrics::new(&config.metrics.namespace);
     let (sink, kernel): (Arc<dyn EnforcementSink>, Option<AttachedKernel>) =

@@ -11,6 +11,10 @@
 //! - `fetch_timeout`, `allow_internal`: the directory fetch's bound, and the private,
 //!   loopback or link-local targets it may reach anyway (none by default; tests serve from
 //!   loopback).
+//! - `max_signature_lifetime`: the longest a signature lives (`expires − created`, and its
+//!   age since `created`); 5 min by default, as the Web Bot Auth draft recommends.
+//! - `nonce_capacity`: nonces of verified signatures remembered at most (a nonce verifies
+//!   once within its signature's life; past the bound new ones are unverified).
 //!
 //! Agents are written as their origin (`https://chatgpt.com`) or their directory URL; both
 //! are kept as the directory URL, the agent's identity.
@@ -27,6 +31,11 @@ use super::tiers::positive;
 use super::ConfigError;
 use crate::model::agent::directory_url;
 
+/// `max_signature_lifetime`'s default: the Web Bot Auth draft's recommendation.
+pub const DEFAULT_MAX_SIGNATURE_LIFETIME: Duration = Duration::from_secs(300);
+/// `nonce_capacity`'s default (about 20 bytes each: 4 MB).
+pub const DEFAULT_NONCE_CAPACITY: usize = 200_000;
+
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawAgents {
@@ -35,6 +44,8 @@ pub struct RawAgents {
     pub refuse: Option<Vec<String>>,
     pub fetch_timeout: Option<String>,
     pub allow_internal: Option<Vec<String>>,
+    pub max_signature_lifetime: Option<String>,
+    pub nonce_capacity: Option<usize>,
     pub budgets: Option<Vec<RawAgentBudget>>,
 }
 
@@ -65,6 +76,10 @@ pub struct AgentSettings {
     pub refuse: Vec<String>,
     pub fetch_timeout: Duration,
     pub allow_internal: Vec<IpNet>,
+    /// The longest a signature lives: `expires − created`, and its age since `created`.
+    pub max_signature_lifetime: Duration,
+    /// Nonces of verified signatures remembered at most.
+    pub nonce_capacity: usize,
     /// By directory URL.
     pub budgets: HashMap<String, AgentBudget>,
     /// Replay only (never read from a file): a `Signature-Agent` naming a directory is taken
@@ -122,6 +137,26 @@ impl AgentSettings {
                 "must be more than 0 and at most 60s",
             ));
         }
+        let max_signature_lifetime = duration(
+            "agents.max_signature_lifetime",
+            raw.max_signature_lifetime,
+            DEFAULT_MAX_SIGNATURE_LIFETIME,
+        )?;
+        if max_signature_lifetime < Duration::from_secs(1)
+            || max_signature_lifetime > Duration::from_secs(24 * 3600)
+        {
+            return Err(ConfigError::invalid(
+                "agents.max_signature_lifetime",
+                "must be at least 1s and at most 24h",
+            ));
+        }
+        let nonce_capacity = raw.nonce_capacity.unwrap_or(DEFAULT_NONCE_CAPACITY);
+        if nonce_capacity == 0 {
+            return Err(ConfigError::invalid(
+                "agents.nonce_capacity",
+                "must be at least 1",
+            ));
+        }
         let allow_internal = super::nets::parse(
             "agents.allow_internal",
             &raw.allow_internal.unwrap_or_default(),
@@ -154,6 +189,8 @@ impl AgentSettings {
             refuse,
             fetch_timeout,
             allow_internal,
+            max_signature_lifetime,
+            nonce_capacity,
             budgets,
             claims_only: false,
         })
@@ -186,6 +223,23 @@ mod tests {
         assert!(!a.may_verify("https://bad.example/.well-known/http-message-signatures-directory"));
         let off = config("").unwrap();
         assert!(!off.agents.may_verify(chatgpt), "off by default");
+        assert_eq!(
+            (
+                off.agents.max_signature_lifetime.as_secs(),
+                off.agents.nonce_capacity
+            ),
+            (300, 200_000),
+            "minutes, not hours"
+        );
+        let short =
+            config("[agents]\nmax_signature_lifetime = \"90s\"\nnonce_capacity = 7\n").unwrap();
+        assert_eq!(
+            (
+                short.agents.max_signature_lifetime.as_secs(),
+                short.agents.nonce_capacity
+            ),
+            (90, 7)
+        );
         let only = config("[agents]\nenabled = true\nallow = [\"https://chatgpt.com\"]\n").unwrap();
         assert!(only.agents.may_verify(chatgpt));
         assert!(!only.agents.may_verify("https://x.example/.well-known/x"));
@@ -206,6 +260,12 @@ mod tests {
                 4,
             ),
             ("[agents]\nfetch_timeout = \"0s\"\n", "agents.fetch_timeout", 2),
+            (
+                "[agents]\nmax_signature_lifetime = \"25h\"\n",
+                "agents.max_signature_lifetime",
+                2,
+            ),
+            ("[agents]\n\nnonce_capacity = 0\n", "agents.nonce_capacity", 3),
             ("[agents]\nallow_internal = [\"lo\"]\n", "agents.allow_internal", 2),
             (
                 "[agents]\nallow = [\"https://a.example\"]\nrefuse = [\"https://a.example\"]\n",

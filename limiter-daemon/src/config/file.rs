@@ -146,6 +146,7 @@ impl Config {
         QuotaSettings::apply_env(&mut raw.quota, env, &mut env_applied)?;
         let identity = IdentitySettings::validate(raw.identity)?;
         let proxy_protocol_peers = identity.trusted_proxies.clone();
+        let client_ipv6_prefix = identity.ipv6_prefix;
         let kernel = KernelSettings::validate(raw.kernel, identity.ipv6_prefix)?;
         let session_daily = raw.tiers.session.daily;
         let crawler_daily = raw.tiers.crawler.daily;
@@ -172,6 +173,7 @@ impl Config {
             http: {
                 let mut h = HttpSettings::validate(raw.http)?;
                 h.proxy_protocol_peers = proxy_protocol_peers;
+                h.client_ipv6_prefix = client_ipv6_prefix;
                 h
             },
             admin: AdminSettings::validate(raw.admin)?,

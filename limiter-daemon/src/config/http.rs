@@ -72,9 +72,20 @@ pub struct RawHttp {
     /// Time allowed for a request body on the API, admin and metrics listeners, counted from
     /// its head (default 10s) → 408 and the connection closed.
     pub body_read_timeout: Option<String>,
-    /// Connections open at once on each API, admin and metrics listener (default 1024); one
-    /// more is answered 503 and closed.
+    // Connection bounds (issue 35, D1/D3): kept in one block. The defaults are derived from the
+    // process's descriptor limit at start (`crate::http::listen::budget`).
+    /// Connections open at once on each API, admin, metrics and gRPC listener (default: a
+    /// sixteenth of the descriptors left after a reserve, at most 1024); one more is refused
+    /// at once.
     pub api_max_connections: Option<usize>,
+    /// Connections open at once over all proxy listeners, `proxy_listen` and `tls_listen`
+    /// together (default: half the descriptors left after a reserve); one more is closed at
+    /// once.
+    pub max_connections: Option<usize>,
+    /// Connections open at once from one client address on the proxy listeners (default: an
+    /// eighth of `max_connections`, at most 1024). A `trusted_proxies` peer is not one client:
+    /// its connections are not counted, or counted by the address its PROXY header names.
+    pub max_connections_per_client: Option<usize>,
     /// Peers whose client field (`X-Real-IP`, `X-Forwarded-For`) is believed on `/v1/auth`
     /// (CIDRs; default loopback only).
     pub trusted_peers: Option<Vec<String>>,
@@ -101,7 +112,8 @@ pub struct RawHttp {
     pub h2_max_pending_accept_reset_streams: Option<usize>,
     /// Streams reset for the client's protocol errors, per connection, before GOAWAY (1024).
     pub h2_max_local_error_reset_streams: Option<usize>,
-    /// PING after this long without a frame (default 30s).
+    /// PING after this long without a frame (default 30s). Answering it does not keep an idle
+    /// connection: `header_read_timeout` closes it.
     pub h2_keep_alive_interval: Option<String>,
     /// Close when a PING is not answered within this (default 10s).
     pub h2_keep_alive_timeout: Option<String>,
@@ -143,8 +155,17 @@ pub struct HttpSettings {
     pub header_read_timeout: Duration,
     /// Time for a body on the API, admin and metrics listeners, from its head.
     pub body_read_timeout: Duration,
-    /// Connections open at once on each API, admin and metrics listener.
-    pub api_max_connections: NonZeroUsize,
+    // Connection bounds (issue 35, D1/D3): kept in one block. `None`: derived from the
+    // descriptor limit when the listeners start (`crate::http::listen::budget`).
+    /// Connections open at once on each API, admin, metrics and gRPC listener.
+    pub api_max_connections: Option<NonZeroUsize>,
+    /// Connections open at once over all proxy listeners.
+    pub max_connections: Option<NonZeroUsize>,
+    /// Connections open at once from one client address on the proxy listeners.
+    pub max_connections_per_client: Option<NonZeroUsize>,
+    /// `[identity] ipv6_prefix`, copied like `proxy_protocol_peers`: IPv6 clients are counted
+    /// per prefix by `max_connections_per_client` too (64 from [`HttpSettings::from_toml`]).
+    pub client_ipv6_prefix: u8,
     pub trusted_peers: Vec<IpNet>,
     pub problem_type_base: Option<String>,
     pub shutdown_grace: Duration,
@@ -227,6 +248,18 @@ fn non_zero(
 ) -> Result<NonZeroUsize, ConfigError> {
     NonZeroUsize::new(value.unwrap_or(default))
         .ok_or_else(|| ConfigError::invalid(field, "must be at least 1"))
+}
+
+/// A count that, when absent, is derived at start (`None`); present, it must be at least 1.
+fn optional_non_zero(
+    field: &str,
+    value: Option<usize>,
+) -> Result<Option<NonZeroUsize>, ConfigError> {
+    value
+        .map(|n| {
+            NonZeroUsize::new(n).ok_or_else(|| ConfigError::invalid(field, "must be at least 1"))
+        })
+        .transpose()
 }
 
 fn addrs(
@@ -382,6 +415,19 @@ impl HttpSettings {
                 format!("{max_tunnels_per_identity} is more than http.max_tunnels ({max_tunnels})"),
             ));
         }
+        let max_connections = optional_non_zero("http.max_connections", raw.max_connections)?;
+        let max_connections_per_client = optional_non_zero(
+            "http.max_connections_per_client",
+            raw.max_connections_per_client,
+        )?;
+        if let (Some(all), Some(one)) = (max_connections, max_connections_per_client) {
+            if one > all {
+                return Err(ConfigError::invalid(
+                    "http.max_connections_per_client",
+                    format!("{one} is more than http.max_connections ({all})"),
+                ));
+            }
+        }
         let max_header_count = non_zero("http.max_header_count", raw.max_header_count, 64)?;
         if max_header_count.get() > MAX_HEADER_COUNT {
             return Err(ConfigError::invalid(
@@ -457,11 +503,13 @@ impl HttpSettings {
                 raw.body_read_timeout,
                 Duration::from_secs(10),
             )?,
-            api_max_connections: non_zero(
+            api_max_connections: optional_non_zero(
                 "http.api_max_connections",
                 raw.api_max_connections,
-                1024,
             )?,
+            max_connections,
+            max_connections_per_client,
+            client_ipv6_prefix: 64,
             trusted_peers,
             problem_type_base,
             worker_threads: raw
@@ -576,6 +624,10 @@ mod tests {
         assert!(err("api_token_file = \"/nonexistent/t\"").contains("http.api_token_file"));
         assert!(err("body_read_timeout = \"0s\"").contains("http.body_read_timeout"));
         assert!(err("api_max_connections = 0").contains("http.api_max_connections"));
+        assert!(err("max_connections = 0").contains("http.max_connections"));
+        assert!(err("max_connections_per_client = 0").contains("http.max_connections_per_client"));
+        assert!(err("max_connections = 5\nmax_connections_per_client = 6")
+            .contains("http.max_connections_per_client"));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `[[routes]]` and `[default_route]`: a path prefix (and optional methods) decides what a
 //! request costs, which windows apply, what happens over the daily quota, and whether an API
-//! key's own `hourly_limit` applies.
+//! key's own `hourly_limit` applies. Prefixes match the path as the upstream reads it
+//! ([`request_path::normal`]), never the raw target: every surface's route is chosen here.
 
 use std::fmt;
 use std::num::NonZeroU32;
@@ -11,6 +12,7 @@ use serde::{Deserialize, Deserializer};
 
 use super::tiers::positive;
 use super::ConfigError;
+use crate::model::request_path;
 use crate::model::{PerWindow, WindowKind, WINDOWS};
 
 /// What happens when the daily quota is spent.
@@ -170,7 +172,7 @@ impl Limits {
 /// A validated route.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Route {
-    /// `"/"`-anchored prefix; `None` for the default route.
+    /// `"/"`-anchored prefix, in [`request_path::normal`] form; `None` for the default route.
     pub prefix: Option<String>,
     /// Upper-case method names; `None` means any method.
     pub methods: Option<Vec<String>>,
@@ -210,16 +212,13 @@ pub struct RouteTable {
 }
 
 impl RouteTable {
-    /// The most specific route for a request (the query string is ignored).
-    pub fn matching(&self, method: &str, path: &str) -> &Route {
-        // A byte scan: both delimiters are ASCII, and a char-set `split` decodes UTF-8.
-        let path = path
-            .bytes()
-            .position(|b| b == b'?' || b == b'#')
-            .map_or(path, |end| &path[..end]);
+    /// The most specific route for a request target, read as the upstream reads it: decoded,
+    /// dot segments removed, the query string ignored ([`request_path::normal`]).
+    pub fn matching(&self, method: &str, target: &str) -> &Route {
+        let path = request_path::normal(target);
         self.routes
             .iter()
-            .find(|r| r.matches(method, path))
+            .find(|r| r.matches(method, &path))
             .unwrap_or(&self.default)
     }
 
@@ -265,7 +264,9 @@ impl RouteTable {
                 key_limit: r.key_limit,
                 shadow: r.shadow,
             };
-            routes.push(route(Some(r.prefix), methods, &field("cost"), rules)?);
+            // Compared with the normal form of each path, so written in it too (`/%7Eu` is `/~u`).
+            let prefix = request_path::normal(&r.prefix).into_owned();
+            routes.push(route(Some(prefix), methods, &field("cost"), rules)?);
         }
         // Longest prefix first; among equals, routes naming methods before catch-alls.
         routes.sort_by(|a, b| {
@@ -328,6 +329,35 @@ mod tests {
         assert_eq!(t.matching("GET", "/api/feeds/1?x=1").cost.get(), 3);
         assert_eq!(t.matching("GET", "/api/feedsx").cost.get(), 2);
         assert_eq!(t.matching("GET", "/other").cost.get(), 1);
+    }
+
+    /// Each spelling is metered as the route nginx serves it as (`$uri` in nginx 1.22).
+    #[test]
+    fn routes_match_the_path_the_upstream_reads() {
+        let t = table(
+            "[[routes]]\nprefix = \"/reader\"\ncost = 10\n[[routes]]\nprefix = \"/healthz\"\ncost = 2\n\
+             [[routes]]\nprefix = \"/%7Euser\"\ncost = 3\n",
+        );
+        for (path, cost) in [
+            ("/reader", 10),
+            ("/healthz/../reader", 10),
+            ("/healthz/%2e%2e/reader", 10),
+            ("/healthz/%2E%2E/reader", 10),
+            ("/x/../reader", 10),
+            ("/./reader", 10),
+            ("//reader", 10),
+            ("/healthz/..%2freader", 10),
+            ("/healthz%2f..%2freader", 10),
+            ("/%72eader", 10),
+            ("/reader/..", 1),
+            ("/reader%2F..", 1),
+            ("/healthz/..;/reader", 2),
+            ("/healthz/%252e%252e/reader", 2),
+            ("/~user/x", 3),
+            ("/%7euser", 3),
+        ] {
+            assert_eq!(t.matching("GET", path).cost.get(), cost, "{path}");
+        }
     }
 
     #[test]

@@ -55,7 +55,8 @@ pub struct RawStore {
     pub key_prefix: Option<String>,
     /// Deadline of one remote decision (default 50ms); past it the decision is counted locally.
     pub decision_timeout: Option<String>,
-    /// While the remote store is failing, how often one decision probes it (default 1s).
+    /// While the remote store is failing, how often it is probed, by one decision and by the
+    /// daemon itself (default 1s).
     pub probe_interval: Option<String>,
     /// What decisions do while the remote store is down: `local` (count in memory, default),
     /// `open` (admit), `closed` (503 with Retry-After).

@@ -99,6 +99,15 @@ pub enum Command {
     /// A live view: decisions by tier, top callers and networks, crawlers and agents, lockouts
     /// (l lock, u unlock, q quit); `--once` prints one frame.
     Top(TopArgs),
+    /// Print the shell completion script for SHELL on stdout (no daemon needed), e.g.
+    /// `limiterctl completions bash > /etc/bash_completion.d/limiterctl`.
+    Completions {
+        #[arg(value_enum)]
+        shell: crate::manuals::Shell,
+    },
+    /// Write the man pages into DIR (`cargo xtask package` ships them).
+    #[command(hide = true)]
+    ManPages { dir: PathBuf },
 }
 
 #[derive(Debug, Subcommand)]
@@ -426,5 +435,8 @@ pub fn request(cmd: &Command) -> Request {
         Command::Reload => post("/admin/v1/reload".into(), json!({})),
         // `top` polls several paths (ctl::top); this is its first.
         Command::Top(_) => get("/admin/v1/stats?top=10".into()),
+        // Answered without the daemon (ctl::main_with) and never sent; the stats path keeps
+        // this total without a request of their own.
+        Command::Completions { .. } | Command::ManPages { .. } => get("/admin/v1/stats".into()),
     }
 }

@@ -14,7 +14,7 @@ pub mod top;
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use clap::Parser as _;
+use clap::{CommandFactory as _, Parser as _};
 
 pub use args::Ctl;
 
@@ -35,6 +35,22 @@ pub fn main_with(argv: impl IntoIterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    match &ctl.command {
+        args::Command::Completions { shell } => {
+            crate::manuals::print_completions(Ctl::command(), *shell);
+            return ExitCode::from(EXIT_OK);
+        }
+        args::Command::ManPages { dir } => {
+            return match crate::manuals::man_pages(Ctl::command(), dir) {
+                Ok(()) => ExitCode::from(EXIT_OK),
+                Err(e) => {
+                    eprintln!("limiterctl: {e:#}");
+                    ExitCode::from(EXIT_REFUSED)
+                }
+            };
+        }
+        _ => {}
+    }
     let json = ctl.json;
     let target = match target::resolve(&ctl.conn) {
         Ok(t) => t,

@@ -252,6 +252,8 @@ fn human(cmd: &Command, v: &Value) -> String {
         }
         // `top` draws its own frames (ctl::top::view) and never comes here.
         Command::Top(_) => v.to_string(),
+        // Answered without the daemon (ctl::main_with); never sent.
+        Command::Completions { .. } | Command::ManPages { .. } => v.to_string(),
     }
 }
 

@@ -247,8 +247,10 @@ impl Engine {
             req.peer,
             req.unattributed,
             req.method,
+            req.path,
             req.headers,
             now,
+            count,
         );
         let id = caller.id_key(&self.hasher);
         let mut d = base_decision(cfg, caller.tier, id.text());

@@ -72,6 +72,10 @@ pub struct SourceStatus {
     pub entries: usize,
     /// Wall-clock ms of the data in force (when it was fetched, perhaps by an earlier run).
     pub data_fetched_ms: Option<u64>,
+    /// Wall-clock ms the data in force was last known current: fetched, or confirmed by a 304
+    /// (`<ns>_proof_source_age_seconds` counts from it).
+    #[serde(skip)]
+    pub data_confirmed_ms: Option<u64>,
     /// Whether the data in force was read from disk at start and not fetched since.
     pub from_disk: bool,
     pub last_fetch_ms: Option<u64>,
@@ -229,11 +233,15 @@ impl ProofSources {
         let (kind, changed) = match outcome {
             Ok(None) => {
                 e.status.last_error = None;
+                if e.data.is_some() {
+                    e.status.data_confirmed_ms = Some(now_ms);
+                }
                 (FetchOutcome::NotModified, false)
             }
             Ok(Some((parsed, validators))) => {
                 e.status.entries = parsed.entries();
                 e.status.data_fetched_ms = Some(now_ms);
+                e.status.data_confirmed_ms = Some(now_ms);
                 e.status.from_disk = false;
                 e.status.last_error = None;
                 e.validators = validators;
@@ -292,6 +300,7 @@ fn from_disk(dir: &std::path::Path, spec: SourceSpec) -> Entry {
             },
             entries: 0,
             data_fetched_ms: None,
+            data_confirmed_ms: None,
             from_disk: false,
             last_fetch_ms: None,
             last_outcome: None,
@@ -326,6 +335,7 @@ fn from_disk(dir: &std::path::Path, spec: SourceSpec) -> Entry {
             );
             entry.status.entries = parsed.entries();
             entry.status.data_fetched_ms = Some(fetched_ms);
+            entry.status.data_confirmed_ms = Some(fetched_ms);
             entry.status.from_disk = true;
             entry.validators = validators;
             entry.data = Some(parsed);

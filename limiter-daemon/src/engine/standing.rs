@@ -37,8 +37,10 @@ impl Engine {
                 req.peer,
                 req.unattributed,
                 req.method,
+                req.path,
                 req.headers,
                 now,
+                false,
             );
             self.store.usage(&caller.id_key(&self.hasher), now)
         });

@@ -151,9 +151,11 @@ impl IdentityResolver {
         }
     }
 
-    /// Who `peer` with `method` and `headers` is at `now_ms`. API keys are checked against
-    /// `keys`, agents' signatures against `agents`. `unattributed`: a surface that resolved
-    /// the client itself (`/v1/auth`) found that the trusted `peer` named no usable client.
+    /// Who `peer` with `method`, `path` and `headers` is at `now_ms`. API keys are checked
+    /// against `keys`, agents' signatures against `agents`. `unattributed`: a surface that
+    /// resolved the client itself (`/v1/auth`) found that the trusted `peer` named no usable
+    /// client. `decision`: resolving for a decision, which remembers an agent signature's
+    /// nonce; a dry run (explain, standing) does not.
     #[allow(clippy::too_many_arguments)]
     pub fn resolve(
         &self,
@@ -163,8 +165,10 @@ impl IdentityResolver {
         peer: IpAddr,
         unattributed: bool,
         method: &str,
+        path: &str,
         headers: &HeaderMap,
         now_ms: u64,
+        decision: bool,
     ) -> Caller {
         let client = if unattributed {
             client_ip::Client::Unattributed(client_ip::normalize(peer))
@@ -235,7 +239,12 @@ impl IdentityResolver {
         // A verified credential says who the caller is; only the rest may prove an agent (a
         // signature names who is calling, wherever from), then a crawler.
         if caller.subject == Subject::Ip {
-            let checked = agent::check(&cfg.agents, agents, group, method, headers, now_ms);
+            let seen = agent::Seen {
+                method,
+                path,
+                headers,
+            };
+            let checked = agent::check(&cfg.agents, agents, group, seen, now_ms, decision);
             caller.agent = checked.signature;
             caller.agent_fetch = checked.fetch.map(String::into_boxed_str);
             if let Some(directory) = checked.verified {

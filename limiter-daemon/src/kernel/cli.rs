@@ -92,11 +92,54 @@ pub enum KernelCommand {
     },
 }
 
-/// `detach` arguments.
+/// `detach` arguments: the pins' directory, given or read from the config's `[kernel]
+/// pin_path`.
 #[derive(Debug, Args)]
 pub struct DetachArgs {
-    #[arg(long, default_value = DEFAULT_PIN_PATH)]
-    pub pin_path: PathBuf,
+    /// bpffs directory holding the limiter's pinned maps and links (default: the config's
+    /// `[kernel] pin_path`).
+    #[arg(long, conflicts_with = "config")]
+    pub pin_path: Option<PathBuf>,
+    /// The daemon's config, read for `[kernel] pin_path` [default: /etc/limiter/limiter.toml,
+    /// when it exists; else /sys/fs/bpf/limiter].
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+/// The default config `detach` reads when given neither `--pin-path` nor `--config`.
+const DEFAULT_CONFIG: &str = "/etc/limiter/limiter.toml";
+
+impl DetachArgs {
+    /// `--pin-path`; else `--config`'s `[kernel] pin_path` (a config that does not load is an
+    /// error naming it); else the default config's, when it exists and loads; else the default.
+    pub fn pin_path(&self) -> anyhow::Result<PathBuf> {
+        if let Some(p) = &self.pin_path {
+            return Ok(p.clone());
+        }
+        let env = crate::config::env_from_process();
+        if let Some(config) = &self.config {
+            let cfg = crate::config::Config::load(config, &env).with_context(|| {
+                format!(
+                    "reading [kernel] pin_path from {} (or give --pin-path)",
+                    config.display()
+                )
+            })?;
+            return Ok(cfg.kernel.pin_path);
+        }
+        let default = Path::new(DEFAULT_CONFIG);
+        if !default.exists() {
+            return Ok(PathBuf::from(DEFAULT_PIN_PATH));
+        }
+        match crate::config::Config::load(default, &env) {
+            Ok(cfg) => Ok(cfg.kernel.pin_path),
+            Err(e) => {
+                eprintln!(
+                    "note: config {DEFAULT_CONFIG} not usable ({e}); detaching {DEFAULT_PIN_PATH}"
+                );
+                Ok(PathBuf::from(DEFAULT_PIN_PATH))
+            }
+        }
+    }
 }
 
 /// Parses an IP address (IPv4, IPv6, or IPv4-mapped IPv6, which is the IPv4 address it
@@ -366,11 +409,12 @@ pub fn run_kernel(args: KernelArgs) -> anyhow::Result<()> {
 
 /// `detach`: removes the links (detaching the program) and every pin.
 pub fn run_detach(args: DetachArgs) -> anyhow::Result<()> {
-    let layout = PinLayout::new(&args.pin_path);
-    let report = loader::detach(&layout)
-        .with_context(|| format!("detaching {}", args.pin_path.display()))?;
+    let pin_path = args.pin_path()?;
+    let layout = PinLayout::new(&pin_path);
+    let report =
+        loader::detach(&layout).with_context(|| format!("detaching {}", pin_path.display()))?;
     if report.links.is_empty() && report.maps.is_empty() {
-        out!("nothing pinned under {}", args.pin_path.display());
+        out!("nothing pinned under {}", pin_path.display());
     } else {
         for l in &report.links {
             out!("detached {l}");
@@ -380,7 +424,7 @@ pub fn run_detach(args: DetachArgs) -> anyhow::Result<()> {
     if !report.left_behind.is_empty() {
         eprintln!(
             "kept {} (not created by the limiter): {}",
-            args.pin_path.display(),
+            pin_path.display(),
             report.left_behind.join(", ")
         );
     }

@@ -1,6 +1,6 @@
 //! The crawler rung's scrape-time series, read from the engine: the published ranges in
 //! force and their re-reads, the fetched proof sources (`range_urls`, `asn_url`: fetches by
-//! outcome, entries in force), and the reverse-DNS lookups (per-decision counts of verified and
+//! outcome, entries in force, age of the data in force), and the reverse-DNS lookups (per-decision counts of verified and
 //! fake crawlers are in [`super::decisions`]).
 
 use std::fmt;
@@ -65,6 +65,19 @@ pub fn encode(enc: &mut DescriptorEncoder, engine: &Engine) -> Result<(), fmt::E
     for s in &sources {
         ConstGauge::new(i64::try_from(s.entries).unwrap_or(i64::MAX))
             .encode(fam.encode_family(&[("source", s.url.as_str())])?)?;
+    }
+    let mut fam = enc.encode_descriptor(
+        "proof_source_age_seconds",
+        "Seconds since the data in force from each proof source was last fetched or confirmed current (a 304), by source URL; it grows while fetches fail (absent until the source has data)",
+        None,
+        MetricType::Gauge,
+    )?;
+    let now_ms = engine.clock.now_ms();
+    for s in &sources {
+        if let Some(at) = s.data_confirmed_ms {
+            ConstGauge::new(now_ms.saturating_sub(at) as f64 / 1000.0)
+                .encode(fam.encode_family(&[("source", s.url.as_str())])?)?;
+        }
     }
     let mut fam = enc.encode_descriptor(
         "crawler_dns_lookups",

@@ -88,7 +88,7 @@ pub struct DecisionMetrics {
     crawlers: [Counter; 3],
     fake_crawlers: Counter,
     /// Web Bot Auth signatures by outcome, indexed by [`AgentSignature::index`].
-    agent_signatures: [Counter; 3],
+    agent_signatures: [Counter; AgentSignature::ALL.len()],
     strikes: Counter,
     /// Strikes shadow mode would have recorded (none was).
     shadow_strikes: Counter,
@@ -204,7 +204,8 @@ impl DecisionMetrics {
             "Decisions for requests carrying a Web Bot Auth signature, by outcome (verified: \
              metered as the agent; invalid: forged, expired or otherwise refused, metered as \
              the address; unverified: the agent's keys are not known yet or it is not verified \
-             here, metered as what it otherwise is)",
+             here, metered as what it otherwise is; replayed: verifies, but its nonce was seen \
+             within its life, metered as what it otherwise is)",
             agent_family.clone(),
         );
         let agent_signatures = AgentSignature::ALL.map(|s| {

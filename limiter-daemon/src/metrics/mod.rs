@@ -1,6 +1,10 @@
 //! The operator's view: Prometheus metrics and the health endpoints, on their own listener.
 //!
 //! - [`registry`]: [`Metrics`], the one registry built in `run` and shared; renders the text.
+//! - [`negotiate`]: which format a scrape's `Accept` asks for (OpenMetrics or classic text).
+//! - [`text`]: the classic Prometheus text format (0.0.4) made from the OpenMetrics text.
+//! - [`build_info`]: `<ns>_build_info{version, commit, features}`.
+//! - [`process`]: the standard `process_*` metrics, from `/proc/self`.
 //! - [`decisions`]: counters and the delay histogram fed from every [`Decision`] made.
 //! - [`history`]: the ring of samples (15 minutes at 5 s) behind the operator page's charts.
 //! - [`sampler`]: the task that fills the history ring every 5 s.
@@ -20,12 +24,15 @@
 //!
 //! [`Decision`]: crate::model::Decision
 
+pub mod build_info;
 pub mod crawlers;
 pub mod decider;
 pub mod decisions;
 pub mod h2;
 pub mod histogram;
 pub mod history;
+pub mod negotiate;
+pub mod process;
 pub mod readiness;
 pub mod registry;
 pub mod reloads;
@@ -33,6 +40,7 @@ pub mod sampler;
 pub mod server;
 pub mod sources;
 pub mod talkers;
+pub mod text;
 pub mod tunnels;
 
 pub use decider::MeteredDecider;

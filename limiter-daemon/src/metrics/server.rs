@@ -1,5 +1,6 @@
-//! The operator listener: `GET /metrics` (OpenMetrics text), `GET /healthz` (200 while the
-//! process serves) and `GET /readyz` (200, or 503 with a JSON body naming what is not ready).
+//! The operator listener: `GET /metrics` (OpenMetrics text, or the classic text format to an
+//! `Accept` that prefers it: [`super::negotiate`]), `GET /healthz` (200 while the process
+//! serves) and `GET /readyz` (200, or 503 with a JSON body naming what is not ready).
 //!
 //! Its own listener, loopback by default (`[metrics] listen`), so metrics never share the
 //! public proxy port; served within the `[http]` listener bounds ([`crate::http::listen`]).
@@ -10,14 +11,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use tokio::net::TcpListener;
 
+use super::negotiate::negotiate;
 use super::readiness::Readiness;
-use super::registry::CONTENT_TYPE;
 use super::Metrics;
 use crate::http::listen::limits::ListenLimits;
 
@@ -39,16 +40,31 @@ pub fn router(metrics: Arc<Metrics>) -> Router {
         .with_state(metrics)
 }
 
-async fn scrape(State(m): State<Arc<Metrics>>) -> Response {
+async fn scrape(State(m): State<Arc<Metrics>>, headers: HeaderMap) -> Response {
+    let accept = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>()
+        .join(",");
+    let format = negotiate((!accept.is_empty()).then_some(accept.as_str()));
     // Scrape-time sources may read the store and kernel maps: off the async workers.
-    let body = match tokio::task::spawn_blocking(move || m.render()).await {
+    let (body, content_type) = match tokio::task::spawn_blocking(move || m.render_as(format)).await
+    {
         Ok(b) => b,
         Err(err) => {
             tracing::error!(error = %err, "metrics rendering failed");
             return StatusCode::INTERNAL_SERVER_ERROR.into_response();
         }
     };
-    ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response()
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::VARY, "Accept"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 async fn healthz() -> Response {

@@ -34,6 +34,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::model::network::NetworkName;
+use crate::model::window::Reason;
 use crate::model::{Action, AgentSignature, CrawlerStatus, Decision, Tier};
 
 pub const SLOT_SECS: u64 = 30;
@@ -70,6 +71,9 @@ pub struct Talker {
     pub requests: u64,
     /// Requests answered with a refusal (429).
     pub refused: u64,
+    /// Why its latest refusal was made (`None`: never refused in the window), so a benign
+    /// `hourly` refusal is not taken for abuse.
+    pub refused_for: Option<Reason>,
     /// The address of an anonymous caller (`None` for a key, token or session).
     pub address: Option<IpAddr>,
 }
@@ -176,6 +180,8 @@ struct Tally {
     tier: Tier,
     requests: u64,
     refused: u64,
+    /// The latest refusal's reason in this slot.
+    refused_for: Option<Reason>,
     /// Slot index of the latest decision, to pick the newest tier when slots are summed.
     seen: u64,
     addr: Option<IpAddr>,
@@ -261,7 +267,15 @@ impl Talkers {
             let name = d.claim.clone().unwrap_or_else(|| Arc::clone(&UNNAMED_NAME));
             (name, p)
         });
-        self.record(self.now_secs(), id, d.tier, d.action(), addr, named);
+        let refused_for = (d.action() == Action::Reject).then(|| d.reason()).flatten();
+        self.record(
+            self.now_secs(),
+            id,
+            d.tier,
+            (d.action(), refused_for),
+            addr,
+            named,
+        );
     }
 
     /// Records one decision at `secs` (seconds since any fixed start, never going back).
@@ -273,7 +287,7 @@ impl Talkers {
         action: Action,
         addr: Option<IpAddr>,
     ) {
-        self.record(secs, identity, tier, action, addr, None);
+        self.record(secs, identity, tier, (action, None), addr, None);
     }
 
     /// As [`Self::observe_at`], for a crawler or agent `named` with its proof.
@@ -290,7 +304,7 @@ impl Talkers {
             Proof::Signature => Tier::Agent,
             Proof::Pending | Proof::Fake => Tier::Anon,
         };
-        self.record(secs, identity, tier, action, addr, Some(named));
+        self.record(secs, identity, tier, (action, None), addr, Some(named));
     }
 
     fn record(
@@ -298,7 +312,7 @@ impl Talkers {
         secs: u64,
         identity: &str,
         tier: Tier,
-        action: Action,
+        (action, refused_for): (Action, Option<Reason>),
         addr: Option<IpAddr>,
         named: Option<(Arc<String>, Proof)>,
     ) {
@@ -330,6 +344,7 @@ impl Talkers {
             t.tier = tier;
             t.requests += 1;
             t.refused += refused;
+            t.refused_for = refused_for.or(t.refused_for);
         } else if slot.callers.len() < MAX_CALLERS {
             slot.callers.insert(
                 identity.into(),
@@ -337,6 +352,7 @@ impl Talkers {
                     tier,
                     requests: 1,
                     refused,
+                    refused_for,
                     seen: index,
                     addr,
                 },
@@ -412,6 +428,7 @@ impl Talkers {
                 let e = sum.entry(id).or_insert(Tally {
                     requests: 0,
                     refused: 0,
+                    refused_for: None,
                     ..*t
                 });
                 e.requests += t.requests;
@@ -419,6 +436,9 @@ impl Talkers {
                 if t.seen >= e.seen {
                     e.seen = t.seen;
                     e.tier = t.tier;
+                    e.refused_for = t.refused_for.or(e.refused_for);
+                } else if e.refused_for.is_none() {
+                    e.refused_for = t.refused_for;
                 }
             }
         }
@@ -429,6 +449,7 @@ impl Talkers {
                 tier: t.tier,
                 requests: t.requests,
                 refused: t.refused,
+                refused_for: t.refused_for,
                 address: t.addr,
             })
             .collect();
@@ -524,6 +545,33 @@ mod tests {
         assert_eq!(names(&r.by_volume), [("ip:a", 5, 0), ("ip:b", 3, 3)]);
         assert_eq!(names(&r.by_refusals), [("ip:b", 3, 3)]);
         assert_eq!(r.tier_mix, [8, 0, 0, 0, 1]);
+    }
+
+    /// A caller shows why it was last refused, across slots: a benign `hourly` is told apart
+    /// from a `burst`.
+    #[test]
+    fn a_caller_carries_its_latest_refusal_reason() {
+        let t = Talkers::default();
+        let reject = |r| (Action::Reject, Some(r));
+        t.record(0, "ip:a", Tier::Anon, reject(Reason::Burst), None, None);
+        t.record(40, "ip:a", Tier::Anon, (Action::Allow, None), None, None);
+        t.record(40, "ip:b", Tier::Anon, (Action::Allow, None), None, None);
+        let r = t.read_at(40, 5, no_asn);
+        let of = |r: &Recent, id: &str| {
+            r.by_volume
+                .iter()
+                .find(|x| x.identity == id)
+                .unwrap()
+                .refused_for
+        };
+        assert_eq!(
+            of(&r, "ip:a"),
+            Some(Reason::Burst),
+            "an older slot's refusal"
+        );
+        assert_eq!(of(&r, "ip:b"), None, "never refused");
+        t.record(70, "ip:a", Tier::Anon, reject(Reason::Hourly), None, None);
+        assert_eq!(of(&t.read_at(70, 5, no_asn), "ip:a"), Some(Reason::Hourly));
     }
 
     #[test]

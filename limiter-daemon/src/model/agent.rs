@@ -54,13 +54,17 @@ pub enum AgentSignature {
     /// allowed, or covers a part of the request this surface does not see): metered as what
     /// it otherwise is.
     Unverified,
+    /// Verifies, but its nonce was seen within its life (a replay, or a retry not signed
+    /// again): metered as what it otherwise is; the address is not refused for it.
+    Replayed,
 }
 
 impl AgentSignature {
-    pub const ALL: [AgentSignature; 3] = [
+    pub const ALL: [AgentSignature; 4] = [
         AgentSignature::Verified,
         AgentSignature::Invalid,
         AgentSignature::Unverified,
+        AgentSignature::Replayed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -68,6 +72,7 @@ impl AgentSignature {
             AgentSignature::Verified => "verified",
             AgentSignature::Invalid => "invalid",
             AgentSignature::Unverified => "unverified",
+            AgentSignature::Replayed => "replayed",
         }
     }
 

@@ -5,7 +5,8 @@
 //! reasons a reject gives), [`decision`] (what a decision says, rendered by every HTTP
 //! surface), [`agent`] (a signed agent's name and what became of its signature), [`network`] (the networks a caller is also metered as), [`crawler`] (what became
 //! of a crawler's claim), [`duration_text`] (the one duration grammar), [`prefix_set`]
-//! (address prefixes looked up by length) and [`records`] (what a store keeps: keys, strikes,
+//! (address prefixes looked up by length), [`request_path`] (a path as the upstream reads it,
+//! which routes are chosen on) and [`records`] (what a store keeps: keys, strikes,
 //! lockouts, list entries). It imports nothing else of the crate.
 
 pub mod address;
@@ -18,6 +19,7 @@ pub mod identity_text;
 pub mod network;
 pub mod prefix_set;
 pub mod records;
+pub mod request_path;
 pub mod tier;
 pub mod window;
 

@@ -32,6 +32,9 @@ pub trait FleetRemote: Store {
     ) -> StoreFuture<'_, ()>;
     /// Lifts `ip`'s lockout and publishes [`LockoutEvent::Lifted`].
     fn remove_lockout_async(&self, ip: IpAddr) -> StoreFuture<'_, Option<Lockout>>;
+    /// Asks the server whether it answers on the connection decisions use (`PING`): the
+    /// breaker's own probe, run while it is open whether or not traffic arrives.
+    fn ping(&self) -> StoreFuture<'_, ()>;
     /// Publishes an event that has no write of its own (prefix lockouts: the deny list is
     /// written through [`crate::store::RecordStore`]).
     fn publish(&self, event: LockoutEvent) -> StoreFuture<'_, ()>;

@@ -219,6 +219,10 @@ impl FleetRemote for Remote {
         Box::pin(async move { reply(&self.server, "connect", || Ok(())).await })
     }
 
+    fn ping(&self) -> StoreFuture<'_, ()> {
+        Box::pin(async move { reply(&self.server, "ping", || Ok(())).await })
+    }
+
     fn put_lockout_async(&self, l: Lockout, st: Option<StrikeRecord>) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             let s = &self.server;

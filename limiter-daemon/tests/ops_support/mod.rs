@@ -56,18 +56,56 @@ impl Daemon {
         env: &[(&str, &Path)],
         ready: SocketAddr,
     ) -> Daemon {
+        Daemon::start_as(dir, text, args, env, None, ready)
+    }
+
+    /// [`Daemon::start`] with the descriptor limit (`RLIMIT_NOFILE`) set to `soft` and `hard`
+    /// before the binary runs, as `prlimit --nofile=SOFT:HARD limiter-daemon …` would.
+    pub fn start_with_nofile(
+        dir: &Path,
+        text: &str,
+        (soft, hard): (u64, u64),
+        ready: SocketAddr,
+    ) -> Daemon {
+        Daemon::start_as(dir, text, &[], &[], Some((soft, hard)), ready)
+    }
+
+    fn start_as(
+        dir: &Path,
+        text: &str,
+        args: &[&str],
+        env: &[(&str, &Path)],
+        nofile: Option<(u64, u64)>,
+        ready: SocketAddr,
+    ) -> Daemon {
         let config = dir.join("limiter.toml");
         std::fs::write(&config, text).unwrap();
         let stderr = dir.join("stderr.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_limiter-daemon"))
-            .args(args)
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_limiter-daemon"));
+        cmd.args(args)
             .args(["run", "--config"])
             .arg(&config)
             .envs(env.iter().copied())
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .expect("start limiter-daemon");
+            .stderr(std::fs::File::create(&stderr).unwrap());
+        if let Some((soft, hard)) = nofile {
+            use std::os::unix::process::CommandExt;
+            let lim = libc::rlimit {
+                rlim_cur: soft,
+                rlim_max: hard,
+            };
+            // SAFETY: setrlimit is async-signal-safe, and `lim` is copied into the closure.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        let child = cmd.spawn().expect("start limiter-daemon");
         let mut d = Daemon {
             child,
             config,

@@ -87,6 +87,7 @@ fn talker_json(t: &Talker, show: bool, standing: &Standing) -> Value {
         "tier": t.tier,
         "requests": t.requests,
         "refused": t.refused,
+        "refusedFor": t.refused_for.map(|r| r.as_str()),
         "strikes": t.address.map(|a| standing.strikes.get(&a).copied().unwrap_or(0)),
         "lockout": lockout,
     })

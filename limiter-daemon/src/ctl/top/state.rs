@@ -34,6 +34,8 @@ pub struct Caller {
     pub tier: String,
     pub requests: u64,
     pub refused: u64,
+    /// Why its latest refusal was made (`burst`, `hourly`, …; `None`: not refused).
+    pub refused_for: Option<String>,
     /// Strikes held against the address (`None`: no address, nothing struck by it).
     pub strikes: Option<u64>,
     /// The lockout in force on the address (its own or a range holding it), as the stats say.
@@ -135,6 +137,10 @@ impl Snapshot {
                 tier: text(t, "tier"),
                 requests: num(t, "requests"),
                 refused: num(t, "refused"),
+                refused_for: t
+                    .get("refusedFor")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
                 strikes: t.get("strikes").and_then(Value::as_u64),
                 lockout: t
                     .get("lockout")
@@ -416,6 +422,33 @@ mod tests {
                 refused: 1,
                 per_second: 0.01
             }]
+        );
+    }
+
+    /// The operator page and `limiterctl top` lock for the same default (the page once locked
+    /// for an hour in one click, top for ten minutes after a `y`).
+    #[test]
+    fn the_page_and_top_lock_for_the_same_default() {
+        use clap::Parser as _;
+        let page = crate::admin::page::HTML;
+        let select = page
+            .split_once("<select id=\"lock-for\">")
+            .and_then(|(_, rest)| rest.split_once("</select>"))
+            .map(|(inner, _)| inner)
+            .expect("the page's lock-for select");
+        let chosen: Vec<&str> = select
+            .split("<option ")
+            .filter(|o| o.contains(" selected"))
+            .filter_map(|o| o.split('"').nth(1))
+            .collect();
+        let cli = crate::ctl::args::Ctl::try_parse_from(["limiterctl", "top"]).unwrap();
+        let crate::ctl::args::Command::Top(top) = cli.command else {
+            panic!("top parsed as another command")
+        };
+        assert_eq!(chosen, [top.lock_for.as_str()]);
+        assert!(
+            page.contains("CONFIRM_MS"),
+            "the page asks for a second click before it locks, as top asks y"
         );
     }
 }

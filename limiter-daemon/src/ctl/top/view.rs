@@ -88,6 +88,30 @@ fn fitted(v: &View, avail: u16) -> [u16; 7] {
     p
 }
 
+/// The parts a terminal of `avail` lines leaves out, by name, and what shows them: an
+/// operator must not take a hidden panel for an empty one.
+fn hidden_note(v: &View, avail: u16) -> Option<String> {
+    let (full, fitted) = (parts(v), fitted(v, avail));
+    let names = [
+        (1, "tiers"),
+        (2, "sparklines"),
+        (4, "networks"),
+        (5, "crawlers and lockouts"),
+    ];
+    let gone: Vec<&str> = names
+        .iter()
+        .filter(|&&(i, _)| full[i] > 0 && fitted[i] == 0)
+        .map(|&(_, name)| name)
+        .collect();
+    (!gone.is_empty()).then(|| {
+        format!(
+            "hidden for height: {} (a terminal of {} lines shows them; or limiterctl top --once)",
+            gone.join(", "),
+            height(v)
+        )
+    })
+}
+
 fn decisions(v: &View) -> Table<'static> {
     let rows = TIERS.iter().map(|t| {
         let total: u64 = ACTIONS
@@ -151,23 +175,25 @@ fn callers(v: &View) -> Table<'static> {
             c.tier.clone(),
             c.requests.to_string(),
             c.refused.to_string(),
+            c.refused_for.clone().unwrap_or_else(|| "-".to_string()),
             c.strikes.map_or("-".to_string(), |s| s.to_string()),
             lock,
         ])
     });
     let widths = [
         Constraint::Length(1),
-        Constraint::Min(24),
+        Constraint::Min(20),
         Constraint::Length(8),
         Constraint::Length(9),
         Constraint::Length(8),
+        Constraint::Length(10),
         Constraint::Length(7),
         Constraint::Length(16),
     ];
     Table::new(rows, widths)
         .header(
             Row::new([
-                "", "caller", "tier", "requests", "refused", "strikes", "lockout",
+                "", "caller", "tier", "requests", "refused", "why", "strikes", "lockout",
             ])
             .style(Style::new().add_modifier(Modifier::BOLD)),
         )
@@ -289,7 +315,12 @@ pub fn draw_in(f: &mut Frame, area: Rect, v: &View) {
     let side = Layout::horizontal([Constraint::Ratio(1, 2); 2]).split(rows[5]);
     f.render_widget(crawlers(v), side[0]);
     f.render_widget(lockouts(v), side[1]);
-    f.render_widget(Paragraph::new(v.message.clone()), rows[6]);
+    // An action's message wins; otherwise the line says which panels the height hid.
+    let last = match (v.message.is_empty(), hidden_note(v, area.height)) {
+        (true, Some(note)) => note,
+        _ => v.message.clone(),
+    };
+    f.render_widget(Paragraph::new(last), rows[6]);
 }
 
 /// Draws the frame over the whole terminal.
@@ -338,6 +369,7 @@ mod tests {
                 tier: "anon".into(),
                 requests: 42,
                 refused: 3,
+                refused_for: Some("hourly".into()),
                 strikes: Some(2),
                 lockout: None,
             }],
@@ -382,6 +414,7 @@ mod tests {
             row.contains('>')
                 && row.contains("42")
                 && row.contains(" 2 ")
+                && row.contains(" hourly ")
                 && row.contains("locked 9m58s L1"),
             "{t}"
         );
@@ -411,6 +444,7 @@ mod tests {
                     tier: "anon".into(),
                     requests: 1_000 - i as u64,
                     refused: 0,
+                    refused_for: None,
                     strikes: None,
                     lockout: None,
                 })
@@ -474,6 +508,18 @@ mod tests {
                 .contains("lock 198.51.100.14 for 10m? y to confirm"),
             "the prompt is on the last line: {t}"
         );
+        // Without a prompt or a message, the last line names the panels the height hid.
+        v.key(super::super::state::Key::Char('n'));
+        v.message.clear();
+        let t = text_in(&v, 100, 24);
+        let last = t.lines().last().unwrap();
+        assert!(
+            last.contains("hidden for height:")
+                && last.contains("networks")
+                && last.contains("crawlers and lockouts"),
+            "{t}"
+        );
+        assert!(!text(&v, 100).contains("hidden for height"), "all shown");
         // At full height, ten callers from the top; the 14th (selected) scrolled into them.
         let full = text(&v, 100);
         assert!(

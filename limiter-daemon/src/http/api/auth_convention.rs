@@ -57,6 +57,15 @@ pub enum Front {
 
 impl Front {
     /// The allow status: Envoy takes only 200; the others take any 2xx, and 204 says "no body".
+    /// Where this convention carries the original path, as a problem's `field` names it.
+    pub fn path_field(self) -> &'static str {
+        match self {
+            Front::Envoy => "path",
+            Front::Nginx => "x-original-uri",
+            Front::Forwarded => "x-forwarded-uri",
+        }
+    }
+
     pub fn allow_status(self) -> StatusCode {
         match self {
             Front::Envoy => StatusCode::OK,

@@ -59,6 +59,18 @@ pub async fn auth(
             return p.into_response().map(Body::from);
         }
     };
+    if let Some(refusal) = crate::model::request_path::refusal(&orig.path) {
+        // A 400, not a decision: the front end may read the path as another route than this
+        // daemon would. nginx replays it from `x-limiter-problem` like a 429.
+        let p = problem::Problem::new(http::StatusCode::BAD_REQUEST, None, refusal.detail())
+            .with("field", orig.front.path_field());
+        let compact = p.to_bytes();
+        let mut resp = p.into_response();
+        if let Ok(v) = HeaderValue::from_bytes(&compact) {
+            resp.headers_mut().insert(X_LIMITER_PROBLEM, v);
+        }
+        return resp.map(Body::from);
+    }
     let client = caller(orig.front, addr.ip(), &headers, &state.trusted_peers);
     let (method, path) = (orig.method, orig.path);
     let host = access::host_of(&state, &headers);

@@ -167,6 +167,9 @@ impl Fields<'_> {
                 format!("{path_text:?} must start with `/`"),
             ));
         }
+        if let Some(refusal) = crate::model::request_path::refusal(&path_text) {
+            return Err(invalid("path", refusal.detail()));
+        }
         let path = path_text.split('?').next().unwrap_or("/").to_string();
 
         let too_many = || DescribeError::TooManyHeaders {

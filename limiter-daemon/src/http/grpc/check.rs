@@ -12,6 +12,10 @@
 //! - Deny: `DeniedHttpResponse` with the daemon's status (429; 503 past the held-request
 //!   bounds), headers and problem+json body, which Envoy hands to the client as they are;
 //!   the call's status is `RESOURCE_EXHAUSTED` (`UNAVAILABLE` for the 503).
+//! - A path with a dot segment in some upstream's reading (`model::request_path::refusal`) is
+//!   denied with a 400 problem, never decided: Envoy's route and its upstream's may differ.
+//!   A denial, not `INVALID_ARGUMENT`, so an ext_authz filter that fails open on errors still
+//!   keeps it out.
 //! - A call missing what the request needs gets `INVALID_ARGUMENT` naming the field.
 
 use std::net::IpAddr;
@@ -35,7 +39,9 @@ use crate::http::grpc::access;
 use crate::http::grpc::fields::{header_options, Fields};
 use crate::http::grpc::invalid::FieldError;
 use crate::http::proxy::limits::HeaderLimits;
+use crate::http::render::problem::Problem;
 use crate::http::render::response::write_headers;
+use crate::model::request_path;
 
 /// The ext_authz service over the API's state (decider, hold bounds, limits).
 pub struct Check {
@@ -155,27 +161,30 @@ pub fn answer(settled: Settled) -> CheckResponse {
                 ..Default::default()
             }
         }
-        Settled::Refused { response, .. } => {
-            let (mut parts, body) = response.into_parts();
-            // Envoy frames the body it sends itself.
-            parts.headers.remove(CONTENT_LENGTH);
-            let code = if parts.status == StatusCode::TOO_MANY_REQUESTS {
-                tonic::Code::ResourceExhausted
-            } else {
-                tonic::Code::Unavailable
-            };
-            CheckResponse {
-                status: rpc_status(code),
-                http_response: Some(HttpResponse::DeniedResponse(DeniedHttpResponse {
-                    status: Some(HttpStatus {
-                        code: i32::from(parts.status.as_u16()),
-                    }),
-                    headers: header_options(&parts.headers),
-                    body: String::from_utf8_lossy(&body).into_owned(),
-                })),
-                ..Default::default()
-            }
-        }
+        Settled::Refused { response, .. } => denied(response),
+    }
+}
+
+/// A denial carrying `response` (status, headers, body) for Envoy to send to the client.
+fn denied(response: http::Response<bytes::Bytes>) -> CheckResponse {
+    let (mut parts, body) = response.into_parts();
+    // Envoy frames the body it sends itself.
+    parts.headers.remove(CONTENT_LENGTH);
+    let code = match parts.status {
+        StatusCode::TOO_MANY_REQUESTS => tonic::Code::ResourceExhausted,
+        StatusCode::BAD_REQUEST => tonic::Code::PermissionDenied,
+        _ => tonic::Code::Unavailable,
+    };
+    CheckResponse {
+        status: rpc_status(code),
+        http_response: Some(HttpResponse::DeniedResponse(DeniedHttpResponse {
+            status: Some(HttpStatus {
+                code: i32::from(parts.status.as_u16()),
+            }),
+            headers: header_options(&parts.headers),
+            body: String::from_utf8_lossy(&body).into_owned(),
+        })),
+        ..Default::default()
     }
 }
 
@@ -189,6 +198,11 @@ impl Authorization for Check {
         let req = request.into_inner();
         let a = asked(&req, self.state.limits.headers).map_err(FieldError::into_status)?;
         drop(req);
+        if let Some(refusal) = request_path::refusal(&a.path) {
+            let p = Problem::new(StatusCode::BAD_REQUEST, None, refusal.detail())
+                .with("field", format!("{HTTP}.path"));
+            return Ok(Response::new(denied(p.into_response())));
+        }
         let view = RequestView {
             peer: a.peer,
             method: &a.method,

@@ -1,9 +1,11 @@
 //! The bounds every API, admin and metrics listener serves with, read from `[http]` (one set
-//! of settings for all three, shared with the proxy where they mean the same).
+//! of settings for all three, shared with the proxy where they mean the same; the gRPC
+//! listener takes its cap and head timeout from here too).
 
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
+use super::budget::ConnectionBudget;
 use crate::config::http::HttpSettings;
 
 /// What one listener allows a client.
@@ -15,7 +17,8 @@ pub struct ListenLimits {
     pub header_read_timeout: Duration,
     /// `[http] body_read_timeout`: time for a request body to arrive, counted from its head.
     pub body_read_timeout: Duration,
-    /// `[http] api_max_connections`: connections open at once on one listener.
+    /// `[http] api_max_connections`, or its share of the descriptor limit
+    /// ([`super::budget`]): connections open at once on one listener.
     pub max_connections: NonZeroUsize,
     /// `[http] shutdown_grace`: how long requests may finish once the listener stops.
     pub shutdown_grace: Duration,
@@ -26,7 +29,7 @@ impl ListenLimits {
         ListenLimits {
             header_read_timeout: s.header_read_timeout,
             body_read_timeout: s.body_read_timeout,
-            max_connections: s.api_max_connections,
+            max_connections: ConnectionBudget::for_process(s).per_listener,
             shutdown_grace: s.shutdown_grace,
         }
     }

@@ -8,17 +8,35 @@
 //! peer's connection without one. `optional` serves a trusted peer's bare connection as is
 //! (health checks). `LOCAL` (v2) and `UNKNOWN` (v1) keep the peer. Only the header's bytes are
 //! read from the socket (peeked first), so the request behind it is untouched.
+//!
+//! Trust is decided before any wait. An untrusted peer is given one wait for its first bytes
+//! (what the request's own reading would wait for anyway), and whatever they are, no more: a
+//! header begun is refused at once, anything else is its request. A trusted peer's header may
+//! come in pieces; each wait is for the bytes still missing, on readiness ([`super::peek`]),
+//! never a timer, within `header_read_timeout` in all.
+//!
+//! A v2 header may carry TLVs after the addresses (cloud balancers send a few hundred bytes:
+//! VPC endpoint IDs, TLS details); up to [`MAX_HEADER`] bytes are accepted, the rest of what
+//! the format allows (16 + 65,535) is refused.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
+use super::peek::peek_at_least;
+
 pub use crate::config::proxy_protocol::ProxyProtocol as Mode;
 
 const V2_SIG: &[u8; 12] = b"\r\n\r\n\0\r\nQUIT\n";
 /// v1's longest line ("PROXY TCP6 " + two addresses + two ports + CRLF).
 const V1_MAX: usize = 107;
+/// The longest header accepted (a v2 header's fixed 16 bytes and its TLVs): 4 KiB, many
+/// times what balancers send, a small buffer per connection while it is read.
+pub const MAX_HEADER: usize = 4096;
+/// Bytes that tell a header from a request: `PROXY ` (v1), or the start of v2's signature
+/// (no HTTP request or TLS handshake starts with `\r\n\r\n\0\r`).
+const TELLS: usize = 6;
 
 /// What the first bytes of a connection say.
 #[derive(Debug, PartialEq, Eq)]
@@ -83,6 +101,9 @@ fn parse_v2(b: &[u8]) -> Parsed {
     }
     let len = usize::from(u16::from_be_bytes([b[14], b[15]]));
     let total = 16 + len;
+    if total > MAX_HEADER {
+        return Parsed::Invalid("v2 header longer than the 4096 bytes accepted");
+    }
     if b.len() < total {
         return Parsed::Incomplete;
     }
@@ -124,32 +145,28 @@ pub async fn accept(
     if mode == Mode::Off {
         return Ok(peer);
     }
-    let trusted = crate::identity::client_ip::trusted(peer.ip(), trusted_proxies);
-    let mut buf = [0u8; 16 + 536];
+    if !crate::identity::client_ip::trusted(peer.ip(), trusted_proxies) {
+        return untrusted(stream, peer).await;
+    }
+    let mut buf = vec![0u8; MAX_HEADER];
+    let mut want = 1;
     loop {
-        let n = stream
-            .peek(&mut buf)
+        let n = peek_at_least(stream, &mut buf, want)
             .await
             .map_err(|_| "connection failed")?;
         if n == 0 {
             return Err("closed before any byte");
         }
         match parse(&buf[..n]) {
-            Parsed::Incomplete if n < buf.len() => {
-                // A header split over segments (rare: balancers write it in one). Peeked bytes
-                // keep the socket readable, so wait a moment rather than spin; the caller's
-                // timeout bounds the whole.
-                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-            }
-            Parsed::Incomplete => return Err("PROXY header too long"),
+            // Fewer bytes than waited for: the peer closed its side.
+            Parsed::Incomplete if n < want => return Err("closed within the PROXY header"),
+            Parsed::Incomplete if n == buf.len() => return Err("PROXY header too long"),
+            Parsed::Incomplete => want = missing(&buf[..n]),
             Parsed::Invalid(why) => return Err(why),
-            Parsed::Absent if mode == Mode::Required && trusted => {
+            Parsed::Absent if mode == Mode::Required => {
                 return Err("no PROXY header (proxy_protocol = \"required\")");
             }
             Parsed::Absent => return Ok(peer),
-            Parsed::Header(..) if !trusted => {
-                return Err("PROXY header from a peer not in trusted_proxies");
-            }
             Parsed::Header(len, src) => {
                 let mut skip = vec![0u8; len];
                 stream
@@ -159,6 +176,34 @@ pub async fn accept(
                 return Ok(src.unwrap_or(peer));
             }
         }
+    }
+}
+
+/// The bytes to wait for after an incomplete `b`: a v2 header's whole length once its fixed
+/// part is there, else one more (a v1 line's end is not known until it comes).
+fn missing(b: &[u8]) -> usize {
+    if b.len() >= 16 && b.starts_with(V2_SIG) {
+        16 + usize::from(u16::from_be_bytes([b[14], b[15]]))
+    } else {
+        b.len() + 1
+    }
+}
+
+/// A peer that may not send a header: one wait for its first bytes, then its verdict.
+async fn untrusted(stream: &TcpStream, peer: SocketAddr) -> Result<SocketAddr, &'static str> {
+    const REFUSED: &str = "PROXY header from a peer not in trusted_proxies";
+    let mut buf = [0u8; 16];
+    let n = peek_at_least(stream, &mut buf, 1)
+        .await
+        .map_err(|_| "connection failed")?;
+    if n == 0 {
+        return Err("closed before any byte");
+    }
+    match parse(&buf[..n]) {
+        Parsed::Header(..) | Parsed::Invalid(_) => Err(REFUSED),
+        Parsed::Incomplete if n >= TELLS => Err(REFUSED),
+        // A request, or too few bytes to tell: the request's reader judges them.
+        Parsed::Incomplete | Parsed::Absent => Ok(peer),
     }
 }
 
@@ -255,6 +300,152 @@ mod tests {
         let mut bad = h.clone();
         bad[12] = 0x11;
         assert!(matches!(parse(&bad), Parsed::Invalid(_)));
+    }
+
+    /// Issue 35, D10: TLVs of a few KiB (cloud balancers') are accepted up to 4 KiB in all;
+    /// 552 bytes was the most before.
+    #[test]
+    fn v2_headers_with_kilobytes_of_tlvs() {
+        let mut body = vec![203, 0, 113, 9, 10, 0, 0, 1];
+        body.extend_from_slice(&4242u16.to_be_bytes());
+        body.extend_from_slice(&80u16.to_be_bytes());
+        body.extend(tlvs(2048));
+        let h = v2(1, 0x11, &body);
+        assert!(h.len() > 2048);
+        assert_eq!(
+            parse(&h),
+            Parsed::Header(h.len(), Some("203.0.113.9:4242".parse().unwrap()))
+        );
+        assert_eq!(parse(&h[..100]), Parsed::Incomplete);
+        let mut most = vec![0u8; 12];
+        most.extend(tlvs(MAX_HEADER - 16 - 12));
+        let h = v2(1, 0x11, &most);
+        assert_eq!(h.len(), MAX_HEADER);
+        assert!(matches!(parse(&h), Parsed::Header(MAX_HEADER, _)));
+        // One byte more is refused from its length alone, before the rest is read.
+        let mut over = vec![0u8; 12];
+        over.extend(tlvs(MAX_HEADER - 16 - 12 + 1));
+        assert!(matches!(
+            parse(&v2(1, 0x11, &over)[..16]),
+            Parsed::Invalid(_)
+        ));
+    }
+
+    /// `PP2_TYPE_NOOP` TLVs filling `n` bytes.
+    fn tlvs(n: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        while out.len() < n {
+            let room = (n - out.len()).min(3 + 255);
+            let len = room.saturating_sub(3);
+            out.push(0x04);
+            out.extend_from_slice(&u16::try_from(len).unwrap().to_be_bytes());
+            out.extend(std::iter::repeat_n(0u8, len));
+            if room < 3 {
+                out.truncate(n);
+            }
+        }
+        out
+    }
+
+    /// A connection to a loopback listener: (client side, server side, the peer address).
+    async fn pair(from: &str) -> (TcpStream, TcpStream, SocketAddr) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.bind(SocketAddr::new(from.parse().unwrap(), 0))
+            .unwrap();
+        let c = sock.connect(l.local_addr().unwrap()).await.unwrap();
+        let (s, peer) = l.accept().await.unwrap();
+        (c, s, peer)
+    }
+
+    fn loopback() -> Vec<ipnet::IpNet> {
+        vec!["127.0.0.1/32".parse().unwrap()]
+    }
+
+    /// Issue 35, D7: a trusted peer's partial header is waited for on readiness: a handful of
+    /// polls, where peeking every millisecond polled hundreds of times in 300 ms.
+    #[tokio::test]
+    async fn a_partial_header_is_waited_for_not_polled() {
+        use std::future::Future;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::AsyncWriteExt;
+
+        let (mut c, mut s, peer) = pair("127.0.0.1").await;
+        c.write_all(b"PROXY TCP4 203.0").await.unwrap();
+        let trusted = loopback();
+        let polls = AtomicUsize::new(0);
+        {
+            let mut fut = std::pin::pin!(accept(&mut s, peer, Mode::Required, &trusted));
+            let counted = std::future::poll_fn(|cx| {
+                polls.fetch_add(1, Ordering::Relaxed);
+                fut.as_mut().poll(cx)
+            });
+            let waited = tokio::time::timeout(std::time::Duration::from_millis(300), counted).await;
+            assert!(waited.is_err(), "{waited:?}");
+        }
+        let polls = polls.into_inner();
+        assert!(polls <= 5, "{polls} polls in 300 ms");
+        // The rest of the header, and the request behind it, which stays on the socket.
+        c.write_all(b".113.7 10.0.0.1 5555 80\r\nGET / HTTP/1.1\r\n")
+            .await
+            .unwrap();
+        // (The bytes already peeked are still there: the header is read from the start.)
+        let client = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            accept(&mut s, peer, Mode::Required, &trusted),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(client, "203.0.113.7:5555".parse().unwrap());
+        let mut rest = [0u8; 16];
+        s.read_exact(&mut rest).await.unwrap();
+        assert_eq!(&rest, b"GET / HTTP/1.1\r\n");
+    }
+
+    /// Issue 35, D7: an untrusted peer is not waited on for a header: a first byte that could
+    /// begin one is handed on as its request at once (it used to wait for more, up to
+    /// `header_read_timeout`), and a header it sends whole is refused.
+    #[tokio::test]
+    async fn an_untrusted_peer_is_not_waited_for() {
+        use tokio::io::AsyncWriteExt;
+
+        let trusted = loopback();
+        let (mut c, mut s, peer) = pair("127.0.0.2").await;
+        c.write_all(b"PRO").await.unwrap();
+        let got = tokio::time::timeout(
+            std::time::Duration::from_millis(500),
+            accept(&mut s, peer, Mode::Optional, &trusted),
+        )
+        .await
+        .expect("decided without waiting for more bytes");
+        assert_eq!(got, Ok(peer));
+        let (mut c, mut s, peer) = pair("127.0.0.2").await;
+        c.write_all(b"PROXY TCP4 203.0.113.7 10.0.0.1 5555 80\r\n")
+            .await
+            .unwrap();
+        let got = accept(&mut s, peer, Mode::Required, &trusted).await;
+        assert_eq!(got, Err("PROXY header from a peer not in trusted_proxies"));
+    }
+
+    /// Issue 35, D10: a v2 header with 2 KiB of TLVs, read off a real socket.
+    #[tokio::test]
+    async fn a_v2_header_with_tlvs_names_the_client() {
+        use tokio::io::AsyncWriteExt;
+
+        let (mut c, mut s, peer) = pair("127.0.0.1").await;
+        let mut body = vec![198, 51, 100, 20, 10, 0, 0, 1];
+        body.extend_from_slice(&6000u16.to_be_bytes());
+        body.extend_from_slice(&443u16.to_be_bytes());
+        body.extend(tlvs(2048));
+        let mut wire = v2(1, 0x11, &body);
+        wire.extend_from_slice(b"GET");
+        c.write_all(&wire).await.unwrap();
+        let got = accept(&mut s, peer, Mode::Required, &loopback()).await;
+        assert_eq!(got, Ok("198.51.100.20:6000".parse().unwrap()));
+        let mut rest = [0u8; 3];
+        s.read_exact(&mut rest).await.unwrap();
+        assert_eq!(&rest, b"GET");
     }
 
     /// Any bytes: never a panic, and a header never claims more bytes than it was given.

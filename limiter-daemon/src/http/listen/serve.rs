@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt as _;
 
+use crate::http::listen::accept::{AcceptErrors, Throttled};
 use crate::http::listen::body::DeadlineBody;
 use crate::http::listen::limits::ListenLimits;
 use crate::http::render::problem::Problem;
@@ -60,20 +61,30 @@ pub async fn serve(
     let dropping = CancellationToken::new();
     let connections = TaskTracker::new();
     let mut stop = pin!(stop);
+    let mut errors = AcceptErrors::new(role);
+    let mut full = Throttled::default();
     loop {
         tokio::select! {
             accepted = listener.accept() => {
                 let (stream, peer) = match accepted {
                     Ok(pair) => pair,
                     Err(err) => {
-                        // Out of descriptors and the like: back off briefly instead of spinning.
-                        tracing::warn!(error = %err, listener = role, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        errors.failed(&err).await;
                         continue;
                     }
                 };
+                errors.accepted();
                 let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
                     tracing::debug!(%peer, listener = role, "connection refused: at the connection cap");
+                    if let Some(unlogged) = full.take() {
+                        tracing::warn!(
+                            listener = role,
+                            max_connections = limits.max_connections.get(),
+                            unlogged,
+                            "connection cap reached: new connections are refused (503) until \
+                             some close (http.api_max_connections)"
+                        );
+                    }
                     // Best effort: the socket's buffer is empty, so this does not block.
                     let _ = stream.try_write(FULL);
                     continue;

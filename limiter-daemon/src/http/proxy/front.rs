@@ -40,6 +40,7 @@ use crate::http::h1::write::write_answer;
 use crate::http::proxy::access;
 use crate::http::proxy::forward::forward;
 use crate::http::proxy::h2::{count_stream, H2Counters, PREFACE};
+use crate::http::proxy::h2_deadline::{Deadlines, Tracked, Verdict};
 use crate::http::proxy::h2_watch::{abuse, FrameWatch};
 use crate::http::proxy::held;
 use crate::http::proxy::hyper::{admit, handle, Admission, ProxyState};
@@ -52,6 +53,9 @@ const READ_SIZE: usize = 8 * 1024;
 /// Bytes of request line allowed on top of the header-bytes limit before a head that is still
 /// incomplete is refused.
 const REQUEST_LINE_ROOM: usize = 8 * 1024;
+/// How long an idle HTTP/2 connection told GOAWAY has to close before it is dropped: its
+/// client acknowledges the server's PING that comes with the GOAWAY, then h2 closes.
+const GOAWAY_GRACE: Duration = Duration::from_secs(1);
 /// Output buffer kept between requests; a larger one (after a big body) is given back, so
 /// thousands of idle keep-alive connections do not each hold a flush's worth.
 const OUT_KEPT: usize = 8 * 1024;
@@ -266,6 +270,10 @@ async fn refuse(stream: &mut TcpStream, resp: &Response<Bytes>, out: &mut Vec<u8
 /// Serves the rest of the connection with hyper, `read` (what the loop had read) first.
 /// `decided`: what [`held::decide_before_hyper`] made of the first request. `https`: the
 /// connection came over TLS (`X-Forwarded-Proto: https` upstream).
+///
+/// HTTP/2 connections are timed here (hyper's h2 server has no header or idle timer): see
+/// [`crate::http::proxy::h2_deadline`]. An idle one gets GOAWAY and [`GOAWAY_GRACE`] to
+/// close; one stuck in a header block is closed at once.
 pub(crate) async fn hand_over<S>(
     front: &Arc<Front>,
     mut stream: S,
@@ -276,12 +284,13 @@ pub(crate) async fn hand_over<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let deadlines = Arc::new(Deadlines::new(Instant::now(), front.header_read_timeout));
     let read = if read.is_empty() {
         // The server tells HTTP/2 from HTTP/1.1 by the first bytes and has no timer while it
         // waits for them: a silent client is cut off here, as hyper's header timer would.
         let mut first = BytesMut::with_capacity(READ_SIZE);
         tokio::select! {
-            got = tokio::time::timeout(front.header_read_timeout, stream.read_buf(&mut first)) => {
+            got = tokio::time::timeout_at(deadlines.first(), stream.read_buf(&mut first)) => {
                 match got {
                     Ok(Ok(n)) if n > 0 => first.freeze(),
                     _ => return,
@@ -294,14 +303,18 @@ pub(crate) async fn hand_over<S>(
     };
     let state = Arc::clone(&front.state);
     let decided = parking_lot::Mutex::new(decided);
+    let streams = Arc::clone(&deadlines);
     let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
         let state = Arc::clone(&state);
         let decided = decided.lock().take();
-        count_stream(&state.h2, req.version() == http::Version::HTTP_2);
+        let h2 = req.version() == http::Version::HTTP_2;
+        count_stream(&state.h2, h2);
+        let open = h2.then(|| streams.open());
         let line = access::start_request(&state, peer, &req);
         async move {
             let resp = handle(&state, peer, req, decided, https).await;
-            Ok::<_, Infallible>(access::logged(&state, line, resp))
+            let resp = access::logged(&state, line, resp);
+            Ok::<_, Infallible>(resp.map(|body| Tracked::new(body, open)))
         }
     });
     let flooded = Arc::new(AtomicBool::new(false));
@@ -311,13 +324,36 @@ pub(crate) async fn hand_over<S>(
         watch: FrameWatch::default(),
         flooded: Arc::clone(&flooded),
         counters: Arc::clone(&front.state.h2),
+        deadlines: Arc::clone(&deadlines),
     });
     let mut conn = pin!(front.hyper.serve_connection_with_upgrades(io, svc));
-    let ended = tokio::select! {
-        ended = conn.as_mut() => ended,
-        () = front.stop.cancelled() => {
-            conn.as_mut().graceful_shutdown();
-            conn.await
+    let mut timer = pin!(tokio::time::sleep_until(deadlines.first()));
+    let (mut timed, mut going_away, mut stopping) = (true, false, false);
+    let ended = loop {
+        tokio::select! {
+            ended = conn.as_mut() => break ended,
+            () = front.stop.cancelled(), if !stopping => {
+                stopping = true;
+                conn.as_mut().graceful_shutdown();
+            }
+            () = &mut timer, if timed => match deadlines.verdict(Instant::now()) {
+                Verdict::Until(at) => timer.as_mut().reset(at),
+                Verdict::Off => timed = false,
+                Verdict::HeadersLate => {
+                    tracing::debug!(%peer, "HTTP/2 header block not finished within the header read timeout");
+                    return;
+                }
+                Verdict::Idle if going_away => {
+                    tracing::debug!(%peer, "idle HTTP/2 connection did not close after GOAWAY");
+                    return;
+                }
+                Verdict::Idle => {
+                    tracing::debug!(%peer, "HTTP/2 connection idle for the header read timeout");
+                    going_away = true;
+                    conn.as_mut().graceful_shutdown();
+                    timer.as_mut().reset(Instant::now() + GOAWAY_GRACE);
+                }
+            },
         }
     };
     if let Err(err) = &ended {
@@ -337,8 +373,9 @@ pub(crate) async fn hand_over<S>(
 }
 
 /// A stream with bytes already read off it put back in front; what the client sends is
-/// followed by a [`FrameWatch`] (HTTP/2 resets counted, control-frame floods cut off: the
-/// read fails, and hyper drops the connection).
+/// followed by a [`FrameWatch`] (HTTP/2 resets counted, header blocks timed, floods cut off:
+/// the read fails, and hyper drops the connection), what is written to it counted (it earns
+/// the client WINDOW_UPDATEs).
 struct Rewind<S> {
     read: Bytes,
     stream: S,
@@ -346,6 +383,7 @@ struct Rewind<S> {
     counters: Arc<H2Counters>,
     /// Set when the watch cut the connection off for a flood.
     flooded: Arc<AtomicBool>,
+    deadlines: Arc<Deadlines>,
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
@@ -365,7 +403,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
                 other => return other,
             }
         }
-        let watched = this.watch.feed(&buf.filled()[before..], &this.counters);
+        let watched = this
+            .watch
+            .feed(&buf.filled()[before..], &this.counters, &this.deadlines);
         if watched.is_err() {
             this.flooded.store(true, Ordering::Relaxed);
         }
@@ -379,7 +419,12 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
         cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+        let this = self.get_mut();
+        let wrote = Pin::new(&mut this.stream).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = wrote {
+            this.watch.wrote(n);
+        }
+        wrote
     }
 
     fn poll_write_vectored(
@@ -387,7 +432,12 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
         cx: &mut std::task::Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let wrote = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = wrote {
+            this.watch.wrote(n);
+        }
+        wrote
     }
 
     fn is_write_vectored(&self) -> bool {

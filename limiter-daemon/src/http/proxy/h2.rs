@@ -3,7 +3,9 @@
 //! preface: prior knowledge on plain TCP, after ALPN `h2` over TLS), its bounds from
 //! `[http]`, the stream counters (`h2_streams_total`, `h2_stream_resets_total`: the
 //! client's RST_STREAM frames, followed in the bytes it sends by
-//! [`crate::http::proxy::h2_watch`]).
+//! [`crate::http::proxy::h2_watch`]). hyper's h2 server has no header-read or idle timer:
+//! `header_read_timeout` bounds its header blocks and idle connections in
+//! [`crate::http::proxy::h2_deadline`].
 //!
 //! Each stream is one request through [`crate::http::proxy::hyper::handle`]: its own limits
 //! check, decision and 429; the upstream stays HTTP/1.1 over the pool. hyper's h2 server drops
@@ -18,7 +20,8 @@
 //! `h2_max_pending_accept_reset_streams` of them (GOAWAY `ENHANCE_YOUR_CALM`). That end, h2's
 //! other `ENHANCE_YOUR_CALM` ends (CONTINUATION frames past the header-list size, a flood of
 //! small DATA frames, too many streams it had to reset for protocol errors) and the
-//! control-frame bound of [`crate::http::proxy::h2_watch`] (PING, SETTINGS floods) are
+//! frame bound of [`crate::http::proxy::h2_watch`] (PING, SETTINGS, WINDOW_UPDATE, unknown
+//! frame floods and the like) are
 //! abuse ([`crate::http::proxy::h2_watch::abuse`]): the connection is closed and the caller
 //! struck, as a burst would strike it.
 

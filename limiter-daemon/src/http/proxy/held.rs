@@ -102,7 +102,9 @@ pub(crate) async fn decide_before_hyper(
     let Some((method, uri, headers)) = parse_head(buf) else {
         return Some(None);
     };
-    if state.limits.check(&headers).is_err() {
+    if state.limits.check(&headers).is_err()
+        || crate::model::request_path::refusal(uri.path()).is_some()
+    {
         return Some(None);
     }
     let view = RequestView {

@@ -194,7 +194,8 @@ fn broken_rule(req: &Request<Incoming>) -> Option<Response<Bytes>> {
         .or_else(|| {
             (target > request_rules::MAX_TARGET_BYTES)
                 .then(|| request_rules::target_too_long(target))
-        })?;
+        })
+        .or_else(|| request_rules::path_problem(req.uri().path()))?;
     // HTTP/2 has no `Connection` field: a broken stream ends alone.
     if req.version() < Version::HTTP_2 {
         resp.headers_mut()
@@ -206,10 +207,12 @@ fn broken_rule(req: &Request<Incoming>) -> Option<Response<Bytes>> {
 /// The 502 or 504 for a failed exchange, carrying `d`'s rate-limit headers: the request was
 /// metered all the same, so the caller sees what it has left.
 pub fn upstream_failure(err: UpstreamError, d: &Decision) -> Response<Bytes> {
+    // The cause as text ("" when none), not `Option`'s debug form.
+    let source = std::error::Error::source(&err).map_or_else(String::new, |s| s.to_string());
     if let UpstreamError::ClientBody { .. } = err {
-        tracing::debug!(error = %err, source = ?std::error::Error::source(&err), "request body broke");
+        tracing::debug!(error = %err, %source, "request body broke");
     } else {
-        tracing::warn!(error = %err, source = ?std::error::Error::source(&err), "forwarding failed");
+        tracing::warn!(error = %err, %source, "forwarding failed");
     }
     let mut resp = match err {
         UpstreamError::ClientBody { .. } => problem::bad_request(

@@ -97,6 +97,9 @@ pub(crate) fn inspect(buf: &[u8], cx: &Scope<'_>, up: &mut Vec<u8>) -> Inspected
     if target.len() > request_rules::MAX_TARGET_BYTES {
         return Inspected::Refuse(request_rules::target_too_long(target.len()));
     }
+    if let Some(resp) = request_rules::path_problem(target) {
+        return Inspected::Refuse(resp);
+    }
     let bytes = req
         .headers
         .iter()

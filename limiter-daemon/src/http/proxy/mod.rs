@@ -12,6 +12,7 @@ pub mod body;
 pub mod forward;
 pub mod front;
 pub mod h2;
+pub mod h2_deadline;
 pub mod h2_watch;
 pub mod held;
 pub mod hold;

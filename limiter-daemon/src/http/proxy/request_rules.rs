@@ -1,7 +1,8 @@
 //! What a request must be before the proxy decides on it, the same on its own loop and under
 //! hyper: RFC 9112 §3.2's `Host` rule (an HTTP/1.1 request has exactly one, and it is a valid
 //! authority), a request target no longer than [`MAX_TARGET_BYTES`] (`414`, not `431`: the
-//! client learns to shorten its URI, not its fields), and no `CONNECT` (this proxy opens no
+//! client learns to shorten its URI, not its fields), no dot segment in the path in any
+//! upstream's reading (`400`: see [`request_path`]), and no `CONNECT` (this proxy opens no
 //! tunnels; `405` names the methods it forwards). A request that breaks one is answered
 //! without a decision, like a malformed head: it is the client's mistake, never a 5xx.
 
@@ -10,6 +11,7 @@ use http::header::ALLOW;
 use http::{HeaderValue, Method, Response, StatusCode};
 
 use crate::http::render::problem::{bad_request, Problem};
+use crate::model::request_path;
 
 /// Longest request target accepted: nginx's and Apache's default request-line limit.
 pub const MAX_TARGET_BYTES: usize = 8 * 1024;
@@ -28,6 +30,12 @@ pub fn target_too_long(len: usize) -> Response<Bytes> {
         ),
     )
     .into_response()
+}
+
+/// The `400` for a target the upstream could read as another route than the decision would
+/// ([`request_path::refusal`]): it is neither metered nor forwarded.
+pub fn path_problem(target: &str) -> Option<Response<Bytes>> {
+    request_path::refusal(target).map(|r| bad_request(r.detail()))
 }
 
 /// The answer for `method` when the proxy does not forward it.
@@ -102,5 +110,11 @@ mod tests {
             assert!(refused_method(&m).is_none(), "{m}");
         }
         assert_eq!(target_too_long(9000).status(), 414);
+    }
+
+    #[test]
+    fn dot_segments_are_refused_before_any_decision() {
+        assert_eq!(path_problem("/a/%2e%2e/b").unwrap().status(), 400);
+        assert!(path_problem("/a/b?c=/../d").is_none());
     }
 }

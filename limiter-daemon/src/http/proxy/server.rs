@@ -11,6 +11,11 @@
 //! The API listeners run on the caller's runtime, served like the admin and metrics listeners
 //! ([`crate::http::listen`]: head and body read timeouts, a connection cap).
 //!
+//! Every proxy thread's accept loop admits a connection under the caps shared by all of them
+//! ([`ClientCaps`]: `max_connections` in all, `max_connections_per_client` from one address)
+//! and closes it at once past either; `accept` failures back off and are logged sparingly
+//! ([`crate::http::listen::accept`]).
+//!
 //! [`HttpServer::bind`] and [`HttpServer::run`] are separate so callers (and tests binding port
 //! 0) learn the bound addresses before serving; [`serve`] does both.
 
@@ -31,6 +36,9 @@ use crate::http::access_log::AccessLog;
 use crate::http::api::router::router;
 use crate::http::api::state::{ApiLimits, ApiState};
 use crate::http::listen;
+use crate::http::listen::accept::AcceptErrors;
+use crate::http::listen::budget::ConnectionBudget;
+use crate::http::listen::client_caps::{ClientCaps, Refusals};
 use crate::http::listen::limits::ListenLimits;
 use crate::http::listen::proxy_protocol::{self, Mode as ProxyProtocol};
 use crate::http::proxy::front::{self, Front};
@@ -86,6 +94,8 @@ pub struct HttpServer {
     /// HTTP/2 stream counters of every proxy thread.
     h2: Arc<crate::http::proxy::h2::H2Counters>,
     upstream_counters: Arc<UpstreamCounters>,
+    /// The proxy listeners' connection caps, shared by every proxy thread.
+    caps: Arc<ClientCaps>,
     settings: HttpSettings,
 }
 
@@ -182,6 +192,7 @@ impl HttpServer {
                 settings.max_tunnels_per_identity.get(),
             ),
             upstream_counters: Arc::new(UpstreamCounters::default()),
+            caps: ClientCaps::new(settings, &ConnectionBudget::for_process(settings)),
             settings: settings.clone(),
         })
     }
@@ -240,6 +251,11 @@ impl HttpServer {
     /// HTTP/2 streams and resets, for metrics.
     pub fn h2_counters(&self) -> Arc<crate::http::proxy::h2::H2Counters> {
         Arc::clone(&self.h2)
+    }
+
+    /// The proxy listeners' connection caps and who holds them.
+    pub fn client_caps(&self) -> Arc<ClientCaps> {
+        Arc::clone(&self.caps)
     }
 
     /// Upstream failures by kind, for metrics.
@@ -355,6 +371,7 @@ impl HttpServer {
             let certs = Arc::clone(&self.tls);
             let hints = self.hints.clone();
             let counters = Arc::clone(&self.upstream_counters);
+            let caps = Arc::clone(&self.caps);
             let settings = self.settings.clone();
             let authority = up.authority.clone();
             let stop = stop.clone();
@@ -395,6 +412,7 @@ impl HttpServer {
                                     loops.spawn(proxy_loop(
                                         l,
                                         Arc::clone(&state),
+                                        Arc::clone(&caps),
                                         settings.clone(),
                                         stop.clone(),
                                         tls,
@@ -435,7 +453,7 @@ pub async fn serve_bound(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     for a in server.proxy_addrs()? {
-        tracing::info!(addr = %a, upstream = ?settings.upstream.as_ref().map(|u| u.authority.to_string()), "reverse proxy listening");
+        tracing::info!(addr = %a, upstream = %settings.upstream.as_ref().map_or_else(|| "(none)".to_string(), |u| u.authority.to_string()), "reverse proxy listening");
     }
     for a in server.tls_addrs()? {
         tracing::info!(addr = %a, "reverse proxy listening (TLS)");
@@ -462,6 +480,7 @@ pub async fn serve_bound(
 async fn proxy_loop(
     listener: TcpListener,
     state: Arc<ProxyState>,
+    caps: Arc<ClientCaps>,
     settings: HttpSettings,
     stop: CancellationToken,
     tls: Option<(tokio_rustls::TlsAcceptor, Arc<TlsCerts>)>,
@@ -476,15 +495,24 @@ async fn proxy_loop(
         stop: CancellationToken::new(),
     });
     let connections = TaskTracker::new();
+    let mut errors = AcceptErrors::new(PROXY_ROLE);
+    let mut refusals = Refusals::default();
     loop {
         tokio::select! {
             accepted = listener.accept() => {
                 let (stream, peer) = match accepted {
                     Ok(pair) => pair,
                     Err(err) => {
-                        // Out of descriptors and the like: back off briefly instead of spinning.
-                        tracing::warn!(error = %err, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        errors.failed(&err).await;
+                        continue;
+                    }
+                };
+                errors.accepted();
+                // Under the caps before anything is read; past one, closed at once (dropped).
+                let slot = match caps.admit(peer.ip()) {
+                    Ok(slot) => slot,
+                    Err(why) => {
+                        refusals.log(&caps, why);
                         continue;
                     }
                 };
@@ -496,6 +524,7 @@ async fn proxy_loop(
                 let pp = (settings.proxy_protocol != ProxyProtocol::Off).then(|| settings.clone());
                 let (front, tls) = (Arc::clone(&front), tls.clone());
                 connections.spawn(async move {
+                    let mut slot = slot;
                     let (stream, client) = match pp {
                         None => (stream, peer),
                         Some(s) => {
@@ -507,6 +536,9 @@ async fn proxy_loop(
                             }
                         }
                     };
+                    if client != peer && !slot.claimed_by(client) {
+                        return;
+                    }
                     match tls {
                         None => front::serve(front, stream, client).await,
                         Some((acceptor, certs)) => {

@@ -19,6 +19,10 @@ pub struct RequestParts<'a> {
     pub authority: Option<&'a str>,
     /// Path and query as requested (`/a/b?c=d`).
     pub path_and_query: Option<&'a str>,
+    /// The path alone, for a surface that knows the path but not the query (the engine):
+    /// `@path` is rebuilt from it, while `@query`, `@request-target` and `@target-uri` are
+    /// unseen. Ignored when `path_and_query` is given.
+    pub path: Option<&'a str>,
     pub headers: &'a HeaderMap,
 }
 
@@ -43,7 +47,7 @@ fn component_value(c: &Component, parts: &RequestParts<'_>) -> Option<String> {
             Some((p, q)) => (Some(p), Some(q)),
             None => (Some(pq), Some("")),
         },
-        None => (None, None),
+        None => (parts.path, None),
     };
     if c.key.is_some() && c.name.starts_with('@') {
         return None;
@@ -83,7 +87,8 @@ pub fn unseen_component(p: &Presented, parts: &RequestParts<'_>) -> bool {
         "@method" => parts.method.is_none(),
         "@authority" => parts.authority.is_none(),
         "@scheme" => parts.scheme.is_none(),
-        "@path" | "@query" | "@request-target" => parts.path_and_query.is_none(),
+        "@path" => parts.path_and_query.is_none() && parts.path.is_none(),
+        "@query" | "@request-target" => parts.path_and_query.is_none(),
         "@target-uri" => {
             parts.scheme.is_none() || parts.authority.is_none() || parts.path_and_query.is_none()
         }

@@ -37,6 +37,8 @@ pub struct Presented {
     pub keyid: Option<String>,
     pub alg: Option<String>,
     pub tag: Option<String>,
+    /// The signer's `nonce`: a signature carrying one verifies once ([`super::nonces`]).
+    pub nonce: Option<String>,
     pub signature: Vec<u8>,
 }
 
@@ -154,6 +156,7 @@ fn read(
         keyid: string_param(list, "keyid"),
         alg: string_param(list, "alg"),
         tag,
+        nonce: string_param(list, "nonce"),
         signature,
     })
 }

@@ -37,6 +37,19 @@ pub fn sign(
     components: &str,
     params: &str,
 ) -> HeaderMap {
+    sign_path(key, agent, authority, None, components, params)
+}
+
+/// [`sign`] for a GET of `path` (for signatures covering `@path`; `None`: no path, and such a
+/// signature cannot be made).
+pub fn sign_path(
+    key: &Ed25519KeyPair,
+    agent: &str,
+    authority: &str,
+    path: Option<&str>,
+    components: &str,
+    params: &str,
+) -> HeaderMap {
     let mut h = HeaderMap::new();
     let field = |s: String| HeaderValue::from_str(&s).expect("a field value");
     h.insert("host", field(authority.to_owned()));
@@ -55,7 +68,8 @@ pub fn sign(
                     method: Some("GET"),
                     scheme: None,
                     authority: Some(authority),
-                    path_and_query: None,
+                    path_and_query: path,
+                    path: None,
                     headers: &h,
                 },
             )

@@ -1,6 +1,7 @@
 //! The circuit breaker in front of a remote store: while the store fails, one decision per
 //! probe interval tries it (and pays at most one deadline); every other decision is answered
-//! locally at once. The first success closes it again.
+//! locally at once. The first success closes it again, a decision's or the connector's own
+//! probe's (`super::connector`), which runs whether or not any decision arrives.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 

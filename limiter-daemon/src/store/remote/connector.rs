@@ -1,6 +1,10 @@
 //! The fleet store's connector: connects to the shared store in the background (so a daemon
 //! starts while it is down), and again whenever the breaker opens; starts following the lockout
-//! stream after the first success.
+//! stream after the first success. While the breaker is open and a connection is made, it is
+//! also the breaker's probe: it asks the store every `probe_interval`, so the store's return
+//! closes the breaker (and `/readyz` says ready) whether or not a request arrives. A balancer
+//! that health-checks `/readyz` sends none to an unready host: recovery found only by traffic
+//! would never be found.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -10,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::fleet_store::FleetStore;
 
 /// Connects in the background, and again whenever the breaker opens; starts following the
-/// stream after the first success.
+/// stream after the first success; probes the store while the breaker is open.
 pub(super) async fn run(store: Weak<FleetStore>, cancel: CancellationToken) {
     let mut logged = false;
     loop {
@@ -33,11 +37,16 @@ pub(super) async fn run(store: Weak<FleetStore>, cancel: CancellationToken) {
                     *lock.lock() = true;
                     cv.notify_all();
                 }
-                // After a failure a reconnecting client may say "connected" before the server
-                // answers again: the breaker's next probe, at its interval, decides.
                 s.start_following();
                 drop(s);
                 logged = false;
+                match probe_while_open(&store, &cancel).await {
+                    Probe::Closed => {}
+                    // Connect again: `connect` keeps a connection that answers and replaces
+                    // one that does not (a password the server now refuses).
+                    Probe::Failed => continue,
+                    Probe::Stop => return,
+                }
                 tokio::select! {
                     () = wake => {}
                     () = cancel.cancelled() => return,
@@ -54,5 +63,46 @@ pub(super) async fn run(store: Weak<FleetStore>, cancel: CancellationToken) {
                 }
             }
         }
+    }
+}
+
+/// What [`probe_while_open`] found.
+enum Probe {
+    /// The breaker is closed (it was, or the probe's answer closed it).
+    Closed,
+    /// The store did not answer in time; one probe interval has passed since.
+    Failed,
+    /// Cancelled, or the store is gone.
+    Stop,
+}
+
+/// While the breaker is open, asks the store (`PING` on the decisions' connection, under
+/// `decision_timeout`, the deadline a decision has); an answer closes the breaker. The connect
+/// alone does not: a reconnecting client may say "connected" before the server answers again.
+/// A connect has just succeeded when this runs, so the probe goes at once; after a failed one
+/// the caller connects again one interval later, and probes again.
+async fn probe_while_open(store: &Weak<FleetStore>, cancel: &CancellationToken) -> Probe {
+    let Some(s) = store.upgrade() else {
+        return Probe::Stop;
+    };
+    if !s.breaker.is_open() {
+        return Probe::Closed;
+    }
+    let (remote, probe, deadline) = (
+        Arc::clone(&s.remote),
+        s.settings.probe_interval,
+        s.settings.decision_timeout,
+    );
+    drop(s);
+    if let Ok(Ok(())) = tokio::time::timeout(deadline, remote.ping()).await {
+        let Some(s) = store.upgrade() else {
+            return Probe::Stop;
+        };
+        s.recovered();
+        return Probe::Closed;
+    }
+    tokio::select! {
+        () = tokio::time::sleep(probe) => Probe::Failed,
+        () = cancel.cancelled() => Probe::Stop,
     }
 }

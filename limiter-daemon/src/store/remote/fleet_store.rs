@@ -208,6 +208,17 @@ impl FleetStore {
         o
     }
 
+    /// The store answered (a decision, or the connector's probe): closes the breaker, and
+    /// logs the recovery when it was open.
+    pub(super) fn recovered(&self) {
+        if self.breaker.success() {
+            tracing::warn!(
+                event = "store_recovered",
+                "store answers again: counting resumed there"
+            );
+        }
+    }
+
     /// Settles the store's answer: the breaker, the over-limit cache, and the degraded answer
     /// when the store failed.
     pub(super) fn settle(
@@ -231,12 +242,7 @@ impl FleetStore {
                         }
                     }
                 }
-                if self.breaker.success() {
-                    tracing::warn!(
-                        event = "store_recovered",
-                        "store answers again: counting resumed there"
-                    );
-                }
+                self.recovered();
                 if let Gate::Counted(o) = &gate {
                     self.over_limit.remember(req, o);
                 }

@@ -10,7 +10,9 @@
 //!   Past it, or when the store fails, the [`breaker`] opens: decisions follow
 //!   `[store] on_failure` (count locally, admit, or refuse with 503) and one decision per
 //!   `probe_interval` tries the store again. A connector task reconnects in the background,
-//!   so the daemon starts, and keeps serving, while the store is down.
+//!   so the daemon starts, and keeps serving, while the store is down; while the breaker is
+//!   open it probes the store itself every `probe_interval`, so the store's return is found
+//!   with no traffic (a host out of its balancer gets none).
 
 pub mod breaker;
 mod connector;

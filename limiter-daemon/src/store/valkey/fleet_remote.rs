@@ -27,6 +27,18 @@ impl FleetRemote for ValkeyStore {
         Box::pin(ValkeyStore::connect(self))
     }
 
+    fn ping(&self) -> StoreFuture<'_, ()> {
+        let inner = &self.inner;
+        Box::pin(async move {
+            let mut conn = inner.conn("ping")?;
+            redis::cmd("PING")
+                .query_async::<String>(&mut conn)
+                .await
+                .map(drop)
+                .map_err(|e| inner.target.explain("ping", &e))
+        })
+    }
+
     fn put_lockout_async(
         &self,
         lockout: Lockout,

@@ -38,6 +38,9 @@ pub(super) struct Inner {
     /// Why the lockout stream follower is not following now (`None`: it is, or has not
     /// started).
     pub(super) follower_error: parking_lot::Mutex<Option<String>>,
+    /// Signalled by each connect that succeeded: the server answers, so a follower waiting
+    /// out its backoff tries again at once (a host is not ready until it follows).
+    pub(super) answered: tokio::sync::Notify,
 }
 
 impl Inner {
@@ -88,7 +91,10 @@ impl Inner {
             // that does not answer is replaced by a new one, made with the password file as
             // it is now.
             match redis::cmd("PING").query_async::<String>(&mut c).await {
-                Ok(_) => return Ok(()),
+                Ok(_) => {
+                    self.answered.notify_waiters();
+                    return Ok(());
+                }
                 Err(e) => {
                     tracing::info!(error = %self.target.explain("ping", &e), "the shared Valkey connection does not answer; making a new one");
                 }
@@ -131,6 +137,7 @@ impl Inner {
         // Set only here, under the mutex.
         *self.behind.write() = Some(behind);
         *self.conn.write() = Some((conn, topology));
+        self.answered.notify_waiters();
         Ok(())
     }
 }

@@ -28,7 +28,9 @@ pub const MAX_LEN: usize = 10_000;
 /// How long one `XREAD` blocks; the follower's connection times out a little after.
 const BLOCK_MS: usize = 1000;
 const MIN_BACKOFF: Duration = Duration::from_millis(50);
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// At most this long between attempts: `/readyz` says not following until one succeeds, and a
+/// host back from an outage must be ready again within a probe interval or so.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// A stream entry ID, ordered as Valkey orders them.
 fn parse_id(id: &str) -> Option<(u64, u64)> {
@@ -102,6 +104,9 @@ impl Inner {
         }
         let key = self.layout.stream();
         let opts = StreamReadOptions::default().block(BLOCK_MS).count(500);
+        // Resumed (or reloaded) from a stream this connection just read: following again from
+        // now, not from the end of the first blocking read (a second later on a quiet stream).
+        *self.follower_error.lock() = None;
         loop {
             let from = last.clone().unwrap_or_else(|| "0-0".into());
             let mut cmd = redis::cmd("XREAD");
@@ -110,10 +115,7 @@ impl Inner {
                 () = cancel.cancelled() => return Ok(()),
                 r = cmd.query_async::<Option<StreamReadReply>>(conn) => check("follow", r)?,
             };
-            if !*followed {
-                *followed = true;
-                *self.follower_error.lock() = None;
-            }
+            *followed = true;
             for k in read.map(|r| r.keys).unwrap_or_default() {
                 for entry in k.ids {
                     match self.event(&key, &entry) {
@@ -190,7 +192,8 @@ impl ValkeyStore {
 
     /// Follows the lockout stream into `sink` on the store's runtime, on a connection of its
     /// own, until `cancel`: reloads at start and after a gap, resumes after a reconnect,
-    /// reconnects with backoff. The backoff grows while no read succeeds, also when the
+    /// reconnects with backoff, cut short when a connect of the shared connection succeeds
+    /// (the server answers again). The backoff grows while no read succeeds, also when the
     /// connection itself is made (an error after connecting must not make it a tight loop);
     /// meanwhile [`ValkeyStore::follower_error`] says why it is not following. `sink` runs on the store's I/O thread: it must not call the
     /// store's blocking methods (they fail there rather than wait on themselves).
@@ -224,7 +227,7 @@ impl ValkeyStore {
                     Ok(()) => return,
                     Err(e) => {
                         if !failing {
-                            tracing::warn!(event = "lockout_stream_not_following", error = %e, "lockout stream follower: reconnecting (with backoff, up to 2 s, until it follows again)");
+                            tracing::warn!(event = "lockout_stream_not_following", error = %e, "lockout stream follower: reconnecting (with backoff, up to 1 s, until it follows again)");
                         }
                         failing = true;
                         *inner.follower_error.lock() = Some(e.to_string());
@@ -233,6 +236,7 @@ impl ValkeyStore {
                 tokio::select! {
                     () = cancel.cancelled() => return,
                     () = tokio::time::sleep(backoff) => {}
+                    () = inner.answered.notified() => {}
                 }
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }

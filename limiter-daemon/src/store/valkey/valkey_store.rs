@@ -93,6 +93,7 @@ impl ValkeyStore {
                 host: opts.host,
                 unreadable: Unreadable::default(),
                 follower_error: parking_lot::Mutex::new(None),
+                answered: tokio::sync::Notify::new(),
             }),
             rt: Some(rt),
         })
