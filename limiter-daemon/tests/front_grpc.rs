@@ -26,7 +26,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::google::protobuf::UInt64Value;
-use ops_support::{config_text, free_addr, ratelimit_field, request, Daemon};
+use ops_support::{config_text, eventually, free_addr, ratelimit_field, request, Daemon};
 use tonic::transport::Channel;
 
 /// Anonymous burst 3 a minute on `/page` (burst and hourly only); `/heavy` costs 5 units;
@@ -809,4 +809,61 @@ async fn silent_and_half_preface_connections_are_closed_and_capped() {
     let (mut fresh, _) = clients(&w).await;
     let page = check(&mut fresh, check_request("192.0.2.79", "/page", &[])).await;
     assert_ne!(page.action, "reject");
+}
+
+/// Each call is a line in the access log (`surface: grpc`): the client Envoy asked about, the
+/// peer that asked, the status Envoy is told to give, and a refusal's reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_and_should_rate_limit_write_access_log_lines() {
+    let logs = tempfile::tempdir().unwrap();
+    let path = logs.path().join("access.log");
+    let w = start(&format!("[log]\naccess = \"{}\"\n", path.display()));
+    let (mut authz, mut rls) = clients(&w).await;
+    let mut said = Vec::new();
+    for _ in 0..4 {
+        let req = check_request(
+            "203.0.113.20",
+            "/page?q=1",
+            &[("user-agent", "envoy-test/1")],
+        );
+        said.push(check(&mut authz, req).await.action);
+    }
+    assert_eq!(said, ["allow", "allow", "allow", "reject"]);
+    let d = entries(&[("remote_address", "203.0.113.21"), ("path", "/page")]);
+    assert_eq!(should(&mut rls, rl_request(vec![d])).await.action, "allow");
+
+    let lines: Vec<serde_json::Value> = eventually("5 access log lines", || {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let v: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (v.len() >= 5).then_some(v)
+    });
+    let checks: Vec<_> = lines
+        .iter()
+        .filter(|l| l["client"] == "203.0.113.20")
+        .collect();
+    let statuses: Vec<_> = checks
+        .iter()
+        .map(|l| l["status"].as_u64().unwrap())
+        .collect();
+    assert_eq!(statuses, [200, 200, 200, 429], "{lines:#?}");
+    for l in &checks {
+        assert_eq!(l["surface"], "grpc");
+        assert_eq!(l["peer"], "127.0.0.1");
+        assert_eq!((&l["method"], &l["path"]), (&"GET".into(), &"/page".into()));
+        assert_eq!(l["user_agent"], "envoy-test/1");
+    }
+    assert_eq!(checks[3]["action"], "reject");
+    assert_eq!(checks[3]["reason"], "burst");
+    let rls_line = lines
+        .iter()
+        .find(|l| l["client"] == "203.0.113.21")
+        .expect("a ShouldRateLimit line");
+    assert_eq!(
+        (&rls_line["surface"], &rls_line["status"]),
+        (&"grpc".into(), &200.into())
+    );
+    assert_eq!(rls_line["action"], "allow");
 }

@@ -423,6 +423,7 @@ async fn auth_peer_seen(peer: SocketAddr, real_ip: &str) -> (IpAddr, bool) {
         ]),
         limits: Default::default(),
         token: None,
+        access_log: Default::default(),
     };
     let app = router(state).layer(MockConnectInfo(peer));
     let resp = app

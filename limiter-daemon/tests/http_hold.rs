@@ -170,6 +170,7 @@ async fn auth_request_holds_delays_on_a_timer() {
         trusted_peers: Arc::new(vec!["127.0.0.0/8".parse().unwrap()]),
         limits: Default::default(),
         token: None,
+        access_log: Default::default(),
     };
     let gate = Arc::clone(&state.gate);
     let app = router(state).layer(MockConnectInfo(SocketAddr::from(([127, 0, 0, 1], 40000))));

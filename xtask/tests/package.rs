@@ -147,6 +147,7 @@ fn the_unit_verifies_and_says_what_the_issue_asks() {
         // Issue 35, D1: systemd's default soft limit of 1,024 let one client's idle
         // connections take every descriptor.
         ("LimitNOFILE", "65536"),
+        ("LogsDirectory", "limiter"),
     ] {
         assert_eq!(unit_value(key), value, "{key}");
     }
@@ -184,14 +185,15 @@ fn unit_caps() -> Vec<String> {
 /// The unpacked daemon, run as systemd would run the unit: root with only `caps` in its
 /// bounding, inheritable and ambient sets, the unpacked config, and `--iface` naming the veth
 /// (the shipped config names no interface: the operator does). Its state directory and bpffs
-/// are private to it.
+/// (and the access log's directory) are private to it.
 fn start(pair: &VethPair, caps: &[String], log: &Path) -> Child {
     let tree = &built().tree;
     let set = std::iter::once("-all".to_string())
         .chain(caps.iter().map(|c| format!("+{c}")))
         .collect::<Vec<_>>()
         .join(",");
-    isolated::command(&pair.server, &[Path::new("/var/lib/limiter")], "setpriv")
+    let private = [Path::new("/var/lib/limiter"), Path::new("/var/log/limiter")];
+    isolated::command(&pair.server, &private, "setpriv")
         .args([
             "--bounding-set",
             &set,

@@ -126,6 +126,9 @@ pub fn restart_only(
     if log_flag.is_none() {
         same!("log.format", log.format);
     }
+    // The access log's writer is started with the listeners (SIGUSR1 reopens its file).
+    same!("log.access", log.access);
+    same!("log.access_format", log.access_format);
     None
 }
 
@@ -328,5 +331,14 @@ mod tests {
             "log.format"
         );
         assert_eq!(restart_only(&base, &json, Some(LogFormat::Text)), None);
+        let access = cfg(
+            "[http]\napi_listen = [\"127.0.0.1:8081\"]\n[log]\naccess = \"/var/log/limiter/a.log\"\n",
+        );
+        let refused = restart_only(&base, &access, None).unwrap();
+        assert_eq!(refused.field, "log.access");
+        assert_eq!(
+            (refused.old.as_str(), refused.new.as_str()),
+            ("\"\"", "\"/var/log/limiter/a.log\"")
+        );
     }
 }

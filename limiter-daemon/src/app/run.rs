@@ -20,7 +20,7 @@ use anyhow::Context as _;
 
 use super::reload::{ReloadTargets, Reloader};
 use super::shutdown::Shutdown;
-use super::signals::{ReloadSignal, ShutdownSignals};
+use super::signals::{ReloadSignal, ReopenSignal, ShutdownSignals};
 use crate::clock::{Clock, SystemClock};
 use crate::config::http::HttpSettings;
 use crate::config::log::LogFormat;
@@ -64,6 +64,8 @@ struct ReloadSource {
     ifaces: Vec<String>,
     log_flag: Option<LogFormat>,
     signal: ReloadSignal,
+    /// SIGUSR1: reopen the access log.
+    reopen: ReopenSignal,
 }
 
 /// `log_flag`: `--log-format` when given (it wins over `[log] format`, on reload too).
@@ -90,6 +92,7 @@ pub fn run(path: &Path, ifaces: Vec<String>, log_flag: Option<LogFormat>) -> any
         // First thing: a signal during attach or bind triggers the stop the servers see at once.
         let signals = ShutdownSignals::install()?;
         let hup = ReloadSignal::install()?;
+        let usr1 = ReopenSignal::install()?;
         let shutdown = Shutdown::new();
         shutdown.trigger_on(signals.recv());
         let grace = http.shutdown_grace;
@@ -99,6 +102,7 @@ pub fn run(path: &Path, ifaces: Vec<String>, log_flag: Option<LogFormat>) -> any
             ifaces,
             log_flag,
             signal: hup,
+            reopen: usr1,
         };
         let kernel = config.kernel.clone();
         let served = serve(config, http, reload, &shutdown).await;
@@ -151,6 +155,12 @@ async fn serve(
         attached: kernel,
     });
     let metrics_listen = config.metrics.listen;
+    // Opened before anything is bound: a path the daemon cannot write stops it here.
+    let access_log = crate::http::access_log::writer::start(
+        &config.log.access,
+        config.log.access_format,
+        metrics.access_log_dropped.clone(),
+    )?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let store = crate::store::open(&config.store, clock.now_ms()).context("opening the store")?;
     // Counters to disk every snapshot_interval and once more at stop (embedded store only).
@@ -198,7 +208,10 @@ async fn serve(
         Arc::clone(&metrics),
     ));
     let hints = Hints::from_settings(&http);
-    let server = HttpServer::bind(&http, hints, decider).await?;
+    let server = HttpServer::bind(&http, hints, decider)
+        .await?
+        .with_access_log(access_log.clone());
+    shutdown.spawn_until(reload.reopen.serve(move || access_log.reopen()));
     metrics.attach_http(&server);
     // The charts' ring; a test compresses its time (see `sampler::Pace::Compressed`).
     let pace = match std::env::var("LIMITER_TEST_HISTORY_TICK_MS")

@@ -1,5 +1,5 @@
-//! SIGINT and SIGTERM, the causes of a [`Shutdown`](super::shutdown::Shutdown) from outside, and
-//! SIGHUP, which asks for a config reload.
+//! SIGINT and SIGTERM, the causes of a [`Shutdown`](super::shutdown::Shutdown) from outside,
+//! SIGHUP, which asks for a config reload, and SIGUSR1, which reopens the access log.
 
 use anyhow::Context as _;
 
@@ -60,6 +60,31 @@ impl ReloadSignal {
             if let Err(err) = tokio::task::spawn_blocking(move || r()).await {
                 tracing::error!(error = %err, "the reload task failed");
             }
+        }
+    }
+}
+
+/// SIGUSR1, which reopens the access log (logrotate's `postrotate`). Installed first thing at
+/// start like [`ReloadSignal`]: SIGUSR1's default action kills the process.
+pub struct ReopenSignal {
+    usr1: tokio::signal::unix::Signal,
+}
+
+impl ReopenSignal {
+    /// Installs the handler (inside a Tokio runtime).
+    pub fn install() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(ReopenSignal {
+            usr1: signal(SignalKind::user_defined1()).context("installing the SIGUSR1 handler")?,
+        })
+    }
+
+    /// Calls `reopen` for every SIGUSR1 until the process ends (it only raises a flag the
+    /// access log's writer reads).
+    pub async fn serve(mut self, reopen: impl Fn()) {
+        while self.usr1.recv().await.is_some() {
+            tracing::info!("SIGUSR1: reopening the access log");
+            reopen();
         }
     }
 }

@@ -1,12 +1,13 @@
 //! The `[log]` section: how the daemon writes its log lines to stderr. `format = "text"` (the
 //! default, for people) or `"json"` (one JSON object per line, for collectors). The
-//! `--log-format` flag wins over the file.
+//! `--log-format` flag wins over the file. `access` and `access_format` say where and how the
+//! access log is written (one line per request, see [`crate::http::access_log`]).
 //!
 //! Logging starts before the config is validated (so a config error can itself be logged), so
 //! [`format_in_file`] reads just this section from the file, best effort; the full validation
 //! later refuses a bad value with its field and line.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -38,12 +39,53 @@ impl LogFormat {
 pub struct RawLog {
     /// `"text"` (default) or `"json"`.
     pub format: Option<String>,
+    /// The access log: a file path, `"stdout"`, or `""` (off, the default).
+    pub access: Option<String>,
+    /// `"json"` (default) or `"combined"`.
+    pub access_format: Option<String>,
+}
+
+/// Where the access log goes.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub enum AccessTarget {
+    /// No access log (`access = ""`, the default).
+    #[default]
+    Off,
+    /// Standard output (`access = "stdout"`), for a container's log collector.
+    Stdout,
+    /// Appended to this file (its directory is created if missing); `SIGUSR1` reopens it.
+    File(PathBuf),
+}
+
+/// As written in the file (a reload refusal quotes it to the operator).
+impl std::fmt::Debug for AccessTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AccessTarget::Off => f.write_str("\"\""),
+            AccessTarget::Stdout => f.write_str("\"stdout\""),
+            AccessTarget::File(p) => write!(f, "{:?}", p.display().to_string()),
+        }
+    }
+}
+
+/// How each access log line is written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AccessFormat {
+    /// One JSON object per line (the default).
+    #[default]
+    Json,
+    /// nginx's `combined` format, the resolved client first (fail2ban, GoAccess, …).
+    Combined,
 }
 
 /// The validated `[log]` section.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LogSettings {
     pub format: LogFormat,
+    /// `[log] access`: where the access log goes (off by default).
+    pub access: AccessTarget,
+    /// `[log] access_format`: `json` (default) or `combined`.
+    pub access_format: AccessFormat,
 }
 
 impl LogSettings {
@@ -58,7 +100,32 @@ impl LogSettings {
                 ))
             }
         };
-        Ok(LogSettings { format })
+        let access = match raw.access.as_deref() {
+            None | Some("") => AccessTarget::Off,
+            Some("stdout") => AccessTarget::Stdout,
+            Some(p) if Path::new(p).is_absolute() => AccessTarget::File(PathBuf::from(p)),
+            Some(other) => {
+                return Err(ConfigError::invalid(
+                    "log.access",
+                    format!("{other:?}: must be an absolute file path, \"stdout\", or \"\" (off)"),
+                ))
+            }
+        };
+        let access_format = match raw.access_format.as_deref() {
+            None | Some("json") => AccessFormat::Json,
+            Some("combined") => AccessFormat::Combined,
+            Some(other) => {
+                return Err(ConfigError::invalid(
+                    "log.access_format",
+                    format!("{other:?}: must be \"json\" or \"combined\""),
+                ))
+            }
+        };
+        Ok(LogSettings {
+            format,
+            access,
+            access_format,
+        })
     }
 }
 
@@ -83,6 +150,7 @@ mod tests {
         let v = |f: Option<&str>| {
             LogSettings::validate(RawLog {
                 format: f.map(str::to_string),
+                ..RawLog::default()
             })
         };
         assert_eq!(v(None).unwrap().format, LogFormat::Text);
@@ -91,6 +159,40 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("log.format"));
+    }
+
+    #[test]
+    fn access_log_targets_and_formats() {
+        let v = |access: Option<&str>, format: Option<&str>| {
+            LogSettings::validate(RawLog {
+                access: access.map(str::to_string),
+                access_format: format.map(str::to_string),
+                ..RawLog::default()
+            })
+        };
+        let off = v(None, None).unwrap();
+        assert_eq!(
+            (off.access, off.access_format),
+            (AccessTarget::Off, AccessFormat::Json)
+        );
+        assert_eq!(v(Some(""), None).unwrap().access, AccessTarget::Off);
+        assert_eq!(
+            v(Some("stdout"), None).unwrap().access,
+            AccessTarget::Stdout
+        );
+        let file = v(Some("/var/log/limiter/access.log"), Some("combined")).unwrap();
+        assert_eq!(
+            file.access,
+            AccessTarget::File("/var/log/limiter/access.log".into())
+        );
+        assert_eq!(file.access_format, AccessFormat::Combined);
+        let err = v(Some("access.log"), None).unwrap_err().to_string();
+        assert!(
+            err.contains("log.access") && err.contains("absolute"),
+            "{err}"
+        );
+        let err = v(None, Some("common")).unwrap_err().to_string();
+        assert!(err.contains("log.access_format"), "{err}");
     }
 
     #[test]

@@ -61,6 +61,12 @@ pub trait Decider: Send + Sync + 'static {
         None
     }
 
+    /// The client behind `peer` as the engine resolves it (a trusted proxy's forwarding field
+    /// walked), for the access log. The default: the peer itself.
+    fn client(&self, peer: IpAddr, _headers: &HeaderMap) -> IpAddr {
+        peer
+    }
+
     /// Strikes the caller at `peer` for protocol abuse `why` (an HTTP/2 connection closed for
     /// rapid reset or a frame flood), as a burst would. May touch the store: call it off the
     /// request threads. The default strikes no one.
@@ -91,6 +97,10 @@ impl<D: Decider + ?Sized> Decider for std::sync::Arc<D> {
     fn abuse_strike(&self, peer: IpAddr, why: &str) {
         (**self).abuse_strike(peer, why);
     }
+
+    fn client(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+        (**self).client(peer, headers)
+    }
 }
 
 /// The real engine: the surfaces' view maps onto its [`RequestInfo`] one to one.
@@ -117,6 +127,12 @@ impl Decider for Engine {
 
     fn abuse_strike(&self, peer: IpAddr, why: &str) {
         Engine::abuse_strike(self, peer, why);
+    }
+
+    fn client(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+        self.with_runtime(|rt| {
+            crate::identity::client_ip::client_ip(peer, headers, &rt.cfg.identity)
+        })
     }
 }
 

@@ -16,9 +16,11 @@
 //!   (and idle) timeout, a body-read timeout and a connection cap on every listener.
 //! - [`render`]: how a decision becomes rate-limit fields and a 429, and every error body as
 //!   `application/problem+json`.
+//! - [`access_log`]: one line per request answered, from every surface.
 //!
 //! Every surface asks [`crate::engine::decider::Decider`] for its decisions.
 
+pub mod access_log;
 pub mod api;
 pub mod grpc;
 pub mod h1;

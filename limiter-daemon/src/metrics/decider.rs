@@ -76,6 +76,10 @@ impl Decider for MeteredDecider {
     fn abuse_strike(&self, peer: IpAddr, why: &str) {
         self.inner.abuse_strike(peer, why);
     }
+
+    fn client(&self, peer: IpAddr, headers: &http::HeaderMap) -> IpAddr {
+        self.inner.client(peer, headers)
+    }
 }
 
 impl MeteredDecider {

@@ -34,6 +34,8 @@ pub struct Metrics {
     pub talkers: Talkers,
     /// The last 15 minutes at 5 s, filled by [`super::sampler::run`].
     pub history: History,
+    /// Access log lines dropped because the writer could not keep up (`[log] access`).
+    pub access_log_dropped: prometheus_client::metrics::counter::Counter,
 }
 
 impl Metrics {
@@ -49,6 +51,12 @@ impl Metrics {
             &sources,
         ))));
         registry.register_collector(Box::new(super::h2::H2Collector(Arc::clone(&sources))));
+        let access_log_dropped = prometheus_client::metrics::counter::Counter::default();
+        registry.register(
+            "access_log_dropped",
+            "Access log lines dropped because the log could not keep up (a full disk, a slow or blocked file); requests are answered all the same",
+            access_log_dropped.clone(),
+        );
         let mut process = Registry::default();
         process.register_collector(Box::new(super::process::ProcessCollector));
         Arc::new(Metrics {
@@ -59,6 +67,7 @@ impl Metrics {
             sources,
             talkers: Talkers::default(),
             history: History::default(),
+            access_log_dropped,
         })
     }
 

@@ -3,7 +3,7 @@
 //!
 //! | what | names read (first present wins) |
 //! |---|---|
-//! | address | `remote_addr`, `client_ip`, `ip` |
+//! | address | `remote_addr`, `client_ip`, `ip`, `client` (the daemon's own access log) |
 //! | time | `msec`, `time_iso8601`, `time`, `timestamp`, `@timestamp`, `time_local` (a string in any of the three timestamp forms, or epoch seconds as a number) |
 //! | request | `request` (`GET /a HTTP/1.1`), else `method`/`request_method` with `uri`/`request_uri`/`path` |
 //! | X-Forwarded-For | `http_x_forwarded_for`, `xff`, `x_forwarded_for` |
@@ -81,6 +81,8 @@ struct Raw<'a> {
     client_ip: Text<'a>,
     #[serde(borrow, default)]
     ip: Text<'a>,
+    #[serde(borrow, default)]
+    client: Text<'a>,
     #[serde(borrow, default)]
     msec: Option<Stamp<'a>>,
     #[serde(borrow, default)]
@@ -161,6 +163,7 @@ impl<'a> Raw<'a> {
             "remote_addr" => text(&mut raw.remote_addr, v),
             "client_ip" => text(&mut raw.client_ip, v),
             "ip" => text(&mut raw.ip, v),
+            "client" => text(&mut raw.client, v),
             "msec" => stamp(&mut raw.msec, v),
             "time_iso8601" => stamp(&mut raw.time_iso8601, v),
             "time" => stamp(&mut raw.time, v),
@@ -190,7 +193,7 @@ impl<'a> Raw<'a> {
     }
 }
 
-fn first<'a>(options: [Text<'a>; 3]) -> Text<'a> {
+fn first<'a, const N: usize>(options: [Text<'a>; N]) -> Text<'a> {
     options.into_iter().flatten().find_map(present)
 }
 
@@ -200,7 +203,8 @@ pub fn parse(line: &str) -> Result<LogLine<'_>, Malformed> {
         Some(raw) => raw,
         None => serde_json::from_str(line).map_err(|_| Malformed::Syntax)?,
     };
-    let addr = first([raw.remote_addr, raw.client_ip, raw.ip]).ok_or(Malformed::Address)?;
+    let addr =
+        first([raw.remote_addr, raw.client_ip, raw.ip, raw.client]).ok_or(Malformed::Address)?;
     let stamp = [
         raw.msec,
         raw.time_iso8601,
@@ -266,6 +270,16 @@ mod tests {
         assert_eq!(l.authorization.as_deref(), Some("Bearer t"));
         let iso = r#"{"remote_addr":"1.2.3.4","time_iso8601":"2000-10-10T22:55:36+02:00","request":"GET / HTTP/1.1"}"#;
         assert_eq!(parse(iso).unwrap().time_ms, 971_211_336_000);
+    }
+
+    /// A line of the daemon's own access log (`[log] access_format = "json"`).
+    #[test]
+    fn the_daemons_own_json_line() {
+        let line = r#"{"time":"2000-10-10T20:55:36.120Z","surface":"proxy","client":"203.0.113.7","peer":"10.0.0.2","method":"GET","host":"h","path":"/api/x","protocol":"HTTP/1.1","status":429,"bytes":3,"duration_ms":0.5,"tier":"anon","action":"reject","reason":"burst","delay_ms":0,"identity":"ip:ab","user_agent":"curl/8"}"#;
+        let l = parse(line).unwrap();
+        assert_eq!(l.addr, "203.0.113.7");
+        assert_eq!(l.time_ms, 971_211_336_120);
+        assert_eq!((&*l.method, &*l.target), ("GET", "/api/x"));
     }
 
     #[test]

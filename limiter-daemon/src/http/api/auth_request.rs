@@ -25,6 +25,7 @@ use axum::response::Response;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
 
 use crate::engine::decider::RequestView;
+use crate::http::api::access;
 use crate::http::api::auth_convention::{caller, original, strip};
 use crate::http::api::settle::{settle, Settled};
 use crate::http::api::state::{drop_forwarding, ApiState};
@@ -72,6 +73,7 @@ pub async fn auth(
     }
     let client = caller(orig.front, addr.ip(), &headers, &state.trusted_peers);
     let (method, path) = (orig.method, orig.path);
+    let host = access::host_of(&state, &headers);
     drop_forwarding(&mut headers);
     strip(&mut headers);
 
@@ -96,11 +98,14 @@ pub async fn auth(
                     response.headers_mut().insert(X_LIMITER_PROBLEM, v);
                 }
             }
-            return response.map(Body::from);
+            let (ip, host) = (client.ip(), host.as_deref());
+            let resp = response.map(Body::from);
+            return access::described(&state, resp, ip, &method, host, &path, &decision);
         }
     };
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = orig.front.allow_status();
     write_headers(&d, resp.headers_mut());
-    resp
+    let host = host.as_deref();
+    access::described(&state, resp, client.ip(), &method, host, &path, &d)
 }

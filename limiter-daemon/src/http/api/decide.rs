@@ -21,6 +21,7 @@ use http::{HeaderMap, StatusCode, Uri};
 use serde_json::{json, Map, Value};
 
 use crate::engine::decider::RequestView;
+use crate::http::api::access;
 use crate::http::api::browser::{cross_site, json_content_type};
 use crate::http::api::decide_body::{parse, DescribeError};
 use crate::http::api::settle::decision;
@@ -146,5 +147,18 @@ pub async fn decide(
             "delayMs": u64::try_from(s.delay().as_millis()).unwrap_or(u64::MAX),
         });
     }
-    axum::Json(out).into_response()
+    let host = described
+        .headers
+        .get(http::header::HOST)
+        .map(|h| h.as_bytes());
+    let (ip, method, path) = (described.ip, &described.method, &described.path);
+    access::described(
+        &state,
+        axum::Json(out).into_response(),
+        ip,
+        method,
+        host,
+        path,
+        &d,
+    )
 }

@@ -4,6 +4,7 @@
 //! [`browser`] keeps web pages out of `/v1/decide` (and of the admin API). [`settle`] is the
 //! decision path these and Envoy's gRPC services share.
 
+pub mod access;
 pub mod auth_convention;
 pub mod auth_request;
 pub mod browser;

@@ -26,5 +26,10 @@ pub fn router(state: ApiState) -> Router {
             state.clone(),
             crate::http::api::token::require_token,
         ))
+        // Outside the token check: a refused caller is logged too.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::http::api::access::log,
+        ))
         .with_state(state)
 }

@@ -50,6 +50,8 @@ pub struct ApiState {
     pub limits: ApiLimits,
     /// `[http] api_token_file`: required on every route when set (see [`super::token`]).
     pub token: Option<ApiToken>,
+    /// `[log] access`: one line per request (off by default).
+    pub access_log: crate::http::access_log::AccessLog,
 }
 
 /// Header fields that say who the client is. On `/v1/decide` and `/v1/auth` the client is

@@ -35,6 +35,7 @@ use tonic::{Request, Response, Status};
 use crate::engine::decider::RequestView;
 use crate::http::api::settle::{settle, Settled};
 use crate::http::api::state::ApiState;
+use crate::http::grpc::access;
 use crate::http::grpc::fields::{header_options, Fields};
 use crate::http::grpc::invalid::FieldError;
 use crate::http::proxy::limits::HeaderLimits;
@@ -193,6 +194,7 @@ impl Authorization for Check {
         &self,
         request: Request<CheckRequest>,
     ) -> Result<Response<CheckResponse>, Status> {
+        let remote = request.remote_addr();
         let req = request.into_inner();
         let a = asked(&req, self.state.limits.headers).map_err(FieldError::into_status)?;
         drop(req);
@@ -208,9 +210,10 @@ impl Authorization for Check {
             headers: &a.headers,
             unattributed: false,
         };
-        Ok(Response::new(answer(
-            settle(&self.state, &view, None).await,
-        )))
+        let line = access::start(&self.state, remote, &view);
+        let settled = settle(&self.state, &view, None).await;
+        access::finish(&self.state, line, &settled);
+        Ok(Response::new(answer(settled)))
     }
 }
 

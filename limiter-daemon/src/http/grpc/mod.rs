@@ -4,8 +4,10 @@
 //! onto a request), both deciding through [`crate::http::api::settle`] like `/v1/decide` and
 //! `/v1/auth`. [`fields`] builds the header maps both read and write, [`invalid`] the
 //! `INVALID_ARGUMENT` that names the field, [`token`] checks `[http] api_token_file` in the
-//! call's metadata, and [`serve`] runs both on the listeners.
+//! call's metadata, [`access`] writes their access log lines, and [`serve`] runs both on the
+//! listeners.
 
+pub mod access;
 pub mod check;
 pub mod descriptors;
 pub mod fields;

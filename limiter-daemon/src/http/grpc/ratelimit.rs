@@ -28,6 +28,7 @@ use tonic::{Request, Response, Status};
 use crate::engine::decider::RequestView;
 use crate::http::api::settle::{settle, Settled};
 use crate::http::api::state::ApiState;
+use crate::http::grpc::access;
 use crate::http::grpc::descriptors::read;
 use crate::http::grpc::fields::header_values;
 use crate::http::grpc::invalid::FieldError;
@@ -108,6 +109,7 @@ impl RateLimitService for RateLimits {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
+        let remote = request.remote_addr();
         let req = request.into_inner();
         let call = read(&req, &self.route_key, self.state.limits.headers)
             .map_err(FieldError::into_status)?;
@@ -121,7 +123,9 @@ impl RateLimitService for RateLimits {
             headers: &a.headers,
             unattributed: false,
         };
+        let line = access::start(&self.state, remote, &view);
         let settled = settle(&self.state, &view, call.cost).await;
+        access::finish(&self.state, line, &settled);
         Ok(Response::new(answer(settled, n)))
     }
 }

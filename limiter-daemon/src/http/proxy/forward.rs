@@ -25,8 +25,16 @@ use crate::model::Decision;
 /// Output gathered before it is written even though more body is at hand.
 const FLUSH_AT: usize = 64 * 1024;
 
-/// Sends `up` on the direct path and streams the answer to the client; whether the client
-/// connection may carry another request.
+/// What [`forward`] sent the client.
+pub(crate) struct Sent {
+    /// Whether the client connection may carry another request.
+    pub(crate) kept: bool,
+    pub(crate) status: u16,
+    /// Response body bytes (the access log's `bytes`).
+    pub(crate) bytes: u64,
+}
+
+/// Sends `up` on the direct path and streams the answer to the client.
 pub(crate) async fn forward(
     upstream: &Arc<Upstream>,
     stream: &mut TcpStream,
@@ -35,7 +43,7 @@ pub(crate) async fn forward(
     head_only: bool,
     close: bool,
     out: &mut Vec<u8>,
-) -> bool {
+) -> Sent {
     let exchanged = upstream
         .exchange_direct(up, |ubuf| {
             response_head(ubuf, head_only, decision, close, &mut *out)
@@ -45,13 +53,32 @@ pub(crate) async fn forward(
         Ok(pair) => pair,
         Err(err) => {
             out.clear();
-            write_answer(out, &upstream_failure(err, decision), head_only, close);
-            return stream.write_all(out).await.is_ok();
+            let resp = upstream_failure(err, decision);
+            write_answer(out, &resp, head_only, close);
+            return Sent {
+                kept: stream.write_all(out).await.is_ok(),
+                status: resp.status().as_u16(),
+                bytes: if head_only {
+                    0
+                } else {
+                    resp.body().len() as u64
+                },
+            };
         }
     };
+    // `out` holds the client's head: `HTTP/1.1 NNN …`.
+    let status = out
+        .get(9..12)
+        .and_then(|d| std::str::from_utf8(d).ok()?.parse().ok())
+        .unwrap_or(0);
     let rechunk = matches!(framing, Some(Framing::Chunked(_) | Framing::UntilClose));
     let body = DirectBody::new(conn, framing, keep_alive, upstream);
-    pump(stream, body, rechunk, out).await
+    let (kept, bytes) = pump(stream, body, rechunk, out).await;
+    Sent {
+        kept,
+        status,
+        bytes,
+    }
 }
 
 /// Takes the upstream's final response head off `ubuf` and writes the client's response head
@@ -124,13 +151,14 @@ enum Pumped {
 }
 
 /// Streams `body` after the head in `out`, re-chunked when the upstream's length is unknown;
-/// whether the client connection may carry another request.
+/// whether the client connection may carry another request, and the body bytes passed on.
 pub(crate) async fn pump(
     stream: &mut TcpStream,
     mut body: DirectBody,
     rechunk: bool,
     out: &mut Vec<u8>,
-) -> bool {
+) -> (bool, u64) {
+    let mut bytes = 0u64;
     loop {
         let next = std::future::poll_fn(|cx| match Pin::new(&mut body).poll_frame(cx) {
             Poll::Ready(frame) => Poll::Ready(Pumped::Frame(frame)),
@@ -146,12 +174,13 @@ pub(crate) async fn pump(
                 }
                 let sent = stream.write_all(out).await.is_ok();
                 out.clear();
-                return sent;
+                return (sent, bytes);
             }
             Pumped::Frame(Some(Ok(frame))) => {
                 let Ok(data) = frame.into_data() else {
                     continue;
                 };
+                bytes += data.len() as u64;
                 if rechunk {
                     if data.is_empty() {
                         continue;
@@ -172,11 +201,11 @@ pub(crate) async fn pump(
                 tracing::warn!(error = %err, "upstream body broke off");
                 let _ = stream.write_all(out).await;
                 out.clear();
-                return false;
+                return (false, bytes);
             }
         }
         if stream.write_all(out).await.is_err() {
-            return false;
+            return (false, bytes);
         }
         out.clear();
     }

@@ -37,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::decider::RequestView;
 use crate::http::h1::write::write_answer;
+use crate::http::proxy::access;
 use crate::http::proxy::forward::forward;
 use crate::http::proxy::h2::{count_stream, H2Counters, PREFACE};
 use crate::http::proxy::h2_deadline::{Deadlines, Tracked, Verdict};
@@ -149,7 +150,10 @@ async fn serve_loop(
                 match inspected {
                     Inspected::Serve(plan) => break plan,
                     Inspected::HandOver => return After::HandOver,
-                    Inspected::Refuse(resp) => return refuse(stream, &resp, &mut out).await,
+                    Inspected::Refuse(resp) => {
+                        access::refused(&front.state, peer, buf, &resp);
+                        return refuse(stream, &resp, &mut out).await;
+                    }
                     Inspected::Partial if buf.len() > head_cap => {
                         let resp = if buf.contains(&b'\n') {
                             too_large(HeaderLimitError::Bytes {
@@ -160,6 +164,7 @@ async fn serve_loop(
                             // Not even the request line has ended: its target is too long.
                             request_rules::target_too_long(buf.len())
                         };
+                        access::refused(&front.state, peer, buf, &resp);
                         return refuse(stream, &resp, &mut out).await;
                     }
                     Inspected::Partial => {}
@@ -196,11 +201,14 @@ async fn serve_loop(
             headers: &plan.fields,
             unattributed: false,
         };
+        let mut line = access::start_head(&front.state, &view, &buf[..plan.len]);
         let admission = admit(&front.state, &view).await;
+        access::admitted(&mut line, &admission);
         // Only `up` is needed from here on.
         buf.advance(plan.len);
         let decision = match admission {
             Admission::Answer(resp) => {
+                access::answered(&front.state, line.take(), &resp, head_only);
                 write_answer(&mut out, &resp, head_only, plan.close);
                 if stream.write_all(&out).await.is_err() {
                     return After::Close;
@@ -226,7 +234,7 @@ async fn serve_loop(
         };
         let kept = match decision {
             Some(d) => {
-                forward(
+                let sent = forward(
                     &front.state.upstream,
                     stream,
                     &up,
@@ -235,7 +243,9 @@ async fn serve_loop(
                     plan.close,
                     &mut out,
                 )
-                .await
+                .await;
+                (front.state.access_log).finish(line, sent.status, sent.bytes);
+                sent.kept
             }
             None => true,
         };
@@ -300,8 +310,10 @@ pub(crate) async fn hand_over<S>(
         let h2 = req.version() == http::Version::HTTP_2;
         count_stream(&state.h2, h2);
         let open = h2.then(|| streams.open());
+        let line = access::start_request(&state, peer, &req);
         async move {
             let resp = handle(&state, peer, req, decided, https).await;
+            let resp = access::logged(&state, line, resp);
             Ok::<_, Infallible>(resp.map(|body| Tracked::new(body, open)))
         }
     });
@@ -584,6 +596,7 @@ mod tests {
             tunnels: crate::http::proxy::tunnel::registry::Tunnels::new(1, 1),
             tunnel_idle: Duration::from_secs(1),
             h2: Arc::default(),
+            access_log: Default::default(),
         });
         let hyper = crate::http::proxy::h2::server_builder(&settings, state.limits);
         let front = Arc::new(Front {

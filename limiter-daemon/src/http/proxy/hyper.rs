@@ -15,6 +15,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::decider::{Decided, Decider, RequestView};
+use crate::http::access_log::record::mark;
+use crate::http::access_log::Verdict;
 use crate::http::h1::hop::{append_forwarded_for, strip_hop_by_hop};
 use crate::http::proxy::admit::admission;
 pub use crate::http::proxy::admit::Admission;
@@ -48,6 +50,8 @@ pub struct ProxyState {
     pub tunnel_idle: std::time::Duration,
     /// HTTP/2 stream counters, shared by every proxy thread.
     pub h2: Arc<crate::http::proxy::h2::H2Counters>,
+    /// `[log] access`: one line per request (off by default).
+    pub access_log: crate::http::access_log::AccessLog,
 }
 
 /// Decides on `view`: reject, hold (within the bounds) or forward; the self-service path is
@@ -62,7 +66,12 @@ pub async fn admit(state: &ProxyState, view: &RequestView<'_>) -> Admission {
         Decided::Ready(d) => d,
         Decided::Pending(f) => f.await,
     };
-    admission(d, &state.gate, &state.hints)
+    // A refusal carries its verdict to the access log's line (with the log on).
+    let verdict = state.access_log.is_on().then(|| Verdict::of(&d));
+    match admission(d, &state.gate, &state.hints) {
+        Admission::Answer(resp) => Admission::Answer(mark(resp, verdict)),
+        admitted => admitted,
+    }
 }
 
 /// Waits out a held request's delay on an async timer: it costs a task, not a thread. `Err` is
@@ -126,6 +135,8 @@ pub async fn handle(
         },
         Admission::Answer(resp) => return resp.map(full),
     };
+    // For the access log's line (finished in `front`), when it is on.
+    let verdict = state.access_log.is_on().then(|| Verdict::of(&decision));
     if https {
         // Set, not appended: only this hop knows how the client came in.
         req.headers_mut().insert(
@@ -136,7 +147,10 @@ pub async fn handle(
     // `h2c` is dropped with the other hop-by-hop fields below: the request is answered over
     // HTTP/1.1, never tunnelled.
     if tunnel::upgrade_of(&req) == Upgrade::Tunnel {
-        return tunnel::open::open(state, peer, decision, req).await;
+        return mark(
+            tunnel::open::open(state, peer, decision, req).await,
+            verdict,
+        );
     }
 
     let (mut parts, body) = req.into_parts();
@@ -155,7 +169,7 @@ pub async fn handle(
     append_forwarded_for(&mut parts.headers, peer);
     // Upstream connections are HTTP/1.1 keep-alive whatever the client spoke.
     parts.version = Version::HTTP_11;
-    match state.upstream.send(Request::from_parts(parts, body)).await {
+    let resp = match state.upstream.send(Request::from_parts(parts, body)).await {
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
             // Answer in the client's protocol version, whatever the upstream spoke.
@@ -165,7 +179,8 @@ pub async fn handle(
             Response::from_parts(parts, streamed(body))
         }
         Err(err) => upstream_failure(err, &decision).map(full),
-    }
+    };
+    mark(resp, verdict)
 }
 
 /// The answer for a request that breaks one of [`request_rules`], with `Connection: close`

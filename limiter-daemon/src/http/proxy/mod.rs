@@ -3,8 +3,10 @@
 //! does not serve. Both decide through [`hyper::admit`], wait out holds in [`held`] within the
 //! bounds of [`hold`] (slots counted by [`slots`], as tunnels' are), refuse what breaks [`request_rules`] or [`limits`], and stream bodies
 //! ([`body`], [`request_body`]). [`sched`] sets the workers' scheduling policy.
-//! [`self_service`] answers callers asking for their own limits, on both paths.
+//! [`self_service`] answers callers asking for their own limits, on both paths; [`access`]
+//! writes both paths' access log lines.
 
+pub mod access;
 pub mod admit;
 pub mod body;
 pub mod forward;

@@ -32,6 +32,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::http::HttpSettings;
 use crate::engine::decider::Decider;
+use crate::http::access_log::AccessLog;
 use crate::http::api::router::router;
 use crate::http::api::state::{ApiLimits, ApiState};
 use crate::http::listen;
@@ -173,6 +174,7 @@ impl HttpServer {
             trusted_peers: Arc::new(settings.trusted_peers.clone()),
             limits: ApiLimits::from_settings(settings),
             token: settings.api_token.clone(),
+            access_log: AccessLog::off(),
         };
         Ok(HttpServer {
             proxy_listeners,
@@ -228,6 +230,12 @@ impl HttpServer {
             .iter()
             .map(|l| l.local_addr().map_err(ServeError::LocalAddr))
             .collect()
+    }
+
+    /// Writes `log`'s lines for every surface (the access log is off until this is called).
+    pub fn with_access_log(mut self, log: AccessLog) -> Self {
+        self.api.access_log = log;
+        self
     }
 
     /// Held-request gauge and refusal counter, for metrics.
@@ -359,6 +367,7 @@ impl HttpServer {
             let gate = Arc::clone(&self.gate);
             let tunnels = Arc::clone(&self.tunnels);
             let h2 = Arc::clone(&self.h2);
+            let access_log = self.api.access_log.clone();
             let certs = Arc::clone(&self.tls);
             let hints = self.hints.clone();
             let counters = Arc::clone(&self.upstream_counters);
@@ -390,6 +399,7 @@ impl HttpServer {
                             tunnels,
                             tunnel_idle: settings.tunnel_idle_timeout,
                             h2: Arc::clone(&h2),
+                            access_log,
                         });
                         let loops = TaskTracker::new();
                         for (l, tls) in listeners {
