@@ -35,6 +35,10 @@ pub fn main_with(argv: impl IntoIterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    if let Err(e) = args::check(&ctl.command) {
+        eprintln!("limiterctl: {e}");
+        return ExitCode::from(EXIT_USAGE);
+    }
     let json = ctl.json;
     let target = match target::resolve(&ctl.conn) {
         Ok(t) => t,

@@ -25,6 +25,7 @@ use crate::http::proxy::request_rules;
 use crate::http::proxy::self_service;
 use crate::http::proxy::tunnel::registry::Tunnels;
 use crate::http::proxy::tunnel::{self, Upgrade};
+use crate::http::render::negotiate::Format;
 use crate::http::render::problem;
 use crate::http::render::response::{hold_cut_short, write_headers, Hints};
 use crate::http::upstream::client::Upstream;
@@ -62,7 +63,7 @@ pub async fn admit(state: &ProxyState, view: &RequestView<'_>) -> Admission {
         Decided::Ready(d) => d,
         Decided::Pending(f) => f.await,
     };
-    admission(d, &state.gate, &state.hints)
+    admission(d, &state.gate, &state.hints, Format::of(view.headers))
 }
 
 /// Waits out a held request's delay on an async timer: it costs a task, not a thread. `Err` is

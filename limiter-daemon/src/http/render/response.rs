@@ -23,6 +23,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 use serde_json::Value;
 
 use crate::config::http::HttpSettings;
+use crate::http::render::negotiate::Format;
 use crate::http::render::problem::Problem;
 use crate::model::{Action, Decision, LockCause, Reason, WindowKind, WindowState};
 
@@ -382,8 +383,9 @@ pub fn detail(d: &Decision) -> String {
                 ),
             };
             format!(
-                "Many addresses of the network {name} together {what}; callers there \
-                 without an API key share it. Retry in {wait} s."
+                "Many addresses of the network {name} together {what}: the {tier} callers \
+                 there share it (each tier has its own share of a network, and a verified API \
+                 key is not counted against it). Retry in {wait} s."
             )
         }
         (Some(Reason::Unavailable), _) => format!(
@@ -430,17 +432,18 @@ pub fn problem(d: &Decision, hints: &Hints) -> Problem {
         )
 }
 
-/// The full 429 answer for a rejecting decision.
-pub fn rejection(d: &Decision, hints: &Hints) -> Response<Bytes> {
-    let mut resp = problem(d, hints).into_response();
+/// The full 429 answer for a rejecting decision, its body in `format` (problem+json, or the
+/// HTML page for a browser).
+pub fn rejection(d: &Decision, hints: &Hints, format: Format) -> Response<Bytes> {
+    let mut resp = problem(d, hints).respond(format);
     write_headers(d, resp.headers_mut());
     resp
 }
 
 /// `503` for a delayed request that cannot be held (too many held already), counted by the
 /// caller. `Retry-After` is the delay it would have waited.
-pub fn hold_overflow(d: &Decision) -> Response<Bytes> {
-    held_503(d, d.delay(), |wait| {
+pub fn hold_overflow(d: &Decision, format: Format) -> Response<Bytes> {
+    held_503(d, d.delay(), format, |wait| {
         format!(
             "This caller is over its daily quota, so each request is held for a scan delay, and \
              too many of its requests are held already. Retry in {wait} s, one request at a \
@@ -453,7 +456,7 @@ pub fn hold_overflow(d: &Decision) -> Response<Bytes> {
 /// before its connection closes, never an empty reply. `Retry-After` is what was left of its
 /// delay: it was to wait that long anyway, and retrying sooner is only held again.
 pub fn hold_cut_short(d: &Decision, left: std::time::Duration) -> Response<Bytes> {
-    held_503(d, left, |wait| {
+    held_503(d, left, Format::Problem, |wait| {
         format!(
             "This request was held for a scan delay (the caller is over its daily quota) and the \
              proxy is shutting down before the delay was over. Retry in {wait} s."
@@ -466,13 +469,14 @@ pub fn hold_cut_short(d: &Decision, left: std::time::Duration) -> Response<Bytes
 fn held_503(
     d: &Decision,
     wait: std::time::Duration,
+    format: Format,
     detail: impl FnOnce(u64) -> String,
 ) -> Response<Bytes> {
     let wait = wait.as_secs_f64().ceil().max(1.0) as u64;
     let mut resp = Problem::new(StatusCode::SERVICE_UNAVAILABLE, None, detail(wait))
         .with("tier", d.tier.as_str())
         .with("retryAfter", wait)
-        .into_response();
+        .respond(format);
     write_headers(d, resp.headers_mut());
     resp.headers_mut()
         .insert(RETRY_AFTER, HeaderValue::from(wait));
@@ -606,7 +610,7 @@ mod tests {
     fn overflow_retry_after_rounds_delay_up() {
         let mut d = decision(Action::Delay, None);
         d.hold(Duration::from_millis(5_001), crate::model::DelayKind::Soft);
-        let resp = hold_overflow(&d);
+        let resp = hold_overflow(&d, Format::Problem);
         assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(resp.headers()[RETRY_AFTER], "6");
     }
