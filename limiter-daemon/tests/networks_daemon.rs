@@ -44,7 +44,10 @@ fn a_signed_in_user_spending_its_budget_leaves_its_neighbour_admitted_through_th
         assert_eq!(r.status, 200, "request {n}: {}", r.body);
     }
     let r = get("203.0.113.10", Some("session=abc"));
-    assert_eq!((r.status, r.json()["reason"].clone()), (429, json!("hourly")));
+    assert_eq!(
+        (r.status, r.json()["reason"].clone()),
+        (429, json!("hourly"))
+    );
     let r = get("203.0.113.11", None);
     assert_eq!(r.status, 200, "the neighbour that sent nothing: {}", r.body);
     assert_eq!(r.header("x-ratelimit-tier"), Some("anon"));

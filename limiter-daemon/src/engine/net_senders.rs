@@ -11,7 +11,7 @@
 //!
 //! # Bound
 //!
-//! At most [`MAX_PER_NETWORK`] addresses per network (a whole IPv4 /24) and [`MAX_ENTRIES`]
+//! At most [`MAX_PER_NETWORK`] addresses per network share (a whole IPv4 /24) and [`MAX_ENTRIES`]
 //! (address, network) pairs in all, in [`SHARDS`] shards of `MAX_ENTRIES / SHARDS`: about
 //! 50 bytes a pair plus about 250 bytes per network, so under 20 MB at worst (every pair in a
 //! network of its own), 3–4 MB when networks hold many senders. Past a network's bound its

@@ -174,9 +174,11 @@ thread_local! {
     static IP_MEMO: RefCell<Vec<Option<(u64, IpAddr, IdKey)>>> =
         RefCell::new(vec![None; MEMO_SLOTS]);
     /// The same for networks: a crawler's many addresses share one network key.
-    static NET_MEMO: RefCell<Vec<Option<(u64, NetworkName, Tier, IdKey)>>> =
-        RefCell::new(vec![None; MEMO_SLOTS]);
+    static NET_MEMO: RefCell<Vec<Option<NetMemo>>> = RefCell::new(vec![None; MEMO_SLOTS]);
 }
+
+/// A remembered network key: the hasher's tag, the network, the rung whose share it is.
+type NetMemo = (u64, NetworkName, Tier, IdKey);
 
 fn net_memo_slot(net: &NetworkName, tier: Tier) -> usize {
     (match net {
