@@ -275,11 +275,19 @@ pub fn is_rate_limit_field(name: &[u8]) -> bool {
 fn render(d: &Decision, h: &mut impl FieldSink) {
     let mut v = Values::new();
     h.value(X_RATELIMIT_TIER, HeaderValue::from_static(d.tier.as_str()));
-    if let Some(limit) = d.hourly_limit() {
+    let rejected = d.action() == Action::Reject;
+    // A refusal (or what would have been one, in shadow mode) names the hourly budget whatever
+    // refused it; an admitted request names the one its route counts, and an unmetered route
+    // none.
+    let refusal = rejected || d.shadowed().is_some_and(|s| s.action() == Action::Reject);
+    let counted = d
+        .windows
+        .iter()
+        .any(|w| matches!(w.kind, WindowKind::Hourly | WindowKind::KeyHourly));
+    if let Some(limit) = d.hourly_limit().filter(|_| refusal || counted) {
         v.num(limit);
         h.rendered(X_RATELIMIT_LIMIT_HOUR, &mut v);
     }
-    let rejected = d.action() == Action::Reject;
     if let Some(w) = binding_window(d) {
         v.num(w.limit);
         h.rendered(X_RATELIMIT_LIMIT, &mut v);
@@ -597,6 +605,44 @@ mod tests {
         assert_eq!(h[&X_RATELIMIT_LIMIT_HOUR], "600");
         let p = problem(&d, &Hints::default()).to_value();
         assert_eq!(p["hourlyLimit"], 600);
+    }
+
+    #[test]
+    fn the_hourly_budget_is_named_on_every_refusal_and_where_the_route_counts_it() {
+        let header = |d: &Decision| {
+            let mut h = HeaderMap::new();
+            write_headers(d, &mut h);
+            h.get(X_RATELIMIT_LIMIT_HOUR)
+                .map(|v| v.to_str().unwrap().to_string())
+        };
+        // A route counting the burst alone: a refusal names the caller's hourly budget...
+        let burst_only = || {
+            Decision::builder(Tier::Anon, "ip:abc")
+                .hourly_budget(600)
+                .window(win(WindowKind::Burst, 120, 0, 60, 12))
+        };
+        let d = burst_only().reject(Reason::Burst, 12).build();
+        assert_eq!(header(&d).as_deref(), Some("600"));
+        assert_eq!(
+            problem(&d, &Hints::default()).to_value()["hourlyLimit"],
+            600
+        );
+        assert_eq!(
+            header(&burst_only().reject(Reason::Burst, 12).shadow(true).build()).as_deref(),
+            Some("600"),
+            "what would have been a refusal"
+        );
+        // ...an admitted request there names none, as an unmetered route names none.
+        assert_eq!(header(&burst_only().build()), None);
+        let unmetered = Decision::builder(Tier::Anon, "ip:abc")
+            .hourly_budget(600)
+            .build();
+        assert_eq!(header(&unmetered), None);
+        // Where the route counts it, every response names it.
+        assert_eq!(
+            header(&decision(Action::Allow, None)).as_deref(),
+            Some("600")
+        );
     }
 
     #[test]
