@@ -1521,3 +1521,88 @@ fn limiterctl_locks_and_lifts_an_as_and_names_a_bad_target() {
         );
     }
 }
+
+/// Issue 35: the README's first five minutes, run twice in an hour, showed a level-2 lockout:
+/// a lift keeps the address's strikes. `limiterctl lockouts remove IP --forget-strikes` lifts
+/// the lockout and forgets them, so the next burst locks at level 1 again.
+#[test]
+fn limiterctl_forgets_strikes_so_the_next_lockout_starts_at_level_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        "",
+        "[tiers.anon]\nburst = 3\n[lockout]\njitter = 0.0\n",
+    );
+    // Bursts `ip` until refused and answers the level of its lockout.
+    let burst = |ip: &str| {
+        for _ in 0..10 {
+            let v = d.decide(ip);
+            if v["action"] == "reject" {
+                break;
+            }
+        }
+        let v = d.admin("GET", "/admin/v1/lockouts", None).json();
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["ip"] == ip)
+            .map(|i| i["level"].as_u64().unwrap())
+    };
+    // A lift alone: the strike stays, the next burst escalates.
+    assert_eq!(burst("192.0.2.40"), Some(1));
+    let (code, out, err) = d.ctl(&["lockouts", "remove", "192.0.2.40"]);
+    assert_eq!((code, out.trim()), (0, "lifted 192.0.2.40"), "{err}");
+    assert_eq!(burst("192.0.2.40"), Some(2));
+    // With --forget-strikes: the next burst locks at level 1.
+    assert_eq!(burst("192.0.2.41"), Some(1));
+    let (code, out, err) = d.ctl(&["lockouts", "remove", "192.0.2.41", "--forget-strikes"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out.trim(), "lifted 192.0.2.41; 1 strike forgotten");
+    let v = d.admin("GET", "/admin/v1/clients/192.0.2.41", None).json();
+    assert_eq!(v["strikes"], 0, "{v}");
+    assert_eq!(burst("192.0.2.41"), Some(1));
+    // The lockout of .40 is lifted and its two strikes forgotten, as JSON.
+    let (code, out, err) = d.ctl(&[
+        "lockouts",
+        "remove",
+        "192.0.2.40",
+        "--forget-strikes",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v,
+        json!({ "ip": "192.0.2.40", "lifted": true, "strikesForgotten": 2 })
+    );
+    // Nothing to lift or forget: refused by the daemon.
+    let (code, _, err) = d.ctl(&["lockouts", "remove", "192.0.2.42", "--forget-strikes"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("404") && err.contains("holds no strikes"),
+        "{err}"
+    );
+    // Strikes are kept per address: a range or an AS is refused before anything is sent.
+    for target in ["198.51.100.0/24", "AS64500"] {
+        let (code, _, err) = d.ctl(&["lockouts", "remove", target, "--forget-strikes"]);
+        assert_eq!(code, 2, "{target}: {err}");
+        assert!(err.contains("is not an address"), "{target}: {err}");
+    }
+    // The admin API names a bad parameter.
+    for (path, field) in [
+        (
+            "/admin/v1/lockouts/192.0.2.40?forgetStrikes=yes",
+            "forgetStrikes",
+        ),
+        (
+            "/admin/v1/lockouts/198.51.100.0%2F24?forgetStrikes=true",
+            "forgetStrikes",
+        ),
+        ("/admin/v1/lockouts/192.0.2.40?forget=true", "forget"),
+    ] {
+        let r = d.admin("DELETE", path, None);
+        assert_eq!(r.status, 400, "{path}");
+        assert_eq!(r.json()["field"], field, "{path}");
+    }
+}

@@ -231,3 +231,208 @@ async fn every_429_says_the_same_things_own_loop() {
 async fn every_429_says_the_same_things_hyper_path() {
     every_429_says_the_same_things(false).await;
 }
+
+/// Burst 10 and hourly 5 for anonymous callers; `/b` counts the burst alone and `/d` the daily
+/// quota alone (2), so a 429 there has no hourly window of its own; a /24 shares 12 units an
+/// hour.
+const EVERY_REASON: &str = "[tiers.anon]\nburst = 10\nhourly = 5\n[quota]\nanon = 2\n\
+    [networks.prefix]\nhourly = 12\n\
+    [[routes]]\nprefix = \"/b\"\nlimits = [\"burst\"]\n\
+    [[routes]]\nprefix = \"/d\"\nlimits = [\"daily\"]\nover_quota = \"reject\"\n\
+    [default_route]\nlimits = [\"burst\", \"hourly\"]\n";
+
+/// A navigation's `Accept`, as Chromium sends it.
+const BROWSER: &str = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
+
+/// Sends `/v1/decide` for `ip` on `path` until it is refused; the answer that refused.
+async fn decide_until_refused(api: SocketAddr, ip: &str, path: &str) -> Value {
+    for _ in 0..20 {
+        let v = decide(api, ip, path, Value::Null).await;
+        if v["action"] == "reject" {
+            return v;
+        }
+    }
+    panic!("{ip} on {path} was never refused");
+}
+
+fn names_tier_and_hourly_limit(parts: &http::response::Parts, reason: &str) {
+    let h = &parts.headers;
+    assert_eq!(
+        parts.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "{reason}: {h:?}"
+    );
+    assert_eq!(header(parts, "x-ratelimit-tier"), "anon", "{reason}: {h:?}");
+    assert_eq!(
+        header(parts, "x-ratelimit-limit-hour"),
+        "5",
+        "{reason}: {h:?}"
+    );
+}
+
+/// Issue 35, seed conformance: a `locked` 429 had the tier but not `x-ratelimit-limit-hour`.
+/// Every 429 carries `x-ratelimit-tier` and `x-ratelimit-limit-hour`, and `tier` and
+/// `hourlyLimit` in its body, whatever its reason and whatever windows its route counts: through
+/// the proxy, `/v1/decide` and `/v1/auth`.
+async fn every_429_names_the_tier_and_the_hourly_limit(own_loop: bool) {
+    let up = start_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (_d, a) = daemon(dir.path(), up.addr, own_loop, EVERY_REASON).await;
+
+    // `/v1/decide`, one reason each, each caller in a /24 of its own.
+    let mut reasons = vec![
+        (
+            "burst",
+            decide_until_refused(a.api, "192.0.2.1", "/b").await,
+        ),
+        (
+            "locked",
+            decide(a.api, "192.0.2.1", "/b", Value::Null).await,
+        ),
+        (
+            "hourly",
+            decide_until_refused(a.api, "198.18.0.1", "/").await,
+        ),
+        (
+            "daily",
+            decide_until_refused(a.api, "198.18.1.1", "/d").await,
+        ),
+    ];
+    for i in 0..6 {
+        for ip in ["198.51.100.1", "198.51.100.2"] {
+            let v = decide(a.api, ip, "/b", Value::Null).await;
+            assert_eq!(v["action"], "allow", "{ip} #{i}: {v}");
+        }
+    }
+    reasons.push((
+        "network",
+        decide(a.api, "198.51.100.3", "/b", Value::Null).await,
+    ));
+    for (reason, v) in &reasons {
+        assert_eq!(v["reason"], *reason, "{v}");
+        assert_eq!(v["headers"]["x-ratelimit-tier"], "anon", "{reason}: {v}");
+        assert_eq!(v["headers"]["x-ratelimit-limit-hour"], "5", "{reason}: {v}");
+        assert_eq!(
+            (&v["problem"]["tier"], &v["problem"]["hourlyLimit"]),
+            (&Value::from("anon"), &Value::from(5)),
+            "{reason}: {v}"
+        );
+    }
+
+    // `/v1/auth` (nginx's fields; the loopback peer is trusted for `X-Real-IP`): the same
+    // callers, refused for the same reasons.
+    for (ip, uri, reason) in [
+        ("192.0.2.1", "/b", "locked"),
+        ("198.18.0.1", "/", "hourly"),
+        ("198.18.1.1", "/d", "daily"),
+        ("198.51.100.4", "/b", "network"),
+    ] {
+        let (parts, bytes) = get(
+            &format!("http://{}/v1/auth", a.api),
+            &[("x-real-ip", ip), ("x-original-uri", uri)],
+        )
+        .await;
+        names_tier_and_hourly_limit(&parts, reason);
+        let p = json(&bytes);
+        assert_eq!(p["reason"], reason, "{p}");
+        assert_eq!(
+            (&p["tier"], &p["hourlyLimit"]),
+            (&Value::from("anon"), &Value::from(5))
+        );
+    }
+
+    // The proxy (the client is 127.0.0.1): a burst on `/b`, then locked.
+    let url = format!("http://{}/b", a.proxy);
+    for n in 0..10 {
+        let (parts, _) = get(&url, &[]).await;
+        assert_eq!(parts.status, StatusCode::OK, "request {n}");
+    }
+    for reason in ["burst", "locked"] {
+        let (parts, bytes) = get(&url, &[]).await;
+        names_tier_and_hourly_limit(&parts, reason);
+        let p = json(&bytes);
+        assert_eq!(p["reason"], reason, "{p}");
+        assert_eq!(
+            (&p["tier"], &p["hourlyLimit"]),
+            (&Value::from("anon"), &Value::from(5))
+        );
+    }
+
+    // A browser gets the same 429 as a page; `*/*` and API clients keep problem+json.
+    let (parts, bytes) = get(&url, &[("accept", BROWSER)]).await;
+    names_tier_and_hourly_limit(&parts, "locked, as a page");
+    browser_page(&parts, &bytes, "locked", "/login");
+    for accept in ["*/*", "application/json"] {
+        let (parts, _) = get(&url, &[("accept", accept)]).await;
+        assert_eq!(parts.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            header(&parts, "content-type"),
+            "application/problem+json",
+            "{accept}"
+        );
+        assert_eq!(header(&parts, "vary"), "accept");
+    }
+    // Forward auth as Caddy and Traefik ask (they hand a refusal to the client as it is).
+    let (parts, bytes) = get(
+        &format!("http://{}/v1/auth", a.api),
+        &[
+            ("x-forwarded-for", "198.18.0.1"),
+            ("x-forwarded-method", "GET"),
+            ("x-forwarded-uri", "/"),
+            ("x-forwarded-host", "example.org"),
+            ("x-forwarded-proto", "https"),
+            ("accept", BROWSER),
+        ],
+    )
+    .await;
+    names_tier_and_hourly_limit(&parts, "hourly, as a page");
+    browser_page(&parts, &bytes, "hourly", "/login");
+    // nginx replays the problem document from a header field: still JSON.
+    let p: Value = serde_json::from_str(header(&parts, "x-limiter-problem")).unwrap();
+    assert_eq!(p["reason"], "hourly");
+}
+
+/// `bytes` is the 429 page: HTML with a strict policy of its own, loading nothing, saying when
+/// to come back in words, the reason, the tier, the hourly limit and where to upgrade.
+fn browser_page(parts: &http::response::Parts, bytes: &bytes::Bytes, reason: &str, upgrade: &str) {
+    assert_eq!(header(parts, "content-type"), "text/html; charset=utf-8");
+    assert_eq!(header(parts, "vary"), "accept");
+    let csp = header(parts, "content-security-policy");
+    assert!(
+        csp.starts_with("default-src 'none'; style-src 'sha256-"),
+        "{csp}"
+    );
+    let html = std::str::from_utf8(bytes).unwrap();
+    assert!(html.starts_with("<!doctype html>"), "{html}");
+    for external in ["<script", "src=", "http://", "https://"] {
+        assert!(!html.contains(external), "{external}: {html}");
+    }
+    let retry: u64 = header(parts, "retry-after").parse().unwrap();
+    let words = match retry {
+        0..=59 => format!("{retry} second"),
+        60..=3540 => format!("{} minute", retry.div_ceil(60)),
+        _ => "1 hour".to_string(),
+    };
+    assert!(
+        html.contains(&format!("Please come back in <strong>{words}")),
+        "{words}: {html}"
+    );
+    for fact in [
+        format!("<dd>{reason}</dd>"),
+        "<dd>anon</dd>".to_string(),
+        "<dd>5 units</dd>".to_string(),
+        format!("<a href=\"{upgrade}\">{upgrade}</a>"),
+    ] {
+        assert!(html.contains(&fact), "{fact}: {html}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_429_names_the_tier_and_the_hourly_limit_own_loop() {
+    every_429_names_the_tier_and_the_hourly_limit(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_429_names_the_tier_and_the_hourly_limit_hyper_path() {
+    every_429_names_the_tier_and_the_hourly_limit(false).await;
+}

@@ -1,5 +1,6 @@
 //! Management calls around the decision path: dry-run explain, allow/deny lists, manual
-//! lockouts, jitter, tier pushes, reload, and the background key refresher.
+//! lockouts, forgetting strikes, jitter, tier pushes, reload, and the background key refresher.
+//! Part of the store conformance suite (embedded, Valkey, Valkey Cluster).
 
 mod engine_support;
 
@@ -120,6 +121,55 @@ fn manual_lockout_reaches_store_and_kernel() {
         .lockouts()
         .lock(ip("192.0.2.1"), Duration::ZERO)
         .is_err());
+}
+
+/// Bursts from `addr` until one is refused; the lockout level that refusal earned.
+fn burst_until_struck(r: &Rig, addr: &str) -> Option<u32> {
+    for _ in 0..10 {
+        let d = r.get(addr, "/");
+        if d.action() == Action::Reject {
+            assert_eq!(d.reason(), Some(Reason::Burst), "{d:?}");
+            return d.lockout_level;
+        }
+    }
+    panic!("{addr} was never refused");
+}
+
+/// Issue 35: the README's first five minutes, run twice in an hour, ended at a level-2
+/// lockout: strikes outlive a lift (and a lockout that runs out) until they decay. Forgetting
+/// them (`limiterctl lockouts remove IP --forget-strikes`) starts the next lockout at level 1.
+#[test]
+fn forgetting_strikes_starts_the_next_lockout_at_level_one() {
+    let r = rig("[tiers.anon]\nburst = 3\n[lockout]\nbase = \"60s\"\njitter = 0.0\n");
+    let a = "192.0.2.44";
+    let m = r.engine.lockouts();
+    assert_eq!(burst_until_struck(&r, a), Some(1));
+    assert!(m.lift(ip(a)).unwrap().is_some());
+    assert_eq!(m.strikes(ip(a)).unwrap(), 1, "a lift keeps the strikes");
+    r.advance_secs(61);
+    assert_eq!(
+        burst_until_struck(&r, a),
+        Some(2),
+        "so the escalation goes on"
+    );
+
+    // Lifted and forgotten: the next burst locks at level 1 again.
+    assert!(m.lift(ip(a)).unwrap().is_some());
+    assert_eq!(m.forget_strikes(ip(a)).unwrap(), Some(2));
+    assert_eq!(m.strikes(ip(a)).unwrap(), 0);
+    assert!(m.get(ip(a)).unwrap().is_none());
+    r.advance_secs(61);
+    assert_eq!(r.get(a, "/").action(), Action::Allow, "served again");
+    assert_eq!(burst_until_struck(&r, a), Some(1));
+
+    // The strikes of a lockout that ran out are forgotten too; then there is nothing to forget.
+    r.advance_secs(200);
+    assert!(m.get(ip(a)).unwrap().is_none(), "ran out");
+    assert_eq!(m.forget_strikes(ip(a)).unwrap(), Some(1));
+    assert_eq!(m.forget_strikes(ip(a)).unwrap(), None);
+    assert_eq!(m.forget_strikes(ip("192.0.2.45")).unwrap(), None);
+    r.advance_secs(61);
+    assert_eq!(burst_until_struck(&r, a), Some(1));
 }
 
 #[test]

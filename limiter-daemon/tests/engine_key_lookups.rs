@@ -66,6 +66,9 @@ impl RecordStore for CountingStore {
     fn remove_lockout(&self, ip: IpAddr) -> Result<Option<Lockout>, StoreError> {
         self.inner.remove_lockout(ip)
     }
+    fn forget_strikes(&self, ip: IpAddr) -> Result<bool, StoreError> {
+        self.inner.forget_strikes(ip)
+    }
     fn lockouts(&self, now_ms: u64) -> Result<Vec<Lockout>, StoreError> {
         self.inner.lockouts(now_ms)
     }

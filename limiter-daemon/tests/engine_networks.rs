@@ -1,7 +1,8 @@
 //! Network budgets (`[networks]`): many addresses of one network are metered as one caller
 //! there, a network's burst locks out the addresses that sent in its burst window (by default)
-//! or its whole prefix (`lockout = "prefix"`: the deny list, the kernel's deny trie), and
-//! verified credentials are not counted against networks. Part of the store conformance suite:
+//! or its whole prefix (`lockout = "prefix"`: the deny list, the kernel's deny trie), each rung
+//! counts against its own share of a network (a signed-in caller never spends its neighbours'),
+//! and verified credentials are not counted against networks. Part of the store conformance suite:
 //! `cargo xtask test` runs it on the embedded store, on Valkey and on a Valkey Cluster.
 
 mod engine_support;
@@ -106,10 +107,104 @@ fn a_verified_api_key_inside_the_network_is_unaffected() {
         assert_eq!(d.tier, Tier::Sponsor);
         assert_eq!(d.action(), Action::Allow, "{d:?}");
     }
-    // A session cookie is presence only: still counted against the network.
+    // A session cookie is presence only: counted against the network too, but in the session
+    // callers' share, which the anonymous callers did not spend.
     let s = headers(&[("cookie", "session=forged")]);
     let d = r.request(&addr(8), "GET", "/", &s);
-    assert_eq!((d.tier, d.reason()), (Tier::Session, Some(Reason::Network)));
+    assert_eq!(
+        (d.tier, d.action()),
+        (Tier::Session, Action::Allow),
+        "{d:?}"
+    );
+}
+
+/// Issue 35: the /24's hourly budget (10 × anonymous) equalled one session's own hourly
+/// budget, so one signed-in user who spent its own left a neighbour that had sent nothing
+/// refused `network` for the rest of the hour. Each rung has its own share of a network, sized
+/// by its own budget: a caller spending its own budget never uses up its neighbours'.
+#[test]
+fn a_session_user_spending_its_whole_hourly_budget_leaves_its_neighbours_admitted() {
+    // Anonymous 5 an hour, session 10 × 5 = 50; the /24 is ten anonymous callers' worth, 50.
+    let r =
+        rig("[tiers.anon]\nhourly = 5\n[tiers.session]\ndaily = 100000\n[quota]\nanon = 100000\n");
+    let cookie = headers(&[("cookie", "session=abc")]);
+    for n in 0..50 {
+        let d = r.request("203.0.113.10", "GET", "/", &cookie);
+        assert_eq!(
+            (d.tier, d.action()),
+            (Tier::Session, Action::Allow),
+            "request {n}: {d:?}"
+        );
+    }
+    let d = r.request("203.0.113.10", "GET", "/", &cookie);
+    assert_eq!(
+        d.reason(),
+        Some(Reason::Hourly),
+        "its own budget is spent: {d:?}"
+    );
+
+    // The neighbour that sent nothing, anonymous or signed in, is admitted.
+    let d = r.get("203.0.113.11", "/");
+    assert_eq!((d.tier, d.action()), (Tier::Anon, Action::Allow), "{d:?}");
+    let d = r.request("203.0.113.12", "GET", "/", &cookie);
+    assert_eq!(
+        (d.tier, d.action()),
+        (Tier::Session, Action::Allow),
+        "{d:?}"
+    );
+    assert!(
+        r.sink.events().is_empty(),
+        "nobody locked: {:?}",
+        r.sink.events()
+    );
+
+    // The session share is still a network budget: ten session callers' worth (500). Nine more
+    // spend theirs; the next session caller of the /24 is refused `network`, while anonymous
+    // callers keep their own share.
+    for i in 13..22 {
+        let a = format!("203.0.113.{i}");
+        for _ in 0..50 {
+            r.request(&a, "GET", "/", &cookie);
+        }
+    }
+    let d = r.request("203.0.113.30", "GET", "/", &cookie);
+    assert_eq!(d.reason(), Some(Reason::Network), "{d:?}");
+    let net = d.network.clone().unwrap();
+    assert_eq!(
+        (net.window.kind, net.window.limit),
+        (WindowKind::Hourly, 500)
+    );
+    for i in 40..44 {
+        let d = r.get(&format!("203.0.113.{i}"), "/");
+        assert_eq!(d.action(), Action::Allow, "anonymous {i}: {d:?}");
+    }
+}
+
+/// A burst of cookie-carrying addresses strikes the session share of its /24 and locks the
+/// addresses that sent in it; an anonymous reader of the same /24 that sent in the same minute
+/// is neither refused nor locked.
+#[test]
+fn a_burst_of_one_rung_locks_its_senders_not_the_other_rungs_readers() {
+    let r = rig("[tiers.anon]\nburst = 100\n[tiers.session]\nburst = 200\n\
+         [networks.prefix]\nburst = 20\nhourly = 100000\n");
+    let reader = "203.0.113.200";
+    for _ in 0..3 {
+        assert_eq!(r.get(reader, "/").action(), Action::Allow);
+    }
+    // The session share's burst is 20 × 200 / 100 = 40.
+    let cookie = headers(&[("cookie", "session=abc")]);
+    for i in 1..=40 {
+        let d = r.request(&format!("203.0.113.{i}"), "GET", "/", &cookie);
+        assert_eq!(d.action(), Action::Allow, "session {i}: {d:?}");
+    }
+    let d = r.request("203.0.113.41", "GET", "/", &cookie);
+    assert_eq!(d.reason(), Some(Reason::Network), "{d:?}");
+    assert_eq!(d.network.clone().unwrap().locked.len(), 41);
+    let (ips, _) = kernel_locks(&r);
+    assert!(!ips.contains(&ip(reader)), "{ips:?}");
+    assert_eq!(ips.len(), 41);
+    let d = r.get(reader, "/");
+    assert_eq!(d.action(), Action::Allow, "{d:?}");
 }
 
 #[test]

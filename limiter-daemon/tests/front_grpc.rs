@@ -570,6 +570,60 @@ async fn a_configured_token_is_required_as_metadata() {
 }
 
 /// The values of every `key:` in `text`, in order, unquoted (`key: value` or `{ key: value }`).
+/// Issue 35 on gRPC `Check`: a 429 names the tier and the hourly limit whatever its reason,
+/// also on a route that counts no hourly window and for a locked caller; and a browser's
+/// `Accept`, which Envoy passes in the request's headers, gets the page as the denied body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_check_names_tier_and_hourly_limit_and_a_browser_gets_the_page() {
+    let w = start("[[routes]]\nprefix = \"/b\"\nlimits = [\"burst\"]\n");
+    let (mut authz, _) = clients(&w).await;
+    let mut denied = Vec::new();
+    for _ in 0..5 {
+        let accept = if denied.len() == 1 {
+            "text/html,application/xhtml+xml,*/*;q=0.8"
+        } else {
+            "*/*"
+        };
+        let req = check_request("192.0.2.50", "/b", &[("accept", accept)]);
+        let r = authz.check(req).await.expect("Check answers").into_inner();
+        if let Some(HttpResponse::DeniedResponse(no)) = r.http_response {
+            let h: HashMap<String, String> = no
+                .headers
+                .into_iter()
+                .map(|o| o.header.unwrap())
+                .map(|h| (h.key, h.value))
+                .collect();
+            denied.push((h, no.body));
+        }
+    }
+    assert_eq!(denied.len(), 2, "the 4th (burst) and the 5th (locked)");
+    for (h, _) in &denied {
+        assert_eq!(h["x-ratelimit-tier"], "anon", "{h:?}");
+        assert_eq!(h["x-ratelimit-limit-hour"], "100", "{h:?}");
+    }
+    let (h, body) = &denied[0];
+    assert_eq!(h["content-type"], "application/problem+json");
+    let p: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(
+        (p["reason"].as_str(), p["hourlyLimit"].as_u64()),
+        (Some("burst"), Some(100))
+    );
+    let (h, body) = &denied[1];
+    assert_eq!(h["content-type"], "text/html; charset=utf-8", "{h:?}");
+    assert!(
+        h["content-security-policy"].starts_with("default-src 'none'"),
+        "{h:?}"
+    );
+    for fact in [
+        "<dd>locked</dd>",
+        "<dd>anon</dd>",
+        "<dd>100 units</dd>",
+        "<a href=\"/login\">",
+    ] {
+        assert!(body.contains(fact), "{fact}: {body}");
+    }
+}
+
 fn values(text: &str, key: &str) -> Vec<String> {
     text.lines()
         .filter(|l| !l.trim_start().starts_with('#'))

@@ -282,8 +282,9 @@ async fn upstream_hop_fields_go_and_its_rate_limit_fields_are_replaced() {
     }
 }
 
-/// On the proxy's own loop the decision sees only the fields the decider says it reads; under
-/// hyper it sees them all. (This is also what shows the loop served the request.)
+/// On the proxy's own loop the decision sees only the fields the decider says it reads, and
+/// `Accept` (which chooses a refusal's format); under hyper it sees them all. (This is also what
+/// shows the loop served the request.)
 #[tokio::test]
 async fn the_decision_sees_only_the_fields_it_reads_on_the_own_loop() {
     struct WhoOnly(std::sync::Arc<Scripted<DecideFn>>);
@@ -299,7 +300,7 @@ async fn the_decision_sees_only_the_fields_it_reads_on_the_own_loop() {
         }
     }
     let up = start_upstream().await;
-    for (path, fields_seen) in [(PATHS[0], 1), (PATHS[1], 4)] {
+    for (path, fields_seen) in [(PATHS[0], 2), (PATHS[1], 4)] {
         let decider = by_header();
         let d = start(
             settings(Some(up.addr), path),
@@ -323,6 +324,7 @@ async fn the_decision_sees_only_the_fields_it_reads_on_the_own_loop() {
             seen[0].headers
         );
         assert_eq!(seen[0].headers["x-test-who"], "burst");
+        assert_eq!(seen[0].headers["accept"], "*/*");
     }
 }
 

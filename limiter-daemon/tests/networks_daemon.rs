@@ -19,6 +19,40 @@ use std::time::Duration;
 use admin_support::{eventually, http, Daemon};
 use serde_json::json;
 
+/// Issue 35, through the proxy: a signed-in user spent its whole hourly budget, and its
+/// neighbour in the same /24, which had sent nothing, was refused `network` for the rest of the
+/// hour (the /24's default budget equalled one session's). Each rung has its own share now.
+#[test]
+fn a_signed_in_user_spending_its_budget_leaves_its_neighbour_admitted_through_the_proxy() {
+    let dir = tempfile::tempdir().unwrap();
+    // Anonymous 5 an hour, session 50; the /24 left at its default, ten anonymous callers: 50.
+    let d = Daemon::start(
+        dir.path(),
+        "",
+        "[identity]\ntrusted_proxies = [\"127.0.0.1/32\"]\n\
+         [tiers.anon]\nhourly = 5\n[tiers.session]\ndaily = 100000\n[quota]\nanon = 100000\n",
+    );
+    let get = |client: &str, cookie: Option<&str>| {
+        let mut h = vec![("x-forwarded-for", client)];
+        if let Some(c) = cookie {
+            h.push(("cookie", c));
+        }
+        http(d.proxy, "GET", "/", &h, None)
+    };
+    for n in 0..50 {
+        let r = get("203.0.113.10", Some("session=abc"));
+        assert_eq!(r.status, 200, "request {n}: {}", r.body);
+    }
+    let r = get("203.0.113.10", Some("session=abc"));
+    assert_eq!(
+        (r.status, r.json()["reason"].clone()),
+        (429, json!("hourly"))
+    );
+    let r = get("203.0.113.11", None);
+    assert_eq!(r.status, 200, "the neighbour that sent nothing: {}", r.body);
+    assert_eq!(r.header("x-ratelimit-tier"), Some("anon"));
+}
+
 #[test]
 fn the_decision_api_and_the_proxy_refuse_a_network_over_its_budget_and_name_it() {
     let dir = tempfile::tempdir().unwrap();

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use fleet_support::{eventually, Delivered, Mode, Remote, Server};
 use limiter_daemon::config::store::OnFailure;
 use limiter_daemon::identity::hash::{IdentityHasher, Namespace};
-use limiter_daemon::model::{LockCause, Lockout, PerWindow, WindowKind};
+use limiter_daemon::model::{LockCause, Lockout, PerWindow, StrikeRecord, WindowKind};
 use limiter_daemon::store::count::{CountRequest, Limit};
 use limiter_daemon::store::fleet::LockoutEvent;
 use limiter_daemon::store::remote::{FleetSettings, FleetStore};
@@ -277,6 +277,37 @@ async fn a_lockout_made_on_one_host_is_enforced_on_the_other_and_a_lift_frees_bo
             .any(|e| matches!(e, LockoutEvent::Lifted { ip: i, .. } if *i == ip("192.0.2.7")))
     });
     assert!(server.store.lockout(ip("192.0.2.7")).unwrap().is_none());
+}
+
+/// Issue 35: `lockouts remove --forget-strikes` on one host forgets the strikes on every host:
+/// the shared store's record, and each replica's through the stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strikes_forgotten_on_one_host_are_forgotten_on_the_other() {
+    let server = Server::new();
+    let a = connected(&server, "a", OnFailure::Local);
+    let b = connected(&server, "b", OnFailure::Local);
+    let seen_b = Arc::new(Delivered::default());
+    b.follow_fleet(seen_b.clone());
+    eventually("B's reload", 5, || !seen_b.reloads.lock().is_empty());
+    let strikes = StrikeRecord {
+        strikes: 2,
+        last_strike_ms: T0,
+        quiet_from_ms: T0 + 600_000,
+    };
+    a.put_lockout(lockout("192.0.2.8", T0, 600, 2), Some(strikes))
+        .unwrap();
+    eventually("the strikes on B", 5, || {
+        b.strikes(ip("192.0.2.8")).unwrap().is_some()
+    });
+    a.remove_lockout(ip("192.0.2.8")).unwrap();
+    assert!(a.forget_strikes(ip("192.0.2.8")).unwrap());
+    assert_eq!(a.strikes(ip("192.0.2.8")).unwrap(), None);
+    assert_eq!(server.store.strikes(ip("192.0.2.8")).unwrap(), None);
+    eventually("forgotten on B", 5, || {
+        b.strikes(ip("192.0.2.8")).unwrap().is_none()
+            && b.lockout(ip("192.0.2.8")).unwrap().is_none()
+    });
+    assert!(!a.forget_strikes(ip("192.0.2.8")).unwrap(), "nothing left");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,6 +5,13 @@
 //! (`[networks.asn]`). Both are on by default at ten times the anonymous budgets: a /24 is then
 //! metered like ten busy readers.
 //!
+//! Each rung metered by address has its own **share** of a network ([`NetworkSettings::share`]):
+//! the level's budgets are the anonymous callers' share, and a rung's share is them scaled by
+//! the rung's own budget over the anonymous one (by default, session callers share ten session
+//! callers' worth). So signed-in callers spending their own budgets never use up what their
+//! anonymous neighbours may send, and one caller spending its whole budget uses a tenth of its
+//! rung's share; a forged cookie buys the session share and nothing else.
+//!
 //! `lockout` says what a network's burst strike locks: the addresses that sent in the
 //! offending burst window (`"addresses"`, the default: a neighbour that sent nothing is never
 //! locked by its network), or the whole prefix (`"prefix"`, opt-in).
@@ -16,9 +23,9 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::asn::AsnTable;
-use super::tiers::{TierTable, MAX_BURST};
+use super::tiers::{TierLimits, TierTable, MAX_BURST};
 use super::ConfigError;
-use crate::model::NetLevel;
+use crate::model::{NetLevel, Tier};
 
 /// What a level's budgets default to: this many anonymous callers' worth.
 pub const DEFAULT_FACTOR: u32 = 10;
@@ -157,13 +164,36 @@ impl NetworkSettings {
         })
     }
 
-    /// The budget of `level`, if it is on.
+    /// The budget of `level`, if it is on: the anonymous callers' share.
     pub fn budget(&self, level: NetLevel) -> Option<NetBudget> {
         match level {
             NetLevel::Prefix => self.prefix,
             NetLevel::Asn => self.asn,
         }
     }
+
+    /// The share of `level` that callers of `tier` count against together, if the level is on:
+    /// its budget scaled by the rung's own budget over the anonymous one, window by window
+    /// (the anonymous share is the budget itself). Read from `tiers` at each decision, so it
+    /// follows the ladder in force.
+    pub fn share(&self, level: NetLevel, tier: Tier, tiers: &TierTable) -> Option<NetBudget> {
+        let b = self.budget(level)?;
+        if tier == Tier::Anon {
+            return Some(b);
+        }
+        let (rung, anon): (&TierLimits, &TierLimits) = (tiers.get(tier), &tiers.anon);
+        Some(NetBudget {
+            burst: scale(b.burst, rung.burst, anon.burst, MAX_BURST),
+            hourly: scale(b.hourly, rung.hourly, anon.hourly, u32::MAX),
+        })
+    }
+}
+
+/// `v × num / den`, rounded down, within 1 and `max`.
+fn scale(v: NonZeroU32, num: NonZeroU32, den: NonZeroU32, max: u32) -> NonZeroU32 {
+    let scaled = u64::from(v.get()) * u64::from(num.get()) / u64::from(den.get());
+    let clamped = u32::try_from(scaled).unwrap_or(u32::MAX).clamp(1, max);
+    NonZeroU32::new(clamped).unwrap_or(NonZeroU32::MIN)
 }
 
 fn prefix_len(
@@ -245,6 +275,45 @@ mod tests {
         let p = n.prefix.unwrap();
         assert_eq!((p.burst.get(), p.hourly.get()), (500, 700));
         assert_eq!(n.asn, None, "no table, no ASN level");
+    }
+
+    #[test]
+    fn each_rung_shares_the_network_in_proportion_to_its_own_budget() {
+        let c = parse("[tiers.anon]\nburst = 50\nhourly = 70\n").unwrap();
+        let n = &c.networks;
+        let share = |tier| n.share(NetLevel::Prefix, tier, &c.tiers).unwrap();
+        assert_eq!(
+            share(Tier::Anon),
+            n.prefix.unwrap(),
+            "the budget is the anonymous share"
+        );
+        let s = share(Tier::Session);
+        let own = c.tiers.session;
+        // Ten session callers' worth, as the budget is ten anonymous callers' worth.
+        assert_eq!(
+            (s.burst.get(), s.hourly.get()),
+            (own.burst.get() * 10, own.hourly.get() * 10)
+        );
+        // Set by hand, the budget still scales.
+        let c =
+            parse("[tiers.anon]\nhourly = 100\n[networks.prefix]\nhourly = 30\nburst = 65535\n")
+                .unwrap();
+        let s = c
+            .networks
+            .share(NetLevel::Prefix, Tier::Session, &c.tiers)
+            .unwrap();
+        assert_eq!(s.hourly.get(), 30 * c.tiers.session.hourly.get() / 100);
+        assert_eq!(
+            s.burst.get(),
+            MAX_BURST,
+            "a burst share never exceeds what a window counts"
+        );
+        let off = parse("[networks.prefix]\nenabled = false\n").unwrap();
+        assert_eq!(
+            off.networks
+                .share(NetLevel::Prefix, Tier::Session, &off.tiers),
+            None
+        );
     }
 
     #[test]

@@ -140,6 +140,11 @@ pub enum LockoutsCmd {
     Remove {
         #[arg(value_name = "IP|CIDR|AS", value_parser = parse_lock_target)]
         ip: LockArg,
+        /// Also forget the address's strikes (kept after a lift, and after a lockout runs
+        /// out, until they decay), so its next burst locks it at level 1 again. An address
+        /// only; works whether or not it is locked out now.
+        #[arg(long)]
+        forget_strikes: bool,
     },
 }
 
@@ -238,6 +243,26 @@ impl LockArg {
             LockArg::Net(net) => seg(net),
             LockArg::Asn(_) => self.text(),
         }
+    }
+}
+
+/// What the parser cannot check alone, checked before anything is sent: strikes are kept per
+/// address, so `--forget-strikes` names one.
+pub fn check(cmd: &Command) -> Result<(), String> {
+    match cmd {
+        Command::Lockouts {
+            cmd:
+                LockoutsCmd::Remove {
+                    ip,
+                    forget_strikes: true,
+                },
+        } if !matches!(ip, LockArg::Net(n) if n.prefix_len() == n.max_prefix_len()) => {
+            Err(format!(
+                "--forget-strikes forgets one address's strikes, and {} is not an address",
+                ip.text()
+            ))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -386,7 +411,14 @@ pub fn request(cmd: &Command) -> Request {
                 }
                 post("/admin/v1/lockouts".into(), b)
             }
-            LockoutsCmd::Remove { ip } => delete(format!("/admin/v1/lockouts/{}", ip.seg())),
+            LockoutsCmd::Remove { ip, forget_strikes } => {
+                let query = if *forget_strikes {
+                    "?forgetStrikes=true"
+                } else {
+                    ""
+                };
+                delete(format!("/admin/v1/lockouts/{}{query}", ip.seg()))
+            }
         },
         Command::Allow { cmd } => list_requests("allow", cmd),
         Command::Deny { cmd } => list_requests("deny", cmd),

@@ -51,6 +51,10 @@ pub fn main_with(argv: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
         _ => {}
     }
+    if let Err(e) = args::check(&ctl.command) {
+        eprintln!("limiterctl: {e}");
+        return ExitCode::from(EXIT_USAGE);
+    }
     let json = ctl.json;
     let target = match target::resolve(&ctl.conn) {
         Ok(t) => t,

@@ -141,10 +141,19 @@ fn human(cmd: &Command, v: &Value) -> String {
         }
         Command::Lockouts {
             cmd: LockoutsCmd::Remove { .. },
-        } => match v.get("ranges") {
-            Some(n) if n == 1 => format!("lifted {} (1 range)", s(v, "ip")),
-            Some(n) => format!("lifted {} ({n} ranges)", s(v, "ip")),
-            None => format!("lifted {}", s(v, "ip")),
+        } => match (v.get("ranges"), v.get("strikesForgotten")) {
+            (Some(n), _) if n == 1 => format!("lifted {} (1 range)", s(v, "ip")),
+            (Some(n), _) => format!("lifted {} ({n} ranges)", s(v, "ip")),
+            (None, Some(n)) => {
+                let lifted = if v["lifted"] == true {
+                    "lifted"
+                } else {
+                    "not locked out"
+                };
+                let noun = if n == 1 { "strike" } else { "strikes" };
+                format!("{lifted} {}; {n} {noun} forgotten", s(v, "ip"))
+            }
+            (None, None) => format!("lifted {}", s(v, "ip")),
         },
         Command::Allow { cmd } | Command::Deny { cmd } => match cmd {
             ListCmd::List => table(

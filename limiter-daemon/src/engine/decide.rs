@@ -112,13 +112,22 @@ enum Mode {
     DryRun,
 }
 
-/// The hourly budget of `limits`: the tighter of tier budget and key limit, as
-/// [`Decision::hourly_limit`] reads them from the windows.
-fn hourly_budget(limits: &PerWindow<Option<Limit>>) -> Option<u64> {
+/// The hourly budget a 429 names: the tighter of tier budget and key limit where they apply
+/// (as [`Decision::hourly_limit`] reads them from the windows), else the caller's own hourly
+/// budget on its rung, so a 429 on a route without an hourly window (or a lockout, which counts
+/// no window) still names it.
+fn hourly_budget(cfg: &Config, caller: &Caller, limits: &PerWindow<Option<Limit>>) -> u64 {
     [WindowKind::Hourly, WindowKind::KeyHourly]
         .into_iter()
         .filter_map(|k| limits[k].map(|l| u64::from(l.max)))
         .min()
+        .unwrap_or_else(|| {
+            let own = match &caller.subject {
+                Subject::Agent(dir) => cfg.agents.budgets.get(&**dir).and_then(|b| b.hourly),
+                _ => None,
+            };
+            u64::from(own.unwrap_or(cfg.tiers.get(caller.tier).hourly).get())
+        })
 }
 
 /// A decision skeleton: allow, no windows.
@@ -151,7 +160,6 @@ pub(crate) struct Counted {
     caller: Caller,
     nets: CallerNetworks,
     creq: CountRequest,
-    budget: Option<u64>,
     mode: Mode,
     shadow: bool,
 }
@@ -263,12 +271,11 @@ impl Engine {
             networks: net_counts,
             ..CountRequest::new(id, now, cost.get(), limits(cfg, &caller, route))
         };
-        // A lockout counts no window, yet its 429 names the budget like every other.
-        let budget = hourly_budget(&creq.limits);
-        let lock_out = |mut d: Decision, remaining_ms: u64| {
-            d.hourly_budget = budget;
-            with_shadow(locked(d, remaining_ms), shadow)
-        };
+        // Every 429 names the hourly budget, whatever refused it: a lockout counts no window,
+        // and a route may count no hourly one.
+        d.hourly_budget = Some(hourly_budget(cfg, &caller, &creq.limits));
+        let lock_out =
+            |d: Decision, remaining_ms: u64| with_shadow(locked(d, remaining_ms), shadow);
 
         let lists = &rt.lists;
         if lists.allows(caller.ip) {
@@ -296,7 +303,6 @@ impl Engine {
                 caller,
                 nets,
                 creq,
-                budget,
                 mode,
                 shadow,
             });
@@ -347,14 +353,12 @@ impl Engine {
             caller,
             nets,
             creq,
-            budget,
             mode,
             shadow,
         } = c;
         let now = creq.now_ms;
         match gate {
             Ok(Gate::Locked(l)) => {
-                d.hourly_budget = budget;
                 d.lock_cause = Some(l.cause);
                 d = locked(d, l.remaining_ms(now));
             }

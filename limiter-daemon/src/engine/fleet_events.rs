@@ -35,7 +35,7 @@ impl LockoutEvents for FleetEvents {
                     tracing::info!(event = "lockout_followed", ip = %lockout.ip, level = lockout.level, from = %host, "lockout made on another host");
                 }
             }
-            LockoutEvent::Lifted { ip, host } => {
+            LockoutEvent::Lifted { ip, host, .. } => {
                 e.sink.unlock(*ip);
                 tracing::info!(event = "lockout_lift_followed", %ip, from = %host, "lockout lifted on another host");
             }

@@ -61,7 +61,28 @@ impl LockoutManager<'_> {
             .map_or(0, |r| decayed_strikes(&r, now, cfg.lockout.decay)))
     }
 
-    /// Lifts the lockout of `ip` in the store and the kernel. Strikes stay (escalation goes on).
+    /// Forgets the strikes held against `ip` (IPv6 grouped by prefix), in the store (on a fleet,
+    /// on every host): its next burst strikes at level 1 again. `None`: it held no strike
+    /// record; else the strikes it held, after decay.
+    pub fn forget_strikes(&self, ip: IpAddr) -> Result<Option<u32>, EngineError> {
+        let cfg = self.engine.config();
+        let now = self.engine.clock.now_ms();
+        let g = self.group(ip);
+        let held = self
+            .engine
+            .store
+            .strikes(g)?
+            .map(|r| decayed_strikes(&r, now, cfg.lockout.decay));
+        let had = self.engine.store.forget_strikes(g)?;
+        if had || held.is_some() {
+            tracing::info!(event = "strikes_forgotten", ip = %g, strikes = held.unwrap_or(0), "strikes forgotten");
+            return Ok(Some(held.unwrap_or(0)));
+        }
+        Ok(None)
+    }
+
+    /// Lifts the lockout of `ip` in the store and the kernel. Strikes stay (escalation goes on;
+    /// [`Self::forget_strikes`] forgets them).
     pub fn lift(&self, ip: IpAddr) -> Result<Option<Lockout>, EngineError> {
         let g = self.group(ip);
         let removed = self.engine.store.remove_lockout(g)?;

@@ -1,6 +1,7 @@
-//! [`NetSenders`]: which (grouped) addresses sent recently in each network, in memory: what a
-//! network's burst strike locks out under `[networks] lockout = "addresses"`, so that an
-//! address that sent nothing is never locked by its network.
+//! [`NetSenders`]: which (grouped) addresses sent recently in each network share (a rung's share
+//! of a network, [`NetShare`]), in memory: what a share's burst strike locks out under
+//! `[networks] lockout = "addresses"`, so that an address that sent nothing is never locked by
+//! its network, and one that sent on another rung is not locked by this rung's burst.
 //!
 //! Every counted decision of a caller metered against networks records its address under each
 //! of its networks ([`NetSenders::record`]); a strike takes the network's senders of the last
@@ -10,7 +11,7 @@
 //!
 //! # Bound
 //!
-//! At most [`MAX_PER_NETWORK`] addresses per network (a whole IPv4 /24) and [`MAX_ENTRIES`]
+//! At most [`MAX_PER_NETWORK`] addresses per network share (a whole IPv4 /24) and [`MAX_ENTRIES`]
 //! (address, network) pairs in all, in [`SHARDS`] shards of `MAX_ENTRIES / SHARDS`: about
 //! 50 bytes a pair plus about 250 bytes per network, so under 20 MB at worst (every pair in a
 //! network of its own), 3–4 MB when networks hold many senders. Past a network's bound its
@@ -25,7 +26,7 @@ use std::net::IpAddr;
 
 use parking_lot::Mutex;
 
-use crate::model::NetworkName;
+use super::networks::NetShare;
 
 /// Addresses kept per network: a whole IPv4 /24.
 pub const MAX_PER_NETWORK: usize = 256;
@@ -69,7 +70,7 @@ impl Senders {
 
 #[derive(Default)]
 struct Shard {
-    nets: HashMap<NetworkName, Senders>,
+    nets: HashMap<NetShare, Senders>,
     /// Pairs held, over every network of the shard.
     entries: usize,
 }
@@ -86,7 +87,7 @@ impl Shard {
         if self.entries < MAX_PER_SHARD {
             return;
         }
-        let mut order: Vec<(u64, NetworkName)> =
+        let mut order: Vec<(u64, NetShare)> =
             self.nets.iter().map(|(k, n)| (n.newest_ms, *k)).collect();
         order.sort_unstable_by_key(|(newest, _)| *newest);
         for (_, name) in order {
@@ -116,13 +117,13 @@ impl Default for NetSenders {
 }
 
 impl NetSenders {
-    fn shard(&self, net: &NetworkName) -> &Mutex<Shard> {
+    fn shard(&self, net: &NetShare) -> &Mutex<Shard> {
         let i = usize::try_from(self.hasher.hash_one(net) % SHARDS as u64).unwrap_or(0);
         &self.shards[i]
     }
 
     /// `addr` sent a request at `now_ms` in network `net`; the burst window spans `span_ms`.
-    pub fn record(&self, net: NetworkName, addr: IpAddr, now_ms: u64, span_ms: u64) {
+    pub fn record(&self, net: NetShare, addr: IpAddr, now_ms: u64, span_ms: u64) {
         let horizon = now_ms.saturating_sub(span_ms);
         let mut shard = self.shard(&net).lock();
         if let Some(n) = shard.nets.get_mut(&net) {
@@ -159,7 +160,7 @@ impl NetSenders {
 
     /// The addresses that sent in `net` within `span_ms` before `now_ms`, heaviest first; the
     /// network's record is emptied (they are being locked out).
-    pub fn take(&self, net: &NetworkName, now_ms: u64, span_ms: u64) -> Vec<IpAddr> {
+    pub fn take(&self, net: &NetShare, now_ms: u64, span_ms: u64) -> Vec<IpAddr> {
         let horizon = now_ms.saturating_sub(span_ms);
         let mut shard = self.shard(net).lock();
         let Some(n) = shard.nets.remove(net) else {
@@ -192,6 +193,7 @@ impl NetSenders {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{NetworkName, Tier};
 
     const SPAN: u64 = 60_000;
 
@@ -199,8 +201,17 @@ mod tests {
         IpAddr::from([a, b, c, d])
     }
 
-    fn net24(a: u8, b: u8, c: u8) -> NetworkName {
-        NetworkName::Prefix(format!("{a}.{b}.{c}.0/24").parse().unwrap())
+    fn anon(name: NetworkName) -> NetShare {
+        NetShare {
+            name,
+            tier: Tier::Anon,
+        }
+    }
+
+    fn net24(a: u8, b: u8, c: u8) -> NetShare {
+        anon(NetworkName::Prefix(
+            format!("{a}.{b}.{c}.0/24").parse().unwrap(),
+        ))
     }
 
     #[test]
@@ -231,7 +242,7 @@ mod tests {
             let (net, addr) = if i % 4 == 0 {
                 let a6 = std::net::Ipv6Addr::new(0x2001, 0xdb8, 7, i as u16, 0, 0, 0, 0);
                 (
-                    NetworkName::Prefix("2001:db8:7::/48".parse().unwrap()),
+                    anon(NetworkName::Prefix("2001:db8:7::/48".parse().unwrap())),
                     IpAddr::V6(a6),
                 )
             } else {
@@ -265,7 +276,7 @@ mod tests {
     #[test]
     fn past_a_networks_bound_the_heaviest_senders_are_kept() {
         let s = NetSenders::default();
-        let net = NetworkName::Prefix("2001:db8:7::/48".parse().unwrap());
+        let net = anon(NetworkName::Prefix("2001:db8:7::/48".parse().unwrap()));
         let heavy: IpAddr = "2001:db8:7:ffff::".parse().unwrap();
         for _ in 0..10 {
             s.record(net, heavy, 1_000, SPAN);

@@ -1,10 +1,11 @@
-//! [`NetStrikes`]: each network's strike record, in memory only (a restart begins a network's
+//! [`NetStrikes`]: each network share's strike record, in memory only (a restart begins a network's
 //! escalation anew). [`super::networks`] reads and bounds it under the engine's strike lock.
 
 use std::collections::HashMap;
 
-use crate::model::{NetworkName, StrikeRecord};
+use super::networks::NetShare;
+use crate::model::StrikeRecord;
 
-/// Strikes of each network, in memory.
+/// Strikes of each rung's share of each network ([`NetShare`]), in memory.
 #[derive(Default)]
-pub(crate) struct NetStrikes(pub(super) HashMap<NetworkName, StrikeRecord>);
+pub(crate) struct NetStrikes(pub(super) HashMap<NetShare, StrikeRecord>);

@@ -8,9 +8,16 @@
 //!
 //! Only callers metered by address count against networks (anonymous and session callers, and
 //! keys not yet verified): a verified API key or bearer token is its own identity, whatever
-//! network it calls from, and a verified crawler is metered on its own rung. A network's strikes are kept in memory (a restart begins its
-//! escalation anew); the lockouts they make persist in the store's deny list, and travel to a
-//! fleet's other hosts with it.
+//! network it calls from, and a verified crawler is metered on its own rung.
+//!
+//! Each rung counts against its own share of a network ([`NetShare`], sized by
+//! [`crate::config::networks::NetworkSettings::share`]): counted, struck and locked apart. A
+//! session caller that spends its whole hourly budget spends a tenth of the session share and
+//! none of the anonymous one, so its neighbours (signed in or not) are still admitted; and a
+//! burst of cookie-carrying addresses locks those addresses, not the anonymous readers beside
+//! them. A network's strikes are kept in memory (a restart begins its escalation anew); the
+//! lockouts they make persist in the store's deny list, and travel to a fleet's other hosts
+//! with it.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -27,7 +34,7 @@ use crate::identity::hash::IdentityHasher;
 use crate::identity::Caller;
 use crate::model::{
     Decision, ListEntry, ListKind, LockCause, Locked, NetLevel, NetworkName, PerWindow,
-    StrikeRecord, WindowKind,
+    StrikeRecord, Tier, WindowKind,
 };
 use crate::store::count::{Limit, NetCount, NET_LEVELS};
 
@@ -46,12 +53,32 @@ const MAX_STRIKE_RECORDS: usize = 65_536;
 /// several).
 const MAX_RANGE_CIDRS: usize = 64;
 
+/// One rung's share of one network: what its callers there count against, are struck as and
+/// lock out together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct NetShare {
+    pub name: NetworkName,
+    pub tier: Tier,
+}
+
 /// The networks of one caller, by [`NetLevel`] index.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct CallerNetworks {
     pub names: [Option<NetworkName>; NET_LEVELS],
+    /// The rung whose share of each network the caller counts against.
+    pub tier: Tier,
     /// The ASN table's range holding the caller: what an ASN lockout locks.
     pub asn_range: Option<AsnRange>,
+}
+
+impl CallerNetworks {
+    /// The caller's share of its network at `level`.
+    pub fn share(&self, level: NetLevel) -> Option<NetShare> {
+        self.names[level.index()].map(|name| NetShare {
+            name,
+            tier: self.tier,
+        })
+    }
 }
 
 impl CallerNetworks {
@@ -61,7 +88,11 @@ impl CallerNetworks {
         caller: &Caller,
         hasher: &IdentityHasher,
     ) -> (CallerNetworks, [Option<NetCount>; NET_LEVELS]) {
-        let mut nets = CallerNetworks::default();
+        let mut nets = CallerNetworks {
+            names: [None; NET_LEVELS],
+            tier: caller.tier,
+            asn_range: None,
+        };
         let mut counts = [None; NET_LEVELS];
         if !caller.counts_against_networks() {
             return (nets, counts);
@@ -84,11 +115,14 @@ impl CallerNetworks {
             }
         }
         for level in NetLevel::ALL {
-            let (Some(name), Some(b)) = (nets.names[level.index()], n.budget(level)) else {
+            let (Some(name), Some(b)) = (
+                nets.names[level.index()],
+                n.share(level, caller.tier, &cfg.tiers),
+            ) else {
                 continue;
             };
             counts[level.index()] = Some(NetCount {
-                id: hasher.net_id(name),
+                id: hasher.net_id(name, caller.tier),
                 limits: PerWindow::default()
                     .with(WindowKind::Burst, Some(Limit::refusing(b.burst.get())))
                     .with(WindowKind::Hourly, Some(Limit::refusing(b.hourly.get()))),
@@ -131,8 +165,8 @@ impl Engine {
     /// them to find ([`super::net_senders`]).
     pub(crate) fn note_senders(&self, nets: &CallerNetworks, addr: IpAddr, now_ms: u64) {
         let span = WindowKind::Burst.spec().span_ms;
-        for name in nets.names.iter().flatten() {
-            self.net_senders.record(*name, addr, now_ms, span);
+        for share in NetLevel::ALL.into_iter().filter_map(|l| nets.share(l)) {
+            self.net_senders.record(share, addr, now_ms, span);
         }
     }
 
@@ -151,14 +185,15 @@ impl Engine {
         now_ms: u64,
         frees_ms: u64,
     ) {
-        let Some(name) = nets.names[level.index()] else {
+        let Some(share) = nets.share(level) else {
             return;
         };
+        let name = share.name;
         let prefix = cfg.networks.lockout == NetLockout::Prefix;
         let (level_no, duration) = {
             let _serial = self.strike_lock.lock();
             let mut strikes = self.net_strikes.lock();
-            let prev = strikes.0.get(&name).copied();
+            let prev = strikes.0.get(&share).copied();
             if let Some(p) = prev.filter(|p| p.quiet_from_ms > now_ms) {
                 // Struck already (another request of the same burst): that lockout holds. Under
                 // `addresses`, a newcomer is refused by the spent budget, and never locked.
@@ -192,7 +227,7 @@ impl Engine {
                 }
             }
             strikes.0.insert(
-                name,
+                share,
                 StrikeRecord {
                     strikes: level_no,
                     last_strike_ms: now_ms,
@@ -204,11 +239,11 @@ impl Engine {
         if prefix {
             self.lock_prefix(d, nets, name, level, level_no, now_ms, duration);
         } else {
-            self.lock_senders(cfg, d, caller, name, now_ms, frees_ms);
+            self.lock_senders(cfg, d, caller, share, now_ms, frees_ms);
         }
     }
 
-    /// `lockout = "addresses"`: every address that sent in the network's burst window, the
+    /// `lockout = "addresses"`: every address that sent in the share's burst window, the
     /// caller among them, is struck through [`Engine::strike`], the path of an address's own
     /// burst, each at its own escalation.
     fn lock_senders(
@@ -216,12 +251,13 @@ impl Engine {
         cfg: &Config,
         d: &mut Decision,
         caller: IpAddr,
-        name: NetworkName,
+        share: NetShare,
         now_ms: u64,
         frees_ms: u64,
     ) {
+        let name = share.name;
         let span = WindowKind::Burst.spec().span_ms;
-        let mut senders = self.net_senders.take(&name, now_ms, span);
+        let mut senders = self.net_senders.take(&share, now_ms, span);
         if !senders.contains(&caller) {
             senders.push(caller);
         }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
-use crate::model::{IdentityText, NetworkName};
+use crate::model::{IdentityText, NetworkName, Tier};
 
 /// What kind of subject a counter belongs to; part of the key so namespaces never collide.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -174,15 +174,17 @@ thread_local! {
     static IP_MEMO: RefCell<Vec<Option<(u64, IpAddr, IdKey)>>> =
         RefCell::new(vec![None; MEMO_SLOTS]);
     /// The same for networks: a crawler's many addresses share one network key.
-    static NET_MEMO: RefCell<Vec<Option<(u64, NetworkName, IdKey)>>> =
-        RefCell::new(vec![None; MEMO_SLOTS]);
+    static NET_MEMO: RefCell<Vec<Option<NetMemo>>> = RefCell::new(vec![None; MEMO_SLOTS]);
 }
 
-fn net_memo_slot(net: &NetworkName) -> usize {
-    match net {
+/// A remembered network key: the hasher's tag, the network, the rung whose share it is.
+type NetMemo = (u64, NetworkName, Tier, IdKey);
+
+fn net_memo_slot(net: &NetworkName, tier: Tier) -> usize {
+    (match net {
         NetworkName::Prefix(n) => memo_slot(n.addr()) ^ usize::from(n.prefix_len()),
         NetworkName::Asn(a) => memo_slot(IpAddr::from(a.to_be_bytes())),
-    }
+    } ^ tier.index())
     .min(MEMO_SLOTS - 1)
 }
 
@@ -263,12 +265,14 @@ impl IdentityHasher {
         key
     }
 
-    /// The key of a network: the hash of its text form (`203.0.113.0/24`, `AS64500`) under its
-    /// own namespace. Remembered per thread like addresses.
-    pub fn net_id(&self, net: NetworkName) -> IdKey {
-        let slot = net_memo_slot(&net);
+    /// The key of rung `tier`'s share of a network: the hash of its text form under its own
+    /// namespace, `203.0.113.0/24` or `AS64500` for the anonymous share (the key a network had
+    /// before rungs had shares), `203.0.113.0/24 session` for another rung's. Remembered per
+    /// thread like addresses.
+    pub fn net_id(&self, net: NetworkName, tier: Tier) -> IdKey {
+        let slot = net_memo_slot(&net, tier);
         let hit = NET_MEMO.with_borrow(|memo| match memo[slot] {
-            Some((tag, seen, key)) if tag == self.tag && seen == net => Some(key),
+            Some((tag, seen, t, key)) if tag == self.tag && seen == net && t == tier => Some(key),
             _ => None,
         });
         if let Some(key) = hit {
@@ -278,8 +282,12 @@ impl IdentityHasher {
             NetworkName::Prefix(_) => Namespace::Net,
             NetworkName::Asn(_) => Namespace::Asn,
         };
-        let key = self.id(ns, net.to_string().as_bytes());
-        NET_MEMO.with_borrow_mut(|memo| memo[slot] = Some((self.tag, net, key)));
+        let text = match tier {
+            Tier::Anon => net.to_string(),
+            t => format!("{net} {}", t.as_str()),
+        };
+        let key = self.id(ns, text.as_bytes());
+        NET_MEMO.with_borrow_mut(|memo| memo[slot] = Some((self.tag, net, tier, key)));
         key
     }
 

@@ -166,8 +166,8 @@ pub struct Decision {
     pub lockout_level: Option<u32>,
     /// Units this request cost (route weight) when it was counted.
     pub cost: u32,
-    /// The hourly budget for this caller on this route when no window reports it (a lockout
-    /// counts nothing): every 429 names it.
+    /// The caller's hourly budget, for when no window reports one (a lockout counts nothing, and
+    /// a route may count no hourly window): every 429 names it, whatever its reason.
     pub hourly_budget: Option<u64>,
     /// Set in shadow mode: what enforcing would have done (the verdict is then an allow).
     shadow: Option<Shadow>,

@@ -20,8 +20,14 @@ pub enum LockoutEvent {
         strikes: Option<StrikeRecord>,
         host: String,
     },
-    /// An address lockout lifted.
-    Lifted { ip: IpAddr, host: String },
+    /// An address lockout lifted; with `forget_strikes`, its strike record forgotten too (a
+    /// host that predates the field lifts and keeps the record, as it always did).
+    Lifted {
+        ip: IpAddr,
+        host: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        forget_strikes: bool,
+    },
     /// A prefix lockout (a deny-list entry with a deadline) made.
     NetLocked {
         net: IpNet,

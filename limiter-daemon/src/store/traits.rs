@@ -104,6 +104,10 @@ pub trait RecordStore: Send + Sync + 'static {
     ) -> Result<(), StoreError>;
     fn lockout(&self, ip: IpAddr) -> Result<Option<Lockout>, StoreError>;
     fn remove_lockout(&self, ip: IpAddr) -> Result<Option<Lockout>, StoreError>;
+    /// Forgets `ip`'s strike record, so its next burst strikes at level 1 again (an operator's
+    /// `lockouts remove --forget-strikes`); on a fleet, on every host. `true` when there was
+    /// one here.
+    fn forget_strikes(&self, ip: IpAddr) -> Result<bool, StoreError>;
     /// Lockouts still active at `now_ms`.
     fn lockouts(&self, now_ms: u64) -> Result<Vec<Lockout>, StoreError>;
 

@@ -192,6 +192,16 @@ impl RecordStore for Remote {
         self.server.up("remove_lockout")?;
         self.server.store.remove_lockout(ip)
     }
+    fn forget_strikes(&self, ip: IpAddr) -> Result<bool, StoreError> {
+        self.server.up("forget_strikes")?;
+        let had = self.server.store.forget_strikes(ip)?;
+        self.server.append(LockoutEvent::Lifted {
+            ip,
+            host: self.host.clone(),
+            forget_strikes: true,
+        });
+        Ok(had)
+    }
     fn lockouts(&self, now_ms: u64) -> Result<Vec<Lockout>, StoreError> {
         self.server.up("lockouts")?;
         self.server.store.lockouts(now_ms)
@@ -253,6 +263,7 @@ impl FleetRemote for Remote {
                 s.append(LockoutEvent::Lifted {
                     ip,
                     host: self.host.clone(),
+                    forget_strikes: false,
                 });
                 Ok(old)
             })

@@ -1,6 +1,8 @@
 //! `/admin/v1/lockouts`: list (paginated), add (an address into the lockout map, a CIDR into
 //! the deny trie with a deadline, an AS number as the CIDRs of its ranges,
-//! [`crate::engine::asn_lockouts`]) and lift, each in the store and the kernel at once.
+//! [`crate::engine::asn_lockouts`]) and lift, each in the store and the kernel at once. A lift
+//! of an address with `?forgetStrikes=true` also forgets the strikes it holds, so its next
+//! burst locks it at level 1 again instead of going on escalating.
 
 use std::collections::HashMap;
 
@@ -167,10 +169,37 @@ async fn add_asn(
     Ok((StatusCode::CREATED, Json(v)))
 }
 
+/// `forgetStrikes` from the query of a lift: `true` or `false` (absent: `false`); any other
+/// parameter is named as unknown.
+fn forget_strikes(q: &HashMap<String, String>) -> Result<bool, AdminError> {
+    if let Some(k) = q.keys().find(|k| *k != "forgetStrikes") {
+        return Err(AdminError::bad(
+            k,
+            "unknown query parameter (use `forgetStrikes`)",
+        ));
+    }
+    match q.get("forgetStrikes").map(String::as_str) {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(AdminError::bad(
+            "forgetStrikes",
+            format!("{other:?}: expected true or false"),
+        )),
+    }
+}
+
 pub async fn remove(
     State(state): State<AdminState>,
     AdminPath(ip): AdminPath<String>,
+    Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, AdminError> {
+    let forget = forget_strikes(&q)?;
+    if let Some(asn) = parse_asn(&ip).filter(|_| forget) {
+        return Err(AdminError::bad(
+            "forgetStrikes",
+            format!("strikes are held per address, not by AS{asn}: name one address"),
+        ));
+    }
     if let Some(asn) = parse_asn(&ip) {
         let lifted = blocking(&state, move |e| e.lift_asn(asn))
             .await?
@@ -187,6 +216,15 @@ pub async fn remove(
         ));
     }
     let target = target("ip", &ip)?;
+    if forget {
+        let LockTarget::Addr(addr) = target else {
+            return Err(AdminError::bad(
+                "forgetStrikes",
+                format!("strikes are held per address, not by a range ({ip}): name one address"),
+            ));
+        };
+        return lift_forgetting(&state, &ip, addr).await;
+    }
     let lifted = blocking(&state, move |e| e.lockouts().lift_target(target))
         .await?
         .map_err(|e| AdminError::engine(e, "ip"))?;
@@ -198,4 +236,32 @@ pub async fn remove(
     }
     tracing::info!(%ip, source = "admin", "lockout lifted");
     Ok(Json(json!({ "ip": ip, "lifted": true })))
+}
+
+/// Lifts `addr`'s lockout, if it has one, and forgets its strikes: 404 only when it had
+/// neither, so strikes left by a lockout that has run out can be forgotten too.
+async fn lift_forgetting(
+    state: &AdminState,
+    ip: &str,
+    addr: std::net::IpAddr,
+) -> Result<Json<Value>, AdminError> {
+    let (lifted, forgotten) = blocking(state, move |e| {
+        let m = e.lockouts();
+        Ok::<_, crate::engine::error::EngineError>((
+            m.lift_target(LockTarget::Addr(addr))?,
+            m.forget_strikes(addr)?,
+        ))
+    })
+    .await?
+    .map_err(|e| AdminError::engine(e, "ip"))?;
+    if !lifted && forgotten.is_none() {
+        return Err(AdminError::not_found(
+            "ip",
+            format!("{ip} is not locked out and holds no strikes"),
+        ));
+    }
+    tracing::info!(%ip, lifted, strikes = forgotten.unwrap_or(0), source = "admin", "lockout lifted, strikes forgotten");
+    Ok(Json(
+        json!({ "ip": ip, "lifted": lifted, "strikesForgotten": forgotten.unwrap_or(0) }),
+    ))
 }

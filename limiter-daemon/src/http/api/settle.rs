@@ -13,6 +13,7 @@ use http::Response;
 use crate::engine::decider::{Decided, Decider, RequestView};
 use crate::http::api::state::ApiState;
 use crate::http::proxy::admit::{next, Next};
+use crate::http::render::negotiate::Format;
 use crate::model::Decision;
 
 /// The engine's decision on `view`, counted at `cost` units when the front end states one
@@ -48,7 +49,9 @@ pub enum Settled {
 /// `max_held_per_identity`) before allowing it.
 pub async fn settle(state: &ApiState, view: &RequestView<'_>, cost: Option<NonZeroU32>) -> Settled {
     let d = decision(&*state.decider, view, cost).await;
-    match next(&d, &state.gate, &state.hints) {
+    // Caddy, Traefik and Envoy hand a refusal to the client as it is: a browser's `Accept`,
+    // passed on with the original request's fields, gets the page.
+    match next(&d, &state.gate, &state.hints, Format::of(view.headers)) {
         Next::Answer(response) => Settled::Refused {
             decision: d,
             response,

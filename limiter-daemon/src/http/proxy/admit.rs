@@ -8,6 +8,7 @@ use bytes::Bytes;
 use http::Response;
 
 use crate::http::proxy::hold::{HoldGate, HoldPermit};
+use crate::http::render::negotiate::Format;
 use crate::http::render::response::{hold_overflow, rejection, Hints};
 use crate::model::{Action, Decision};
 
@@ -22,9 +23,15 @@ pub enum Admission {
     Answer(Response<Bytes>),
 }
 
-/// What `decision` lets happen next: reject, hold (within `gate`'s bounds) or forward.
-pub fn admission(decision: Decision, gate: &Arc<HoldGate>, hints: &Hints) -> Admission {
-    match next(&decision, gate, hints) {
+/// What `decision` lets happen next: reject, hold (within `gate`'s bounds) or forward. A
+/// refusal's body is in `format` (what the request's `Accept` prefers).
+pub fn admission(
+    decision: Decision,
+    gate: &Arc<HoldGate>,
+    hints: &Hints,
+    format: Format,
+) -> Admission {
+    match next(&decision, gate, hints, format) {
         Next::Answer(resp) => Admission::Answer(resp),
         Next::Hold(permit) => Admission::Hold(decision, permit),
         Next::Forward => Admission::Forward(decision),
@@ -39,14 +46,14 @@ pub enum Next {
 }
 
 /// What `decision` lets happen next, the decision left with the caller.
-pub fn next(decision: &Decision, gate: &Arc<HoldGate>, hints: &Hints) -> Next {
+pub fn next(decision: &Decision, gate: &Arc<HoldGate>, hints: &Hints, format: Format) -> Next {
     match decision.action() {
-        Action::Reject => Next::Answer(rejection(decision, hints)),
+        Action::Reject => Next::Answer(rejection(decision, hints, format)),
         Action::Delay => match gate.try_hold(&decision.identity) {
             Some(permit) => Next::Hold(permit),
             None => {
                 tracing::debug!(identity = %decision.identity, "held-request bound reached");
-                Next::Answer(hold_overflow(decision))
+                Next::Answer(hold_overflow(decision, format))
             }
         },
         Action::Allow => Next::Forward,

@@ -505,9 +505,10 @@ mod tests {
         assert_eq!(plan.method, Method::GET);
         assert_eq!(plan.path(wire.as_bytes()), "/a/b");
         assert!(!plan.close);
-        // Only what the decider reads is in the view's map.
-        assert_eq!(plan.fields.len(), 1);
+        // Only what the decider reads is in the view's map, and `Accept` (a refusal's format).
+        assert_eq!(plan.fields.len(), 2);
         assert_eq!(plan.fields["cookie"], "s=1");
+        assert_eq!(plan.fields["accept"], "*/*");
         assert_eq!(
             up,
             "GET /a/b?q=1 HTTP/1.1\r\nHost: site\r\nCookie: s=1\r\nAccept: */*\r\n\

@@ -27,6 +27,7 @@ use crate::http::proxy::request_rules;
 use crate::http::proxy::self_service;
 use crate::http::proxy::tunnel::registry::Tunnels;
 use crate::http::proxy::tunnel::{self, Upgrade};
+use crate::http::render::negotiate::Format;
 use crate::http::render::problem;
 use crate::http::render::response::{hold_cut_short, write_headers, Hints};
 use crate::http::upstream::client::Upstream;
@@ -68,7 +69,7 @@ pub async fn admit(state: &ProxyState, view: &RequestView<'_>) -> Admission {
     };
     // A refusal carries its verdict to the access log's line (with the log on).
     let verdict = state.access_log.is_on().then(|| Verdict::of(&d));
-    match admission(d, &state.gate, &state.hints) {
+    match admission(d, &state.gate, &state.hints, Format::of(view.headers)) {
         Admission::Answer(resp) => Admission::Answer(mark(resp, verdict)),
         admitted => admitted,
     }

@@ -48,7 +48,7 @@ pub(crate) struct Plan {
     pub(crate) path: Range<usize>,
     /// The client sent `Connection: close`.
     pub(crate) close: bool,
-    /// The fields the decision may read, and no others.
+    /// The fields the decision may read, and `Accept` (a refusal's format), and no others.
     pub(crate) fields: HeaderMap,
 }
 
@@ -127,8 +127,8 @@ pub(crate) fn inspect(buf: &[u8], cx: &Scope<'_>, up: &mut Vec<u8>) -> Inspected
         }
         // Before any field is skipped on its way upstream: the decision sees every field it
         // reads, exactly as hyper's path hands it the whole map (a trusted proxy's
-        // `X-Forwarded-For` above all).
-        if cx.decider.reads_header(h.name.as_bytes()) {
+        // `X-Forwarded-For` above all), and a refusal sees `Accept` (a browser gets a page).
+        if cx.decider.reads_header(h.name.as_bytes()) || is(h, "accept") {
             match (
                 HeaderName::from_bytes(h.name.as_bytes()),
                 HeaderValue::from_bytes(h.value),

@@ -23,6 +23,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 use serde_json::Value;
 
 use crate::config::http::HttpSettings;
+use crate::http::render::negotiate::Format;
 use crate::http::render::problem::Problem;
 use crate::model::{Action, Decision, LockCause, Reason, WindowKind, WindowState};
 
@@ -274,11 +275,19 @@ pub fn is_rate_limit_field(name: &[u8]) -> bool {
 fn render(d: &Decision, h: &mut impl FieldSink) {
     let mut v = Values::new();
     h.value(X_RATELIMIT_TIER, HeaderValue::from_static(d.tier.as_str()));
-    if let Some(limit) = d.hourly_limit() {
+    let rejected = d.action() == Action::Reject;
+    // A refusal (or what would have been one, in shadow mode) names the hourly budget whatever
+    // refused it; an admitted request names the one its route counts, and an unmetered route
+    // none.
+    let refusal = rejected || d.shadowed().is_some_and(|s| s.action() == Action::Reject);
+    let counted = d
+        .windows
+        .iter()
+        .any(|w| matches!(w.kind, WindowKind::Hourly | WindowKind::KeyHourly));
+    if let Some(limit) = d.hourly_limit().filter(|_| refusal || counted) {
         v.num(limit);
         h.rendered(X_RATELIMIT_LIMIT_HOUR, &mut v);
     }
-    let rejected = d.action() == Action::Reject;
     if let Some(w) = binding_window(d) {
         v.num(w.limit);
         h.rendered(X_RATELIMIT_LIMIT, &mut v);
@@ -382,8 +391,9 @@ pub fn detail(d: &Decision) -> String {
                 ),
             };
             format!(
-                "Many addresses of the network {name} together {what}; callers there \
-                 without an API key share it. Retry in {wait} s."
+                "Many addresses of the network {name} together {what}: the {tier} callers \
+                 there share it (each tier has its own share of a network, and a verified API \
+                 key is not counted against it). Retry in {wait} s."
             )
         }
         (Some(Reason::Unavailable), _) => format!(
@@ -430,17 +440,18 @@ pub fn problem(d: &Decision, hints: &Hints) -> Problem {
         )
 }
 
-/// The full 429 answer for a rejecting decision.
-pub fn rejection(d: &Decision, hints: &Hints) -> Response<Bytes> {
-    let mut resp = problem(d, hints).into_response();
+/// The full 429 answer for a rejecting decision, its body in `format` (problem+json, or the
+/// HTML page for a browser).
+pub fn rejection(d: &Decision, hints: &Hints, format: Format) -> Response<Bytes> {
+    let mut resp = problem(d, hints).respond(format);
     write_headers(d, resp.headers_mut());
     resp
 }
 
 /// `503` for a delayed request that cannot be held (too many held already), counted by the
 /// caller. `Retry-After` is the delay it would have waited.
-pub fn hold_overflow(d: &Decision) -> Response<Bytes> {
-    held_503(d, d.delay(), |wait| {
+pub fn hold_overflow(d: &Decision, format: Format) -> Response<Bytes> {
+    held_503(d, d.delay(), format, |wait| {
         format!(
             "This caller is over its daily quota, so each request is held for a scan delay, and \
              too many of its requests are held already. Retry in {wait} s, one request at a \
@@ -453,7 +464,7 @@ pub fn hold_overflow(d: &Decision) -> Response<Bytes> {
 /// before its connection closes, never an empty reply. `Retry-After` is what was left of its
 /// delay: it was to wait that long anyway, and retrying sooner is only held again.
 pub fn hold_cut_short(d: &Decision, left: std::time::Duration) -> Response<Bytes> {
-    held_503(d, left, |wait| {
+    held_503(d, left, Format::Problem, |wait| {
         format!(
             "This request was held for a scan delay (the caller is over its daily quota) and the \
              proxy is shutting down before the delay was over. Retry in {wait} s."
@@ -466,13 +477,14 @@ pub fn hold_cut_short(d: &Decision, left: std::time::Duration) -> Response<Bytes
 fn held_503(
     d: &Decision,
     wait: std::time::Duration,
+    format: Format,
     detail: impl FnOnce(u64) -> String,
 ) -> Response<Bytes> {
     let wait = wait.as_secs_f64().ceil().max(1.0) as u64;
     let mut resp = Problem::new(StatusCode::SERVICE_UNAVAILABLE, None, detail(wait))
         .with("tier", d.tier.as_str())
         .with("retryAfter", wait)
-        .into_response();
+        .respond(format);
     write_headers(d, resp.headers_mut());
     resp.headers_mut()
         .insert(RETRY_AFTER, HeaderValue::from(wait));
@@ -596,6 +608,44 @@ mod tests {
     }
 
     #[test]
+    fn the_hourly_budget_is_named_on_every_refusal_and_where_the_route_counts_it() {
+        let header = |d: &Decision| {
+            let mut h = HeaderMap::new();
+            write_headers(d, &mut h);
+            h.get(X_RATELIMIT_LIMIT_HOUR)
+                .map(|v| v.to_str().unwrap().to_string())
+        };
+        // A route counting the burst alone: a refusal names the caller's hourly budget...
+        let burst_only = || {
+            Decision::builder(Tier::Anon, "ip:abc")
+                .hourly_budget(600)
+                .window(win(WindowKind::Burst, 120, 0, 60, 12))
+        };
+        let d = burst_only().reject(Reason::Burst, 12).build();
+        assert_eq!(header(&d).as_deref(), Some("600"));
+        assert_eq!(
+            problem(&d, &Hints::default()).to_value()["hourlyLimit"],
+            600
+        );
+        assert_eq!(
+            header(&burst_only().reject(Reason::Burst, 12).shadow(true).build()).as_deref(),
+            Some("600"),
+            "what would have been a refusal"
+        );
+        // ...an admitted request there names none, as an unmetered route names none.
+        assert_eq!(header(&burst_only().build()), None);
+        let unmetered = Decision::builder(Tier::Anon, "ip:abc")
+            .hourly_budget(600)
+            .build();
+        assert_eq!(header(&unmetered), None);
+        // Where the route counts it, every response names it.
+        assert_eq!(
+            header(&decision(Action::Allow, None)).as_deref(),
+            Some("600")
+        );
+    }
+
+    #[test]
     fn retry_after_is_never_zero() {
         let mut d = decision(Action::Reject, Some(Reason::Burst));
         d.reject(Reason::Burst, 0);
@@ -606,7 +656,7 @@ mod tests {
     fn overflow_retry_after_rounds_delay_up() {
         let mut d = decision(Action::Delay, None);
         d.hold(Duration::from_millis(5_001), crate::model::DelayKind::Soft);
-        let resp = hold_overflow(&d);
+        let resp = hold_overflow(&d, Format::Problem);
         assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(resp.headers()[RETRY_AFTER], "6");
     }

@@ -219,6 +219,14 @@ impl RecordStore for EmbeddedStore {
             .update_enforcement(|e| e.lockouts.remove(&ip))
     }
 
+    fn forget_strikes(&self, ip: IpAddr) -> Result<bool, StoreError> {
+        if !self.persisted.enforcement.read().strikes.contains_key(&ip) {
+            return Ok(false);
+        }
+        self.persisted
+            .update_enforcement(|e| e.strikes.remove(&ip).is_some())
+    }
+
     fn lockouts(&self, now_ms: u64) -> Result<Vec<Lockout>, StoreError> {
         let mut v: Vec<Lockout> = self
             .persisted

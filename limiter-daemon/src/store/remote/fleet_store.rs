@@ -302,7 +302,14 @@ impl LockoutEvents for ReplicaSink {
             LockoutEvent::Locked {
                 lockout, strikes, ..
             } => s.replica.put(lockout.clone(), *strikes),
-            LockoutEvent::Lifted { ip, .. } => s.replica.remove(*ip).is_some(),
+            LockoutEvent::Lifted {
+                ip, forget_strikes, ..
+            } => {
+                if *forget_strikes {
+                    s.replica.forget_strikes(*ip);
+                }
+                s.replica.remove(*ip).is_some()
+            }
             LockoutEvent::NetLocked { .. } | LockoutEvent::NetLifted { .. } => true,
         };
         s.stats.events_applied.fetch_add(1, Ordering::Relaxed);
@@ -531,6 +538,16 @@ impl RecordStore for FleetStore {
         let old = self.replica.remove(ip);
         self.writer.push(Write::Remove(ip));
         Ok(old)
+    }
+
+    /// Here at once; in the shared store and on the other hosts (through the stream) before it
+    /// returns, or an error when the shared store cannot be reached.
+    fn forget_strikes(&self, ip: IpAddr) -> Result<bool, StoreError> {
+        // The lockout writes queued here (the strikes being forgotten among them) land first,
+        // so none writes them back after; bounded, as an operator waits on it.
+        self.writer.wait_drained(Duration::from_secs(2));
+        let here = self.replica.forget_strikes(ip);
+        Ok(self.remote.forget_strikes(ip)? || here)
     }
 
     fn lockouts(&self, now_ms: u64) -> Result<Vec<Lockout>, StoreError> {

@@ -66,6 +66,19 @@ impl Replica {
         old
     }
 
+    /// Forgets `ip`'s strike record; `true` when there was one.
+    pub fn forget_strikes(&self, ip: IpAddr) -> bool {
+        let mut m = self.map.write();
+        let Some(k) = m.get_mut(&ip) else {
+            return false;
+        };
+        let had = k.strikes.take().is_some();
+        if k.lockout.is_none() {
+            m.remove(&ip);
+        }
+        had
+    }
+
     /// Lockouts active at `now_ms`, oldest first.
     pub fn active(&self, now_ms: u64) -> Vec<Lockout> {
         let mut v: Vec<Lockout> = self

@@ -342,9 +342,28 @@ impl Inner {
         self.publish(&LockoutEvent::Lifted {
             ip,
             host: host.to_string(),
+            forget_strikes: false,
         })
         .await?;
         Ok(was)
+    }
+
+    /// Deletes `ip`'s strike record and appends a lift that forgets strikes to the stream (also
+    /// when there was none here: another host's replica may still hold one).
+    pub(super) async fn forget_strikes(&self, ip: IpAddr, host: &str) -> Result<bool, StoreError> {
+        let key = self.layout.strikes(&self.hasher.ip_id(ip));
+        let mut c = self.conn("forget_strikes")?;
+        let deleted: i64 = check(
+            "forget_strikes",
+            redis::cmd("DEL").arg(&key).query_async(&mut c).await,
+        )?;
+        self.publish(&LockoutEvent::Lifted {
+            ip,
+            host: host.to_string(),
+            forget_strikes: true,
+        })
+        .await?;
+        Ok(deleted > 0)
     }
 
     /// Every lockout Valkey holds (each key expires with its lockout), with its strikes: those

@@ -354,6 +354,14 @@ impl RecordStore for ValkeyStore {
         })
     }
 
+    /// Also appends the forgetting to the stream (as this host), for the other hosts' replicas.
+    fn forget_strikes(&self, ip: IpAddr) -> Result<bool, StoreError> {
+        self.run("forget_strikes", move |i| async move {
+            let host = i.host.clone();
+            i.forget_strikes(ip, &host).await
+        })
+    }
+
     fn lockouts(&self, now_ms: u64) -> Result<Vec<Lockout>, StoreError> {
         self.run("lockouts", move |i| async move {
             let mut v: Vec<Lockout> = i
