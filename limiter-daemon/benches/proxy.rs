@@ -19,6 +19,10 @@
 //!   workers, or the daemon) divided by the requests served: a figure that holds up better than
 //!   requests/s when other work shares the machine.
 //!
+//! - `BENCH_ACCESS_LOG=1`: the daemons write their access log (`[log] access`, JSON) and the
+//!   nginx proxies theirs (`access_log`, combined), each to a file in the scratch directory, so
+//!   the cost of the log is measured like for like.
+//!
 //! Prints a table with ratios: daemon/nginx throughput and the p99 each adds over the direct
 //! path. Any non-2xx answer fails the run (a rejected request would flatter the numbers).
 
@@ -145,11 +149,18 @@ fn main() {
 
     // nginx with limit_req in front of the same upstream; a second, identical one whose workers
     // run SCHED_BATCH, as the daemon's proxy threads do by default (like for like).
+    let access_log = std::env::var("BENCH_ACCESS_LOG").is_ok_and(|v| v == "1");
+    let logs = scratch.path().to_path_buf();
     let nginx_conf = |addr: SocketAddr| {
+        let log = if access_log {
+            format!("access_log {}/nginx-{}.log;", logs.display(), addr.port())
+        } else {
+            String::new()
+        };
         format!(
             "limit_req_zone $binary_remote_addr zone=bench:10m rate=1000000r/s;\n\
              upstream app {{ server {up_addr}; keepalive 128; }}\n\
-             server {{ listen {addr} backlog=4096; keepalive_requests 1000000;\n\
+             server {{ listen {addr} backlog=4096; keepalive_requests 1000000; {log}\n\
                set_real_ip_from 127.0.0.1; real_ip_header X-Forwarded-For;\n\
                location / {{ limit_req zone=bench burst=1000000 nodelay;\n\
                  proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection \"\";\n\
@@ -175,8 +186,16 @@ fn main() {
         let api_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let state = scratch.path().join(format!("state-{name}"));
         let big = 400_000_000u32;
+        let log = if access_log {
+            format!(
+                "[log]\naccess = \"{}\"\n\n",
+                scratch.path().join(format!("access-{name}.log")).display()
+            )
+        } else {
+            String::new()
+        };
         let config = format!(
-            "[tiers.anon]\nhourly = {big}\n\n[quota]\nanon = {big}\n\n\
+            "{log}[tiers.anon]\nhourly = {big}\n\n[quota]\nanon = {big}\n\n\
              [default_route]\nlimits = [\"hourly\", \"daily\"]\n\n\
              [identity]\ntrusted_proxies = [\"127.0.0.1/32\"]\n\n\
              [store]\nstate_dir = \"{}\"\n\n[kernel]\nmode = \"off\"\n\n\
@@ -289,7 +308,12 @@ fn main() {
     println!();
     println!(
         "proxy benchmark: wrk --latency -t2 -c64 -d{secs}s, median of {rounds} interleaved rounds; \
-         2 cores shared by wrk, proxies and upstream"
+         2 cores shared by wrk, proxies and upstream; access logs {}",
+        if access_log {
+            "on (daemons: [log] access, JSON; nginx: access_log, combined)"
+        } else {
+            "off"
+        }
     );
     println!();
     println!("| path | requests/s | p50 ms | p99 ms | p99 added over direct (ms) | CPU per request (µs, that path's own processes) | socket errors |");
