@@ -129,7 +129,7 @@ fn resolve(rig: &Rig, keys: &KeyCache, peer: IpAddr, headers: &HeaderMap) -> Cal
     let agents = DirectoryCache::new();
     let caller = rig
         .resolver
-        .resolve(&rig.cfg, keys, &agents, peer, false, "GET", headers, NOW_MS);
+        .resolve(&rig.cfg, keys, &agents, peer, false, "GET", "/", headers, NOW_MS, true);
     // The store key is derived without trouble whatever the subject.
     let _ = caller.id_key(&rig.hasher);
     caller
