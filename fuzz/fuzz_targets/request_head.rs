@@ -159,10 +159,11 @@ fn check_served(wire: &[u8], served: &Served, up: &[u8], peer: IpAddr) {
     assert_eq!(client.headers.iter().filter(|h| is(h, "host")).count(), 1);
     assert_eq!(upstream.headers.iter().filter(|h| is(h, "host")).count(), 1);
 
-    // The decision sees exactly the fields it reads, as hyper's path would hand them over.
+    // The decision sees exactly the fields it reads, and `Accept` (which picks a refusal's
+    // format: problem+json or a browser's page), as hyper's path would hand them over.
     let mut expected = HeaderMap::new();
     for h in client.headers.iter() {
-        if IdentityFields.reads_header(h.name.as_bytes()) {
+        if IdentityFields.reads_header(h.name.as_bytes()) || is(h, "accept") {
             expected.append(
                 http::HeaderName::from_bytes(h.name.as_bytes()).unwrap(),
                 HeaderValue::from_bytes(h.value).unwrap(),
