@@ -55,6 +55,7 @@ pub mod list_snapshot;
 pub mod lists;
 pub mod lockouts;
 pub mod net_senders;
+pub mod net_share;
 pub mod net_strikes;
 pub mod networks;
 pub mod proof_disk;

@@ -26,7 +26,7 @@ use std::net::IpAddr;
 
 use parking_lot::Mutex;
 
-use super::networks::NetShare;
+use super::net_share::NetShare;
 
 /// Addresses kept per network: a whole IPv4 /24.
 pub const MAX_PER_NETWORK: usize = 256;

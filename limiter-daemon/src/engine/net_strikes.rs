@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::networks::NetShare;
+use super::net_share::NetShare;
 use crate::model::StrikeRecord;
 
 /// Strikes of each rung's share of each network ([`NetShare`]), in memory.

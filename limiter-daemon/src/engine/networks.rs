@@ -25,6 +25,7 @@ use std::time::Duration;
 use ipnet::{IpNet, Ipv4Subnets, Ipv6Subnets};
 
 use super::base::Engine;
+use super::net_share::NetShare;
 use super::strikes::{decayed_strikes, lock_duration};
 use crate::clock::ceil_secs;
 use crate::config::asn::AsnRange;
@@ -52,14 +53,6 @@ const MAX_STRIKE_RECORDS: usize = 65_536;
 /// Most CIDRs one ASN range's lockout is written as (a range that is no prefix splits into
 /// several).
 const MAX_RANGE_CIDRS: usize = 64;
-
-/// One rung's share of one network: what its callers there count against, are struck as and
-/// lock out together.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct NetShare {
-    pub name: NetworkName,
-    pub tier: Tier,
-}
 
 /// The networks of one caller, by [`NetLevel`] index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

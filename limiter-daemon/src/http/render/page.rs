@@ -124,6 +124,18 @@ fn text(p: &Problem, key: &str) -> Option<String> {
     }
 }
 
+/// The answer to a refused request in `format`: problem `p` as problem+json, or the page
+/// rendered from it; either way with `Vary: Accept`, since the request's `Accept` chose.
+pub fn respond(p: Problem, format: super::negotiate::Format) -> Response<Bytes> {
+    let mut resp = match format {
+        super::negotiate::Format::Problem => p.into_response(),
+        super::negotiate::Format::Html => render(&p),
+    };
+    resp.headers_mut()
+        .insert(http::header::VARY, HeaderValue::from_static("accept"));
+    resp
+}
+
 /// The page for problem `p`, with `p`'s status and `Cache-Control: no-store`.
 pub fn render(p: &Problem) -> Response<Bytes> {
     let status = p.status;

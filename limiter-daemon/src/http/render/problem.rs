@@ -44,18 +44,6 @@ impl Problem {
         self.body.get(key)
     }
 
-    /// The answer in `format`: this document, or the HTML page rendered from it
-    /// ([`super::page`]); either way with `Vary: Accept`, since the request's `Accept` chose.
-    pub fn respond(self, format: super::negotiate::Format) -> Response<Bytes> {
-        let mut resp = match format {
-            super::negotiate::Format::Problem => self.into_response(),
-            super::negotiate::Format::Html => super::page::render(&self),
-        };
-        resp.headers_mut()
-            .insert(http::header::VARY, HeaderValue::from_static("accept"));
-        resp
-    }
-
     pub fn to_value(&self) -> Value {
         Value::Object(self.body.clone())
     }

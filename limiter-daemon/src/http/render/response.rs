@@ -443,7 +443,7 @@ pub fn problem(d: &Decision, hints: &Hints) -> Problem {
 /// The full 429 answer for a rejecting decision, its body in `format` (problem+json, or the
 /// HTML page for a browser).
 pub fn rejection(d: &Decision, hints: &Hints, format: Format) -> Response<Bytes> {
-    let mut resp = problem(d, hints).respond(format);
+    let mut resp = super::page::respond(problem(d, hints), format);
     write_headers(d, resp.headers_mut());
     resp
 }
@@ -481,10 +481,10 @@ fn held_503(
     detail: impl FnOnce(u64) -> String,
 ) -> Response<Bytes> {
     let wait = wait.as_secs_f64().ceil().max(1.0) as u64;
-    let mut resp = Problem::new(StatusCode::SERVICE_UNAVAILABLE, None, detail(wait))
+    let problem = Problem::new(StatusCode::SERVICE_UNAVAILABLE, None, detail(wait))
         .with("tier", d.tier.as_str())
-        .with("retryAfter", wait)
-        .respond(format);
+        .with("retryAfter", wait);
+    let mut resp = super::page::respond(problem, format);
     write_headers(d, resp.headers_mut());
     resp.headers_mut()
         .insert(RETRY_AFTER, HeaderValue::from(wait));

@@ -1,8 +1,8 @@
 //! [`FleetStore`], a fleet's shared store as the request path sees it: what `[store]` gives it
 //! ([`FleetSettings`]), what it counts ([`FleetStats`]), the answers it gives without the store
 //! (a replica's lockout, a held refusal, the degraded answer), the settling of the store's
-//! answer, and the follower's sink that feeds the replica and then the engine.
-//! [`FleetStore::start`] is in `start.rs`.
+//! answer. The follower's sink that feeds the replica and then the engine is in
+//! `replica_sink.rs`, [`FleetStore::start`] in `start.rs`.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -277,77 +277,6 @@ impl FleetStore {
     fn put_local(&self, lockout: Lockout, strikes: Option<StrikeRecord>) {
         self.replica.put(lockout.clone(), strikes);
         self.writer.push(Write::Put(lockout, strikes));
-    }
-
-    pub(super) fn start_following(&self) {
-        if self.downstream.get().is_none() || self.following.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let sink: Arc<dyn LockoutEvents> = Arc::new(ReplicaSink(self.me.clone()));
-        self.remote.follow(sink, self.cancel.child_token());
-    }
-}
-
-/// The follower's sink: the replica first, then the engine.
-struct ReplicaSink(Weak<FleetStore>);
-
-impl LockoutEvents for ReplicaSink {
-    fn apply(&self, event: &LockoutEvent) {
-        let Some(s) = self.0.upgrade() else { return };
-        if event.host() == s.remote.host() {
-            // Applied when it was made; replaying it could undo a later lift.
-            return;
-        }
-        let changed = match event {
-            LockoutEvent::Locked {
-                lockout, strikes, ..
-            } => s.replica.put(lockout.clone(), *strikes),
-            LockoutEvent::Lifted {
-                ip, forget_strikes, ..
-            } => {
-                if *forget_strikes {
-                    s.replica.forget_strikes(*ip);
-                }
-                s.replica.remove(*ip).is_some()
-            }
-            LockoutEvent::NetLocked { .. } | LockoutEvent::NetLifted { .. } => true,
-        };
-        s.stats.events_applied.fetch_add(1, Ordering::Relaxed);
-        if changed {
-            if let Some(d) = s.downstream.get() {
-                d.apply(event);
-            }
-        }
-    }
-
-    fn reload(&self, active: Vec<(Lockout, Option<StrikeRecord>)>) {
-        let Some(s) = self.0.upgrade() else { return };
-        s.replica.replace(active);
-        // What this host made and the store has not got yet stays in force.
-        for w in s.writer.pending() {
-            match w {
-                Write::Put(l, st) => {
-                    s.replica.put(l, st);
-                }
-                Write::Remove(ip) => {
-                    s.replica.remove(ip);
-                }
-                Write::Publish(_) => {}
-            }
-        }
-        if let Some(d) = s.downstream.get() {
-            // Every known lockout: the engine keeps those still active by its own clock.
-            let all = s
-                .replica
-                .active(0)
-                .into_iter()
-                .map(|l| {
-                    let st = s.replica.strikes(l.ip);
-                    (l, st)
-                })
-                .collect();
-            d.reload(all);
-        }
     }
 }
 

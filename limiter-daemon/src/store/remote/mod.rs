@@ -23,6 +23,7 @@ mod leased;
 pub mod leases;
 pub mod over_limit;
 pub mod replica;
+pub mod replica_sink;
 mod start;
 pub mod writer;
 
