@@ -9,7 +9,7 @@
 mod daemon_support;
 
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use limiter_tests::http1::exchange as http;
 use std::path::Path;
@@ -182,14 +182,6 @@ fn scrape(metrics: SocketAddr, accept: Option<&str>) -> (String, String) {
     (content_type.to_string(), body.to_string())
 }
 
-fn promtool() -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("promtool"))
-            .find(|p| p.is_file())
-    })
-}
-
 /// The OpenMetrics structure a parser relies on: every sample belongs to the family the last
 /// `# TYPE` declared (its name, or the name and a suffix its type allows), each family is
 /// declared once, and the exposition ends with `# EOF`.
@@ -227,7 +219,7 @@ fn value(text: &str, series: &str) -> f64 {
 
 #[test]
 fn metrics_answer_each_accept_and_the_text_format_passes_promtool() {
-    let bin = promtool();
+    let bin = limiter_tests::promtool::binary();
     if !limiter_tests::require(bin.is_some(), "promtool (apt-get install prometheus)") {
         return;
     }
@@ -263,24 +255,7 @@ fn metrics_answer_each_accept_and_the_text_format_passes_promtool() {
     }
 
     let (_, text) = scrape(metrics, Some("text/plain; version=0.0.4"));
-    let mut check = Command::new(bin.unwrap())
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(&mut check.stdin.take().unwrap(), text.as_bytes()).unwrap();
-    let out = check.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && said.trim().is_empty(),
-        "promtool: {said}\n{text}"
-    );
+    limiter_tests::promtool::check_metrics(&bin.unwrap(), &text);
     assert!(
         !text.contains("# EOF") && !text.contains("# UNIT"),
         "{text}"

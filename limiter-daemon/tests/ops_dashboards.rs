@@ -18,7 +18,7 @@ mod kernel_support;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use admin_support::{eventually, http, try_http};
@@ -33,14 +33,6 @@ fn example(rel: &str) -> PathBuf {
 
 fn read(rel: &str) -> String {
     std::fs::read_to_string(example(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
-}
-
-fn promtool() -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("promtool"))
-            .find(|p| p.is_file())
-    })
 }
 
 fn run_promtool(bin: &Path, args: &[&str]) -> String {
@@ -60,7 +52,7 @@ fn run_promtool(bin: &Path, args: &[&str]) -> String {
 
 #[test]
 fn alert_rules_pass_promtool_and_their_unit_tests() {
-    let bin = promtool();
+    let bin = limiter_tests::promtool::binary();
     if !limiter_tests::require(bin.is_some(), "promtool (apt-get install prometheus)") {
         return;
     }
@@ -228,7 +220,7 @@ fn every_metric_the_dashboard_and_rules_name_is_exported_by_the_daemon() {
     );
     // Every family, the kernel's and the lockouts' included, in the classic text format that
     // promtool reads: it has nothing to say.
-    let bin = promtool();
+    let bin = limiter_tests::promtool::binary();
     if limiter_tests::require(bin.is_some(), "promtool (apt-get install prometheus)") {
         let accept = [("accept", "text/plain; version=0.0.4")];
         let classic = pair
@@ -236,24 +228,7 @@ fn every_metric_the_dashboard_and_rules_name_is_exported_by_the_daemon() {
             .run(|| try_http(metrics, "GET", "/metrics", &accept, None))
             .expect("a text scrape")
             .body;
-        let mut check = Command::new(bin.unwrap())
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::io::Write::write_all(&mut check.stdin.take().unwrap(), classic.as_bytes()).unwrap();
-        let out = check.wait_with_output().unwrap();
-        let said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.status.success() && said.trim().is_empty(),
-            "promtool check metrics: {said}\n{classic}"
-        );
+        limiter_tests::promtool::check_metrics(&bin.unwrap(), &classic);
         assert!(
             classic.contains("limiter_kernel_verdicts_total{"),
             "{classic}"

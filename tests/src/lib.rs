@@ -9,6 +9,7 @@ pub mod isolated;
 pub mod netns;
 pub mod nginx;
 pub mod process;
+pub mod promtool;
 pub mod testrun;
 pub mod upstream;
 pub mod valkey;
