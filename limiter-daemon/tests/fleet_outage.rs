@@ -22,6 +22,36 @@ fn daemon(dir: &std::path::Path, valkey_port: u16) -> Daemon {
     daemon_with(dir, valkey_port, "")
 }
 
+/// A Valkey with `requirepass old-pw` and a daemon reading that password from a file: what a
+/// password rotation starts from (`None`: no valkey-server here, outside CI).
+struct Rotating {
+    port: u16,
+    valkey: Server,
+    dir: tempfile::TempDir,
+    pw_file: std::path::PathBuf,
+    d: Daemon,
+}
+
+fn rotating() -> Option<Rotating> {
+    let port = free_port();
+    let valkey = start_with(port, &["--requirepass", "old-pw"])?;
+    let dir = tempfile::tempdir().unwrap();
+    let pw_file = dir.path().join("valkey-password");
+    std::fs::write(&pw_file, "old-pw\n").unwrap();
+    let d = daemon_with(
+        dir.path(),
+        port,
+        &format!("valkey_password_file = \"{}\"\n", pw_file.display()),
+    );
+    Some(Rotating {
+        port,
+        valkey,
+        dir,
+        pw_file,
+        d,
+    })
+}
+
 /// With `store` lines added to `[store]`.
 fn daemon_with(dir: &std::path::Path, valkey_port: u16, store: &str) -> Daemon {
     let store = format!(
@@ -367,18 +397,16 @@ fn a_refused_or_missing_password_at_start_is_the_documented_error_not_a_panic() 
 
 #[test]
 fn after_a_password_rotation_the_daemon_is_back_on_valkey_within_seconds() {
-    let port = free_port();
-    let Some(_valkey) = start_with(port, &["--requirepass", "old-pw"]) else {
+    let Some(Rotating {
+        port,
+        valkey: _valkey,
+        dir: _dir,
+        pw_file,
+        d,
+    }) = rotating()
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let pw_file = dir.path().join("valkey-password");
-    std::fs::write(&pw_file, "old-pw\n").unwrap();
-    let d = daemon_with(
-        dir.path(),
-        port,
-        &format!("valkey_password_file = \"{}\"\n", pw_file.display()),
-    );
     let sent = std::cell::Cell::new(0u32);
     // One more request from a new address: 200 whatever the store does (on_failure = local).
     let request = || {
@@ -504,18 +532,16 @@ fn valkey_killed_and_restarted_makes_the_host_ready_again_without_a_request() {
 
 #[test]
 fn a_password_rotation_makes_the_host_ready_again_once_the_file_has_it_without_a_request() {
-    let port = free_port();
-    let Some(_valkey) = start_with(port, &["--requirepass", "old-pw"]) else {
+    let Some(Rotating {
+        port,
+        valkey: _valkey,
+        dir: _dir,
+        pw_file,
+        d,
+    }) = rotating()
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let pw_file = dir.path().join("valkey-password");
-    std::fs::write(&pw_file, "old-pw\n").unwrap();
-    let d = daemon_with(
-        dir.path(),
-        port,
-        &format!("valkey_password_file = \"{}\"\n", pw_file.display()),
-    );
     eventually("ready on Valkey", || ready(&d).then_some(()));
     // The server's password changes and every client is dropped; the file still holds the old.
     rotate(port, "old-pw", "new-pw");
