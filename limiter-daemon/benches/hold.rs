@@ -154,6 +154,10 @@ fn start_daemon(bin: &PathBuf, dir: &std::path::Path, up: SocketAddr, own_loop: 
     let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let state = dir.join(format!("state-{}", free_port()));
     let bound = 4 * held_count();
+    // Every connection comes from loopback, one client address: the connection caps (derived
+    // from the descriptor limit, a client an eighth of the proxy's) are raised to what the bench
+    // holds, as `max_held` is.
+    let conns = held_count() + 512;
     // Every request here comes from loopback, one /24: with network budgets on its /24's burst
     // refused the probes (429 `network`). This bench measures holding, not metering.
     let config = format!(
@@ -164,7 +168,8 @@ fn start_daemon(bin: &PathBuf, dir: &std::path::Path, up: SocketAddr, own_loop: 
          [store]\nstate_dir = \"{}\"\n\n[kernel]\nmode = \"off\"\n\n\
          [metrics]\nlisten = \"{metrics}\"\n\n[admin]\nlisten = \"\"\n\n\
          [http]\nproxy_listen = [\"{proxy}\"]\nupstream = \"http://{up}\"\nworker_threads = 2\n\
-         max_held = {bound}\nmax_held_per_identity = {bound}\nown_loop = {own_loop}\n",
+         max_held = {bound}\nmax_held_per_identity = {bound}\nown_loop = {own_loop}\n\
+         max_connections = {conns}\nmax_connections_per_client = {conns}\n",
         state.display()
     );
     let path = dir.join(format!("limiter-{}.toml", proxy.port()));
