@@ -61,7 +61,6 @@ pub fn restart_only(
         });
     }
     same!("store.max_identities", store.max_identities);
-    same!("store.sweep_interval", store.sweep_interval);
     // The kernel attachment (its config, ceilings and ports, is rewritten live).
     same!("kernel.mode", kernel.mode);
     same!("kernel.attach", kernel.attach);

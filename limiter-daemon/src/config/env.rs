@@ -9,45 +9,65 @@ use super::ConfigError;
 /// Variable name → value. Build it with [`env_from_process`] in the binary, by hand in tests.
 pub type EnvMap = HashMap<String, String>;
 
-pub const TIER_FREE_HOURLY: &str = "TIER_FREE_HOURLY";
-pub const TIER_AUTH_MULTIPLIER: &str = "TIER_AUTH_MULTIPLIER";
-pub const TIER_SPONSOR_HOURLY: &str = "TIER_SPONSOR_HOURLY";
-pub const TIER_FREE_BURST: &str = "TIER_FREE_BURST";
-pub const TIER_AUTH_BURST: &str = "TIER_AUTH_BURST";
-pub const TIER_SPONSOR_BURST: &str = "TIER_SPONSOR_BURST";
-pub const TIER_CRAWLER_HOURLY: &str = "TIER_CRAWLER_HOURLY";
+// One variable per `[tiers]` key, named as it: `TIER_<RUNG>_<BURST|HOURLY|DAILY>`.
+pub const TIER_ANON_BURST: &str = "TIER_ANON_BURST";
+pub const TIER_ANON_HOURLY: &str = "TIER_ANON_HOURLY";
+pub const TIER_ANON_DAILY: &str = "TIER_ANON_DAILY";
+pub const TIER_SESSION_BURST: &str = "TIER_SESSION_BURST";
+pub const TIER_SESSION_HOURLY: &str = "TIER_SESSION_HOURLY";
+pub const TIER_SESSION_DAILY: &str = "TIER_SESSION_DAILY";
 pub const TIER_CRAWLER_BURST: &str = "TIER_CRAWLER_BURST";
-pub const QUOTA_CRAWLER: &str = "QUOTA_CRAWLER";
-pub const TIER_AGENT_HOURLY: &str = "TIER_AGENT_HOURLY";
+pub const TIER_CRAWLER_HOURLY: &str = "TIER_CRAWLER_HOURLY";
+pub const TIER_CRAWLER_DAILY: &str = "TIER_CRAWLER_DAILY";
 pub const TIER_AGENT_BURST: &str = "TIER_AGENT_BURST";
-pub const QUOTA_AGENT: &str = "QUOTA_AGENT";
-pub const QUOTA_ANON: &str = "QUOTA_ANON";
+pub const TIER_AGENT_HOURLY: &str = "TIER_AGENT_HOURLY";
+pub const TIER_AGENT_DAILY: &str = "TIER_AGENT_DAILY";
+pub const TIER_SPONSOR_BURST: &str = "TIER_SPONSOR_BURST";
+pub const TIER_SPONSOR_HOURLY: &str = "TIER_SPONSOR_HOURLY";
+pub const TIER_SPONSOR_DAILY: &str = "TIER_SPONSOR_DAILY";
 pub const QUOTA_TOKEN: &str = "QUOTA_TOKEN";
 pub const DELAY_SOFT_MS: &str = "DELAY_SOFT_MS";
 pub const DELAY_SOFT_WINDOW: &str = "DELAY_SOFT_WINDOW";
 pub const DELAY_HARD_MS: &str = "DELAY_HARD_MS";
 pub const QUOTA_WARN_THRESHOLD: &str = "QUOTA_WARN_THRESHOLD";
+// Aliases: the seed's names (`free` is `anon`, `auth` is `session`) and the older daily ones.
+pub const TIER_FREE_BURST: &str = "TIER_FREE_BURST";
+pub const TIER_FREE_HOURLY: &str = "TIER_FREE_HOURLY";
+pub const TIER_AUTH_BURST: &str = "TIER_AUTH_BURST";
+pub const TIER_AUTH_MULTIPLIER: &str = "TIER_AUTH_MULTIPLIER";
+pub const QUOTA_ANON: &str = "QUOTA_ANON";
+pub const QUOTA_CRAWLER: &str = "QUOTA_CRAWLER";
+pub const QUOTA_AGENT: &str = "QUOTA_AGENT";
 
 /// Every variable the configuration reads, in the order `check-config` reports them.
 pub const ENV_VARS: &[&str] = &[
-    TIER_FREE_HOURLY,
-    TIER_AUTH_MULTIPLIER,
-    TIER_SPONSOR_HOURLY,
-    TIER_FREE_BURST,
-    TIER_AUTH_BURST,
-    TIER_SPONSOR_BURST,
-    TIER_CRAWLER_HOURLY,
+    TIER_ANON_BURST,
+    TIER_ANON_HOURLY,
+    TIER_ANON_DAILY,
+    TIER_SESSION_BURST,
+    TIER_SESSION_HOURLY,
+    TIER_SESSION_DAILY,
     TIER_CRAWLER_BURST,
-    TIER_AGENT_HOURLY,
+    TIER_CRAWLER_HOURLY,
+    TIER_CRAWLER_DAILY,
     TIER_AGENT_BURST,
-    QUOTA_ANON,
+    TIER_AGENT_HOURLY,
+    TIER_AGENT_DAILY,
+    TIER_SPONSOR_BURST,
+    TIER_SPONSOR_HOURLY,
+    TIER_SPONSOR_DAILY,
     QUOTA_TOKEN,
-    QUOTA_CRAWLER,
-    QUOTA_AGENT,
     DELAY_SOFT_MS,
     DELAY_SOFT_WINDOW,
     DELAY_HARD_MS,
     QUOTA_WARN_THRESHOLD,
+    TIER_FREE_BURST,
+    TIER_FREE_HOURLY,
+    TIER_AUTH_BURST,
+    TIER_AUTH_MULTIPLIER,
+    QUOTA_ANON,
+    QUOTA_CRAWLER,
+    QUOTA_AGENT,
 ];
 
 /// The known variables from the process environment (only those; nothing else is read).

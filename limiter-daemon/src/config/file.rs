@@ -1,6 +1,7 @@
 //! The whole file: [`RawConfig`] as written (every section optional, unknown fields refused) and
-//! [`Config`], the validated configuration; loading, parsing, the environment applied over the
-//! file, and the line added to a field error. Each section validates itself in its own file.
+//! [`Config`], the validated configuration; loading, parsing (old keys moved to their new names
+//! first, [`super::renamed`]), the environment applied over the file, and the line added to a
+//! field error. Each section validates itself in its own file.
 
 use std::path::{Path, PathBuf};
 
@@ -26,7 +27,7 @@ use super::tiers::TierTable;
 use super::upgrade::UpgradePaths;
 use super::{
     admin, agents, crawlers, engine, field_path, http, identity, jwt, kernel, keys, locate,
-    lockout, log, metrics, networks, quota, routes, store, tiers, upgrade,
+    lockout, log, metrics, networks, renamed, routes, store, tiers, upgrade,
 };
 
 /// The file as written: every section optional, unknown fields refused.
@@ -37,8 +38,6 @@ pub struct RawConfig {
     pub engine: engine::RawEngine,
     #[serde(default)]
     pub tiers: tiers::RawTiers,
-    #[serde(default)]
-    pub quota: quota::RawQuota,
     #[serde(default)]
     pub routes: Vec<routes::RawRoute>,
     pub default_route: Option<routes::RawDefaultRoute>,
@@ -121,43 +120,61 @@ impl Config {
         Config::from_toml_str(&text, path, env)
     }
 
-    /// Parses `text` (named `path` in errors), applies `env`, validates.
+    /// Parses `text` (named `path` in errors), applies `env`, validates. Old keys are read as
+    /// their new names, with a warning logged for each.
     pub fn from_toml_str(text: &str, path: &Path, env: &EnvMap) -> Result<Self, ConfigError> {
         // Through `serde_path_to_error`, so a value of the wrong type (`burst = "lots"`) or an
         // unknown key names its field as a validation error does, not only its line.
-        let raw: RawConfig = serde_path_to_error::deserialize(toml::Deserializer::new(text))
-            .map_err(|e| {
-                let path_text = e.path().to_string();
-                let e = e.into_inner();
-                ConfigError::Parse {
-                    path: path.to_path_buf(),
-                    line: e.span().map(|s| line_at(text, s.start)),
-                    field: field_path::field_of(&path_text, e.message()),
-                    message: e.message().to_string(),
-                }
-            })?;
-        Config::from_raw(raw, env).map_err(|err| locate_error(err, text, path))
+        let parse_error = |e: serde_path_to_error::Error<toml::de::Error>| {
+            let field = field_path::field_of(&e.path().to_string(), e.inner().message());
+            let e = e.into_inner();
+            ConfigError::Parse {
+                path: path.to_path_buf(),
+                line: e
+                    .span()
+                    .map(|s| line_at(text, s.start))
+                    .or_else(|| field.as_deref().and_then(|f| locate::line_of(text, f))),
+                field,
+                message: e.message().to_string(),
+            }
+        };
+        let mut file: toml::Table =
+            serde_path_to_error::deserialize(toml::Deserializer::new(text)).map_err(parse_error)?;
+        let old = renamed::migrate(&mut file).map_err(|e| locate_error(e, text, path, &[]))?;
+        for w in &old.warnings {
+            tracing::warn!(event = "config_key_renamed", path = %path.display(), "{w}");
+        }
+        // An untouched file is read from its text, so that errors keep their exact position.
+        let mut raw: RawConfig = if old.warnings.is_empty() {
+            serde_path_to_error::deserialize(toml::Deserializer::new(text))
+        } else {
+            serde_path_to_error::deserialize(toml::Value::Table(file))
+        }
+        .map_err(parse_error)?;
+        raw.tiers.session_multiplier = old.session_multiplier;
+        Config::from_raw(raw, env).map_err(|err| locate_error(err, text, path, &old.moved))
     }
 
     /// Validates an already-parsed file with `env` applied over it.
     pub fn from_raw(mut raw: RawConfig, env: &EnvMap) -> Result<Self, ConfigError> {
         let mut env_applied = Vec::new();
         TierTable::apply_env(&mut raw.tiers, env, &mut env_applied)?;
-        QuotaSettings::apply_env(&mut raw.quota, env, &mut env_applied)?;
+        let mut token_daily = raw.jwt.as_ref().and_then(|j| j.daily);
+        if let Some(v) = super::env::read_u32(env, super::env::QUOTA_TOKEN, false)? {
+            token_daily = Some(v);
+            env_applied.push((super::env::QUOTA_TOKEN, v));
+        }
         let identity = IdentitySettings::validate(raw.identity)?;
         let proxy_protocol_peers = identity.trusted_proxies.clone();
         let client_ipv6_prefix = identity.ipv6_prefix;
         let kernel = KernelSettings::validate(raw.kernel, identity.ipv6_prefix)?;
-        let session_daily = raw.tiers.session.daily;
-        let crawler_daily = raw.tiers.crawler.daily;
-        let agent_daily = raw.tiers.agent.daily;
-        let tiers = TierTable::validate(raw.tiers)?;
+        let tiers = TierTable::validate(&raw.tiers)?;
         let networks = NetworkSettings::validate(raw.networks, &tiers)?;
-        let upgrade = UpgradePaths::validate(raw.upgrade, tiers.auth_multiplier)?;
+        let upgrade = UpgradePaths::validate(raw.upgrade, &tiers)?;
         Ok(Config {
             engine: EngineSettings::validate(raw.engine),
             tiers,
-            quota: QuotaSettings::validate(raw.quota, session_daily, crawler_daily, agent_daily)?,
+            quota: QuotaSettings::validate(&raw.tiers, token_daily)?,
             routes: RouteTable::validate(raw.routes, raw.default_route)?,
             identity,
             crawlers: CrawlerSettings::validate(raw.crawlers)?,
@@ -194,18 +211,24 @@ fn line_at(text: &str, offset: usize) -> usize {
     text.get(..offset).map_or(0, |t| t.matches('\n').count()) + 1
 }
 
-/// Adds the line to a field error when the field can be found in the text.
-fn locate_error(err: ConfigError, text: &str, path: &Path) -> ConfigError {
+/// Adds the line to a field error when the field can be found in the text (a key `moved` from
+/// an old name: where the old name is written).
+fn locate_error(err: ConfigError, text: &str, path: &Path, moved: &[(&str, &str)]) -> ConfigError {
     match err {
-        ConfigError::Invalid { field, message } => match locate::line_of(text, &field) {
-            Some(line) => ConfigError::InvalidAt {
-                path: path.to_path_buf(),
-                line,
-                field,
-                message,
-            },
-            None => ConfigError::Invalid { field, message },
-        },
+        ConfigError::Invalid { field, message } => {
+            match locate::line_of(text, &field).or_else(|| {
+                let old = moved.iter().find(|(_, new)| *new == field)?.0;
+                locate::line_of(text, old)
+            }) {
+                Some(line) => ConfigError::InvalidAt {
+                    path: path.to_path_buf(),
+                    line,
+                    field,
+                    message,
+                },
+                None => ConfigError::Invalid { field, message },
+            }
+        }
         other => other,
     }
 }
@@ -264,6 +287,60 @@ mod tests {
         let err = parse("[quota]\nanon = 5\n[tiers.crawler]\ndaily = 0\n", &[]).unwrap_err();
         assert!(
             matches!(&err, ConfigError::InvalidAt { line: 4, field, .. } if field == "tiers.crawler.daily"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_old_quota_section_loads_as_the_tier_tables_say() {
+        let jwt = "[jwt]\nalgorithm = \"HS256\"\nsecret = \"0123456789abcdef0\"\n";
+        let old = parse(
+            &format!(
+                "[tiers.session]\nmultiplier = 4\n[quota]\nanon = 50\nsponsor = 900\n\
+                 token = 70\nsoft_delay_ms = 10\nhard_delay_ms = 20\n{jwt}"
+            ),
+            &[],
+        )
+        .unwrap();
+        let new = parse(
+            &format!(
+                "[tiers]\nsoft_delay_ms = 10\nhard_delay_ms = 20\n[tiers.anon]\ndaily = 50\n\
+                 [tiers.session]\nhourly = 2400\n[tiers.sponsor]\ndaily = 900\n{jwt}daily = 70\n"
+            ),
+            &[],
+        )
+        .unwrap();
+        assert_eq!((&old.tiers, &old.quota), (&new.tiers, &new.quota));
+        assert_eq!(new.quota.sponsor.map(|v| v.get()), Some(900));
+        assert_eq!(new.tiers.session.hourly.get(), 2400);
+        // An error about a moved key is found where the old name is written.
+        let err = parse("\n[quota]\nanon = 0\n", &[]).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::InvalidAt { line: 3, field, .. } if field == "tiers.anon.daily"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn each_rung_has_one_environment_name_and_the_seeds_are_aliases() {
+        let c = parse(
+            "[tiers.session]\nhourly = 5000\n",
+            &[("TIER_ANON_HOURLY", "70"), ("TIER_AUTH_MULTIPLIER", "3")],
+        )
+        .unwrap();
+        assert_eq!(c.tiers.session.hourly.get(), 210, "the environment wins");
+        let c = parse(
+            "",
+            &[("TIER_SESSION_HOURLY", "90"), ("TIER_ANON_DAILY", "9")],
+        )
+        .unwrap();
+        assert_eq!(
+            (c.tiers.session.hourly.get(), c.quota.session.get()),
+            (90, 9)
+        );
+        let err = parse("", &[("TIER_ANON_BURST", "5"), ("TIER_FREE_BURST", "6")]).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Env { var, message } if var == "TIER_FREE_BURST" && message.contains("TIER_ANON_BURST")),
             "{err}"
         );
     }

@@ -44,6 +44,8 @@ pub struct RawJwt {
     pub leeway: Option<String>,
     pub audience: Option<Vec<String>>,
     pub issuer: Option<Vec<String>>,
+    /// Token holders' daily quota, whatever their rung (`L_jwt`, default 10,000).
+    pub daily: Option<u32>,
 }
 
 #[derive(Clone)]

@@ -39,6 +39,7 @@ pub mod networks;
 pub mod proof_sources;
 pub mod proxy_protocol;
 pub mod quota;
+pub mod renamed;
 pub mod routes;
 pub mod store;
 pub mod table;

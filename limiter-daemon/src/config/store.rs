@@ -36,8 +36,6 @@ pub struct RawStore {
     pub hash_secret_file: Option<PathBuf>,
     /// Hard ceiling on identities counted in memory.
     pub max_identities: Option<usize>,
-    /// How often idle identities are swept out.
-    pub sweep_interval: Option<String>,
     /// How often the embedded store writes its counters to `state_dir` (also at shutdown).
     pub snapshot_interval: Option<String>,
     /// The Valkey server (backend = "valkey"): `host:port`, `redis://host:port`, or
@@ -233,17 +231,6 @@ impl StoreSettings {
                 "must be at least 1024",
             ));
         }
-        let sweep_interval = duration(
-            "store.sweep_interval",
-            raw.sweep_interval,
-            Duration::from_secs(60),
-        )?;
-        if sweep_interval.is_zero() {
-            return Err(ConfigError::invalid(
-                "store.sweep_interval",
-                "must be longer than zero",
-            ));
-        }
         let snapshot_interval = duration(
             "store.snapshot_interval",
             raw.snapshot_interval,
@@ -385,7 +372,8 @@ impl StoreSettings {
             hash,
             hash_secret,
             max_identities,
-            sweep_interval,
+            // Not a setting: memory is bounded by `max_identities` whatever the cadence.
+            sweep_interval: Duration::from_secs(60),
             snapshot_interval,
         })
     }

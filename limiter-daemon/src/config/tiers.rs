@@ -1,13 +1,14 @@
-//! `[tiers]`: per-rung burst (per 60 s) and hourly budget. The session budget is the anonymous
-//! budget times a multiplier, as the seed defines it; the crawler rung's defaults are the
-//! session's (burst 300, hourly = anonymous × multiplier), each settable on its own.
+//! `[tiers]`: the ladder, one table per rung with its three budgets (`burst` per 60 s, `hourly`
+//! per UTC hour, `daily` per UTC day), and the scan delay past a daily quota, shared by every
+//! rung. The session hourly budget defaults to ten times the anonymous one, as the seed defines
+//! it; the crawler rung's defaults are the session's (burst 300, the session hourly budget, the
+//! anonymous daily quota), each settable on its own.
 //!
 //! The agent rung (a verified Web Bot Auth signature, `[agents]`) defaults between session
-//! and sponsor: burst 600, hourly 20,000, daily 10,000 (`[quota] token`'s default). More than
-//! a session's, because the signature proves one agent across every address it calls from
-//! (it cannot be had by deleting a cookie or moving address), and one agent is many users'
-//! traffic on one budget; less than a sponsor's, because nobody here issued it anything: an
-//! API key is still the way up.
+//! and sponsor: burst 600, hourly 20,000, daily 10,000. More than a session's, because the
+//! signature proves one agent across every address it calls from (it cannot be had by deleting
+//! a cookie or moving address), and one agent is many users' traffic on one budget; less than a
+//! sponsor's, because nobody here issued it anything: an API key is still the way up.
 
 use std::num::NonZeroU32;
 
@@ -20,40 +21,12 @@ use crate::model::Tier;
 /// The largest burst a tier may have: the embedded store counts burst slots in `u16`.
 pub const MAX_BURST: u32 = u16::MAX as u32;
 
+/// One rung as written.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTier {
     pub burst: Option<u32>,
     pub hourly: Option<u32>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawSessionTier {
-    pub burst: Option<u32>,
-    /// Session budget = anonymous budget × this.
-    pub multiplier: Option<u32>,
-    /// Daily quota of the session rung; absent means `[quota] anon` (`QUOTA_ANON`): a cookie
-    /// is presence only and forgeable. Raise it only where sessions are verified upstream.
-    pub daily: Option<u32>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawCrawlerTier {
-    pub burst: Option<u32>,
-    /// Absent: the session budget (anonymous × `[tiers.session] multiplier`).
-    pub hourly: Option<u32>,
-    /// Daily quota of verified crawlers; absent means `[quota] anon` (`QUOTA_ANON`).
-    pub daily: Option<u32>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawAgentTier {
-    pub burst: Option<u32>,
-    pub hourly: Option<u32>,
-    /// Daily quota of verified agents; absent means 10,000.
     pub daily: Option<u32>,
 }
 
@@ -63,13 +36,21 @@ pub struct RawTiers {
     #[serde(default)]
     pub anon: RawTier,
     #[serde(default)]
-    pub session: RawSessionTier,
+    pub session: RawTier,
     #[serde(default)]
-    pub crawler: RawCrawlerTier,
+    pub crawler: RawTier,
     #[serde(default)]
-    pub agent: RawAgentTier,
+    pub agent: RawTier,
     #[serde(default)]
     pub sponsor: RawTier,
+    pub soft_delay_ms: Option<u32>,
+    pub soft_window: Option<u32>,
+    pub hard_delay_ms: Option<u32>,
+    pub warn_threshold: Option<u32>,
+    /// Session hourly = anonymous hourly × this, when `session.hourly` is not set: an old
+    /// file's `[tiers.session] multiplier` ([`super::renamed`]) or `TIER_AUTH_MULTIPLIER`.
+    #[serde(skip)]
+    pub(crate) session_multiplier: Option<u32>,
 }
 
 /// One rung's windows.
@@ -81,7 +62,7 @@ pub struct TierLimits {
     pub hourly: NonZeroU32,
 }
 
-/// The validated ladder.
+/// The validated ladder (the daily quotas are [`super::QuotaSettings`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TierTable {
     pub anon: TierLimits,
@@ -89,7 +70,6 @@ pub struct TierTable {
     pub crawler: TierLimits,
     pub agent: TierLimits,
     pub sponsor: TierLimits,
-    pub auth_multiplier: NonZeroU32,
 }
 
 impl TierTable {
@@ -104,74 +84,114 @@ impl TierTable {
     }
 
     /// Applies the environment (which wins) onto the raw section, recording what it changed.
+    /// Each slot has its canonical variable and, for the seed's and older names, an alias.
     pub(crate) fn apply_env(
         raw: &mut RawTiers,
         env: &EnvMap,
         applied: &mut Vec<(&'static str, u32)>,
     ) -> Result<(), ConfigError> {
-        let mut set = |var: &'static str, slot: &mut Option<u32>| -> Result<(), ConfigError> {
-            if let Some(v) = env::read_u32(env, var, false)? {
+        use env::*;
+        let mut set = |vars: &[&'static str], zero: bool, slot: &mut Option<u32>| {
+            let mut found = None;
+            for &var in vars {
+                if let Some(v) = read_u32(env, var, zero)? {
+                    if let Some((first, _)) = found {
+                        return Err(ConfigError::Env {
+                            var: var.to_string(),
+                            message: format!("{first} sets the same value: set one of them"),
+                        });
+                    }
+                    found = Some((var, v));
+                }
+            }
+            if let Some((var, v)) = found {
                 *slot = Some(v);
                 applied.push((var, v));
             }
-            Ok(())
+            Ok(found.is_some())
         };
-        set(env::TIER_FREE_HOURLY, &mut raw.anon.hourly)?;
-        set(env::TIER_FREE_BURST, &mut raw.anon.burst)?;
-        set(env::TIER_AUTH_MULTIPLIER, &mut raw.session.multiplier)?;
-        set(env::TIER_AUTH_BURST, &mut raw.session.burst)?;
-        set(env::TIER_CRAWLER_HOURLY, &mut raw.crawler.hourly)?;
-        set(env::TIER_CRAWLER_BURST, &mut raw.crawler.burst)?;
-        set(env::QUOTA_CRAWLER, &mut raw.crawler.daily)?;
-        set(env::TIER_AGENT_HOURLY, &mut raw.agent.hourly)?;
-        set(env::TIER_AGENT_BURST, &mut raw.agent.burst)?;
-        set(env::QUOTA_AGENT, &mut raw.agent.daily)?;
-        set(env::TIER_SPONSOR_HOURLY, &mut raw.sponsor.hourly)?;
-        set(env::TIER_SPONSOR_BURST, &mut raw.sponsor.burst)?;
+        set(
+            &[TIER_ANON_BURST, TIER_FREE_BURST],
+            false,
+            &mut raw.anon.burst,
+        )?;
+        set(
+            &[TIER_ANON_HOURLY, TIER_FREE_HOURLY],
+            false,
+            &mut raw.anon.hourly,
+        )?;
+        set(&[TIER_ANON_DAILY, QUOTA_ANON], false, &mut raw.anon.daily)?;
+        set(
+            &[TIER_SESSION_BURST, TIER_AUTH_BURST],
+            false,
+            &mut raw.session.burst,
+        )?;
+        // The seed's multiplier stands for the session hourly budget: set, it replaces the
+        // file's, and setting both is ambiguous.
+        let mut m = None;
+        if set(&[TIER_AUTH_MULTIPLIER, TIER_SESSION_HOURLY], false, &mut m)? {
+            if env.contains_key(TIER_AUTH_MULTIPLIER) {
+                raw.session_multiplier = m;
+                raw.session.hourly = None;
+            } else {
+                raw.session.hourly = m;
+            }
+        }
+        set(&[TIER_SESSION_DAILY], false, &mut raw.session.daily)?;
+        set(&[TIER_CRAWLER_BURST], false, &mut raw.crawler.burst)?;
+        set(&[TIER_CRAWLER_HOURLY], false, &mut raw.crawler.hourly)?;
+        set(
+            &[TIER_CRAWLER_DAILY, QUOTA_CRAWLER],
+            false,
+            &mut raw.crawler.daily,
+        )?;
+        set(&[TIER_AGENT_BURST], false, &mut raw.agent.burst)?;
+        set(&[TIER_AGENT_HOURLY], false, &mut raw.agent.hourly)?;
+        set(
+            &[TIER_AGENT_DAILY, QUOTA_AGENT],
+            false,
+            &mut raw.agent.daily,
+        )?;
+        set(&[TIER_SPONSOR_BURST], false, &mut raw.sponsor.burst)?;
+        set(&[TIER_SPONSOR_HOURLY], false, &mut raw.sponsor.hourly)?;
+        set(&[TIER_SPONSOR_DAILY], false, &mut raw.sponsor.daily)?;
+        set(&[DELAY_SOFT_MS], true, &mut raw.soft_delay_ms)?;
+        set(&[DELAY_SOFT_WINDOW], true, &mut raw.soft_window)?;
+        set(&[DELAY_HARD_MS], true, &mut raw.hard_delay_ms)?;
+        set(&[QUOTA_WARN_THRESHOLD], true, &mut raw.warn_threshold)?;
         Ok(())
     }
 
-    pub fn validate(raw: RawTiers) -> Result<Self, ConfigError> {
-        let anon = TierLimits {
-            burst: burst("tiers.anon.burst", raw.anon.burst, 120)?,
-            hourly: positive("tiers.anon.hourly", raw.anon.hourly, 600)?,
+    pub fn validate(raw: &RawTiers) -> Result<Self, ConfigError> {
+        let rung = |name: &str, r: &RawTier, burst_d: u32, hourly_d: Option<NonZeroU32>| {
+            let hourly = format!("tiers.{name}.hourly");
+            Ok::<_, ConfigError>(TierLimits {
+                burst: burst(&format!("tiers.{name}.burst"), r.burst, burst_d)?,
+                hourly: match (r.hourly, hourly_d) {
+                    (None, Some(d)) => d,
+                    (v, _) => positive(&hourly, v, 0)?,
+                },
+            })
         };
-        let auth_multiplier = positive("tiers.session.multiplier", raw.session.multiplier, 10)?;
-        let session_hourly = anon.hourly.checked_mul(auth_multiplier).ok_or_else(|| {
+        let anon = rung("anon", &raw.anon, 120, NonZeroU32::new(600))?;
+        let m = positive("tiers.session.multiplier", raw.session_multiplier, 10)?;
+        let times = anon.hourly.checked_mul(m).ok_or_else(|| {
             ConfigError::invalid(
                 "tiers.session.multiplier",
-                format!(
-                    "{} × {} overflows the hourly budget",
-                    anon.hourly, auth_multiplier
-                ),
+                format!("{} × {m} overflows the hourly budget", anon.hourly),
             )
-        })?;
-        let session = TierLimits {
-            burst: burst("tiers.session.burst", raw.session.burst, 300)?,
-            hourly: session_hourly,
+        });
+        let session_hourly = match raw.session.hourly {
+            Some(_) => None,
+            None => Some(times?),
         };
-        let crawler = TierLimits {
-            burst: burst("tiers.crawler.burst", raw.crawler.burst, 300)?,
-            hourly: match raw.crawler.hourly {
-                None => session_hourly,
-                Some(v) => positive("tiers.crawler.hourly", Some(v), 0)?,
-            },
-        };
-        let agent = TierLimits {
-            burst: burst("tiers.agent.burst", raw.agent.burst, 600)?,
-            hourly: positive("tiers.agent.hourly", raw.agent.hourly, 20_000)?,
-        };
-        let sponsor = TierLimits {
-            burst: burst("tiers.sponsor.burst", raw.sponsor.burst, 2000)?,
-            hourly: positive("tiers.sponsor.hourly", raw.sponsor.hourly, 120_000)?,
-        };
+        let session = rung("session", &raw.session, 300, session_hourly)?;
         Ok(TierTable {
             anon,
             session,
-            crawler,
-            agent,
-            sponsor,
-            auth_multiplier,
+            crawler: rung("crawler", &raw.crawler, 300, Some(session.hourly))?,
+            agent: rung("agent", &raw.agent, 600, NonZeroU32::new(20_000))?,
+            sponsor: rung("sponsor", &raw.sponsor, 2000, NonZeroU32::new(120_000))?,
         })
     }
 }

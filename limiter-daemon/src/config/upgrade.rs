@@ -1,10 +1,10 @@
 //! `[upgrade]`: where a 429 tells the caller to go for the next rung.
 
-use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use serde::Deserialize;
 
+use super::tiers::TierTable;
 use super::ConfigError;
 use crate::model::Tier;
 
@@ -30,9 +30,13 @@ pub struct UpgradePaths {
 }
 
 impl UpgradePaths {
-    /// Validates `raw`; `multiplier` is the session budget's multiple of the anonymous one
-    /// (`[tiers.session] multiplier`), which the anonymous sentence quotes.
-    pub fn validate(raw: RawUpgrade, multiplier: NonZeroU32) -> Result<Self, ConfigError> {
+    /// Validates `raw`; the anonymous sentence quotes the session budget from `tiers`.
+    pub fn validate(raw: RawUpgrade, tiers: &TierTable) -> Result<Self, ConfigError> {
+        let (session, anon) = (tiers.session.hourly.get(), tiers.anon.hourly.get());
+        let allowance = match session % anon {
+            0 => format!("{}x the anonymous budget", session / anon),
+            _ => format!("{session} an hour"),
+        };
         let check = |field: &str, v: Option<String>, d: &str| -> Result<String, ConfigError> {
             let v = v.unwrap_or_else(|| d.to_string());
             if v.is_empty() || v.chars().any(char::is_control) {
@@ -46,11 +50,8 @@ impl UpgradePaths {
         let login = check("upgrade.login", raw.login, "/login")?;
         let account = check("upgrade.account", raw.account, "/account")?;
         Ok(UpgradePaths {
-            anon_hint: format!(
-                "Sign in at {login} for the session allowance ({multiplier}x the anonymous \
-                 budget)."
-            )
-            .into(),
+            anon_hint: format!("Sign in at {login} for the session allowance ({allowance}).")
+                .into(),
             session_hint: format!("Get an API key at {account} for the sponsor allowance.").into(),
             // A search engine has no account to sign in with: it is told to pace itself by
             // the rate-limit fields, and where more is to be had.
