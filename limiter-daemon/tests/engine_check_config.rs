@@ -135,3 +135,100 @@ fn a_bad_http_field_names_the_field_and_line() {
         "{err}"
     );
 }
+
+/// Every config the project ships loads: `examples/limiter.toml` in the current shape (no
+/// warning), and each ```toml block of the docs and the README (a block naming a file this
+/// machine lacks may fail only on that file, never on a key).
+#[test]
+fn every_shipped_config_loads() {
+    let (ok, _, err) = check_config(&example(), &[]);
+    assert!(
+        ok && !err.contains("renamed") && !err.contains("ignored"),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let pages = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|p| p.unwrap().path())
+        .chain([root.join("README.md")])
+        .filter(|p| p.extension().is_some_and(|e| e == "md"));
+    let mut blocks = 0;
+    for page in pages {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for (i, block) in text.split("```toml\n").skip(1).enumerate() {
+            let block = block.split("```").next().unwrap();
+            let f = dir.path().join(format!("block{blocks}.toml"));
+            std::fs::write(&f, block).unwrap();
+            blocks += 1;
+            let (ok, _, err) = check_config(&f, &[]);
+            let about_a_missing_file = err.contains("/etc/") || err.contains("/var/lib/");
+            assert!(
+                ok || about_a_missing_file,
+                "{} block {i}:\n{block}\n{err}",
+                page.display()
+            );
+        }
+    }
+    assert!(blocks >= 8, "{blocks} blocks");
+}
+
+/// A file in the shape of an earlier release loads, means what it meant (the same effective
+/// limits as the current shape) and warns once per old key, naming the new one.
+#[test]
+fn an_old_style_config_loads_as_its_new_shape_with_one_warning_per_old_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let jwt = "[jwt]\nalgorithm = \"HS256\"\nsecret = \"0123456789abcdef0123\"\n";
+    let old = dir.path().join("old.toml");
+    std::fs::write(
+        &old,
+        format!(
+            "[tiers.anon]\nhourly = 50\n[tiers.session]\nburst = 40\nmultiplier = 3\n\
+             [quota]\nanon = 70\nsponsor = 900\ntoken = 80\nsoft_delay_ms = 10\n\
+             soft_window = 5\nhard_delay_ms = 20\nwarn_threshold = 7\n\
+             [store]\nsweep_interval = \"5s\"\n{jwt}"
+        ),
+    )
+    .unwrap();
+    let new = dir.path().join("new.toml");
+    std::fs::write(
+        &new,
+        format!(
+            "[tiers]\nsoft_delay_ms = 10\nsoft_window = 5\nhard_delay_ms = 20\n\
+             warn_threshold = 7\n[tiers.anon]\nhourly = 50\ndaily = 70\n\
+             [tiers.session]\nburst = 40\nhourly = 150\n[tiers.sponsor]\ndaily = 900\n\
+             {jwt}daily = 80\n"
+        ),
+    )
+    .unwrap();
+    let (ok, old_out, err) = check_config(&old, &[]);
+    assert!(ok, "{err}");
+    let (ok, new_out, new_err) = check_config(&new, &[]);
+    assert!(ok, "{new_err}");
+    let limits = |out: &str| out.lines().skip(1).collect::<Vec<_>>().join("\n");
+    assert_eq!(limits(&old_out), limits(&new_out));
+    assert_eq!(row(&old_out, "session"), ["session", "40", "150", "70"]);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("WARN")).collect();
+    assert_eq!(warnings.len(), 9, "{err}");
+    for new_name in [
+        "tiers.anon.daily",
+        "tiers.sponsor.daily",
+        "jwt.daily",
+        "tiers.soft_delay_ms",
+        "tiers.soft_window",
+        "tiers.hard_delay_ms",
+        "tiers.warn_threshold",
+        "tiers.session.hourly",
+        "store.sweep_interval",
+    ] {
+        assert_eq!(
+            warnings.iter().filter(|w| w.contains(new_name)).count(),
+            1,
+            "{new_name}: {err}"
+        );
+    }
+    assert!(
+        !new_err.contains("WARN"),
+        "the current shape warns of nothing: {new_err}"
+    );
+}
