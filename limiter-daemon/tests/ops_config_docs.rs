@@ -85,18 +85,13 @@ fn code_fields() -> BTreeSet<String> {
     out
 }
 
-/// Environment variables the code reads: the seed's overrides (`pub const X: &str = "X";` in
-/// `config/env.rs`) and every `"LIMITER_…"` literal in the source.
+/// Environment variables the code reads: the config's overrides (`config::ENV_VARS`) and every
+/// `"LIMITER_…"` literal in the source.
 fn code_env() -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    let env = std::fs::read_to_string(root().join("src/config/env.rs")).unwrap();
-    for l in env.lines() {
-        if let Some(rest) = l.strip_prefix("pub const ") {
-            if let Some((_, v)) = rest.split_once(": &str = \"") {
-                out.insert(v.trim_end_matches("\";").to_string());
-            }
-        }
-    }
+    let mut out: BTreeSet<String> = limiter_daemon::config::ENV_VARS
+        .iter()
+        .map(|v| v.to_string())
+        .collect();
     let mut dirs = vec![root().join("src")];
     while let Some(d) = dirs.pop() {
         for e in std::fs::read_dir(d).unwrap() {

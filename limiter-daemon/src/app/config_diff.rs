@@ -100,14 +100,6 @@ pub fn restart_only(
         "http.h2_max_concurrent_streams",
         http.h2.max_concurrent_streams
     );
-    same!(
-        "http.h2_max_pending_accept_reset_streams",
-        http.h2.max_pending_accept_reset_streams
-    );
-    same!(
-        "http.h2_max_local_error_reset_streams",
-        http.h2.max_local_error_reset_streams
-    );
     same!("http.h2_keep_alive_interval", http.h2.keep_alive_interval);
     same!("http.h2_keep_alive_timeout", http.h2.keep_alive_timeout);
     same!("http.self_service_path", http.self_service_path);

@@ -9,65 +9,37 @@ use super::ConfigError;
 /// Variable name → value. Build it with [`env_from_process`] in the binary, by hand in tests.
 pub type EnvMap = HashMap<String, String>;
 
-// One variable per `[tiers]` key, named as it: `TIER_<RUNG>_<BURST|HOURLY|DAILY>`.
-pub const TIER_ANON_BURST: &str = "TIER_ANON_BURST";
-pub const TIER_ANON_HOURLY: &str = "TIER_ANON_HOURLY";
-pub const TIER_ANON_DAILY: &str = "TIER_ANON_DAILY";
-pub const TIER_SESSION_BURST: &str = "TIER_SESSION_BURST";
-pub const TIER_SESSION_HOURLY: &str = "TIER_SESSION_HOURLY";
-pub const TIER_SESSION_DAILY: &str = "TIER_SESSION_DAILY";
-pub const TIER_CRAWLER_BURST: &str = "TIER_CRAWLER_BURST";
-pub const TIER_CRAWLER_HOURLY: &str = "TIER_CRAWLER_HOURLY";
-pub const TIER_CRAWLER_DAILY: &str = "TIER_CRAWLER_DAILY";
-pub const TIER_AGENT_BURST: &str = "TIER_AGENT_BURST";
-pub const TIER_AGENT_HOURLY: &str = "TIER_AGENT_HOURLY";
-pub const TIER_AGENT_DAILY: &str = "TIER_AGENT_DAILY";
-pub const TIER_SPONSOR_BURST: &str = "TIER_SPONSOR_BURST";
-pub const TIER_SPONSOR_HOURLY: &str = "TIER_SPONSOR_HOURLY";
-pub const TIER_SPONSOR_DAILY: &str = "TIER_SPONSOR_DAILY";
-pub const QUOTA_TOKEN: &str = "QUOTA_TOKEN";
-pub const DELAY_SOFT_MS: &str = "DELAY_SOFT_MS";
-pub const DELAY_SOFT_WINDOW: &str = "DELAY_SOFT_WINDOW";
-pub const DELAY_HARD_MS: &str = "DELAY_HARD_MS";
-pub const QUOTA_WARN_THRESHOLD: &str = "QUOTA_WARN_THRESHOLD";
-// Aliases: the seed's names (`free` is `anon`, `auth` is `session`) and the older daily ones.
-pub const TIER_FREE_BURST: &str = "TIER_FREE_BURST";
-pub const TIER_FREE_HOURLY: &str = "TIER_FREE_HOURLY";
-pub const TIER_AUTH_BURST: &str = "TIER_AUTH_BURST";
-pub const TIER_AUTH_MULTIPLIER: &str = "TIER_AUTH_MULTIPLIER";
-pub const QUOTA_ANON: &str = "QUOTA_ANON";
-pub const QUOTA_CRAWLER: &str = "QUOTA_CRAWLER";
-pub const QUOTA_AGENT: &str = "QUOTA_AGENT";
-
-/// Every variable the configuration reads, in the order `check-config` reports them.
+/// Every variable the configuration reads, in the order `check-config` reports them: one per
+/// `[tiers]` key, named as it (`TIER_<RUNG>_<BURST|HOURLY|DAILY>`), then the aliases: the seed's
+/// names (`free` is `anon`, `auth` is `session`) and the older daily ones.
 pub const ENV_VARS: &[&str] = &[
-    TIER_ANON_BURST,
-    TIER_ANON_HOURLY,
-    TIER_ANON_DAILY,
-    TIER_SESSION_BURST,
-    TIER_SESSION_HOURLY,
-    TIER_SESSION_DAILY,
-    TIER_CRAWLER_BURST,
-    TIER_CRAWLER_HOURLY,
-    TIER_CRAWLER_DAILY,
-    TIER_AGENT_BURST,
-    TIER_AGENT_HOURLY,
-    TIER_AGENT_DAILY,
-    TIER_SPONSOR_BURST,
-    TIER_SPONSOR_HOURLY,
-    TIER_SPONSOR_DAILY,
-    QUOTA_TOKEN,
-    DELAY_SOFT_MS,
-    DELAY_SOFT_WINDOW,
-    DELAY_HARD_MS,
-    QUOTA_WARN_THRESHOLD,
-    TIER_FREE_BURST,
-    TIER_FREE_HOURLY,
-    TIER_AUTH_BURST,
-    TIER_AUTH_MULTIPLIER,
-    QUOTA_ANON,
-    QUOTA_CRAWLER,
-    QUOTA_AGENT,
+    "TIER_ANON_BURST",
+    "TIER_ANON_HOURLY",
+    "TIER_ANON_DAILY",
+    "TIER_SESSION_BURST",
+    "TIER_SESSION_HOURLY",
+    "TIER_SESSION_DAILY",
+    "TIER_CRAWLER_BURST",
+    "TIER_CRAWLER_HOURLY",
+    "TIER_CRAWLER_DAILY",
+    "TIER_AGENT_BURST",
+    "TIER_AGENT_HOURLY",
+    "TIER_AGENT_DAILY",
+    "TIER_SPONSOR_BURST",
+    "TIER_SPONSOR_HOURLY",
+    "TIER_SPONSOR_DAILY",
+    "QUOTA_TOKEN",
+    "DELAY_SOFT_MS",
+    "DELAY_SOFT_WINDOW",
+    "DELAY_HARD_MS",
+    "QUOTA_WARN_THRESHOLD",
+    "TIER_FREE_BURST",
+    "TIER_FREE_HOURLY",
+    "TIER_AUTH_BURST",
+    "TIER_AUTH_MULTIPLIER",
+    "QUOTA_ANON",
+    "QUOTA_CRAWLER",
+    "QUOTA_AGENT",
 ];
 
 /// The known variables from the process environment (only those; nothing else is read).
@@ -117,19 +89,32 @@ mod tests {
             .collect()
     }
 
+    /// What `apply_env` reads is what `env_from_process` takes from the process.
+    #[test]
+    fn every_variable_applied_is_listed() {
+        let src = include_str!("tiers.rs").to_string() + include_str!("file.rs");
+        let named: std::collections::BTreeSet<&str> = src
+            .split('"')
+            .skip(1)
+            .step_by(2)
+            .filter(|w| w.len() > 8 && w.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'))
+            .collect();
+        assert_eq!(named, ENV_VARS.iter().copied().collect());
+    }
+
     #[test]
     fn malformed_value_names_the_variable() {
-        let err = read_u32(&env(&[(QUOTA_ANON, "lots")]), QUOTA_ANON, false).unwrap_err();
+        let err = read_u32(&env(&[("QUOTA_ANON", "lots")]), "QUOTA_ANON", false).unwrap_err();
         assert!(err.to_string().contains("QUOTA_ANON"), "{err}");
     }
 
     #[test]
     fn zero_limit_is_refused_but_zero_threshold_is_not() {
-        assert!(read_u32(&env(&[(QUOTA_ANON, "0")]), QUOTA_ANON, false).is_err());
+        assert!(read_u32(&env(&[("QUOTA_ANON", "0")]), "QUOTA_ANON", false).is_err());
         assert_eq!(
             read_u32(
-                &env(&[(QUOTA_WARN_THRESHOLD, "0")]),
-                QUOTA_WARN_THRESHOLD,
+                &env(&[("QUOTA_WARN_THRESHOLD", "0")]),
+                "QUOTA_WARN_THRESHOLD",
                 true
             )
             .unwrap(),

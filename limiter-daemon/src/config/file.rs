@@ -160,9 +160,9 @@ impl Config {
         let mut env_applied = Vec::new();
         TierTable::apply_env(&mut raw.tiers, env, &mut env_applied)?;
         let mut token_daily = raw.jwt.as_ref().and_then(|j| j.daily);
-        if let Some(v) = super::env::read_u32(env, super::env::QUOTA_TOKEN, false)? {
+        if let Some(v) = super::env::read_u32(env, "QUOTA_TOKEN", false)? {
             token_daily = Some(v);
-            env_applied.push((super::env::QUOTA_TOKEN, v));
+            env_applied.push(("QUOTA_TOKEN", v));
         }
         let identity = IdentitySettings::validate(raw.identity)?;
         let proxy_protocol_peers = identity.trusted_proxies.clone();
@@ -254,9 +254,12 @@ mod tests {
         assert_eq!(c.tiers.session.hourly.get(), 6_000);
         assert_eq!(c.tiers.sponsor.burst.get(), 2_000);
         assert_eq!(c.tiers.sponsor.hourly.get(), 120_000);
-        assert_eq!(c.quota.anon.get(), 1_000);
+        assert_eq!(c.tiers.anon.daily.unwrap().get(), 1_000);
         assert_eq!(c.quota.token.get(), 10_000);
-        assert_eq!(c.quota.session, c.quota.anon, "a cookie is forgeable");
+        assert_eq!(
+            c.tiers.session.daily, c.tiers.anon.daily,
+            "a cookie is forgeable"
+        );
         assert_eq!(c.quota.warn_threshold, 200);
         assert_eq!(c.quota.soft_window, 30);
         assert_eq!(c.keys.prefix, "rsa");
@@ -264,7 +267,7 @@ mod tests {
         // The crawler rung: like session unless set.
         assert_eq!(c.tiers.crawler.burst.get(), 300);
         assert_eq!(c.tiers.crawler.hourly.get(), 6_000);
-        assert_eq!(c.quota.crawler, c.quota.anon);
+        assert_eq!(c.tiers.crawler.daily, c.tiers.anon.daily);
     }
 
     #[test]
@@ -276,14 +279,14 @@ mod tests {
         .unwrap();
         assert_eq!(c.tiers.crawler.burst.get(), 60);
         assert_eq!(c.tiers.crawler.hourly.get(), 900);
-        assert_eq!(c.quota.crawler.get(), 4_000);
+        assert_eq!(c.tiers.crawler.daily.unwrap().get(), 4_000);
         let c = parse(
             "",
             &[("TIER_CRAWLER_HOURLY", "70"), ("QUOTA_CRAWLER", "80")],
         )
         .unwrap();
         assert_eq!(c.tiers.crawler.hourly.get(), 70);
-        assert_eq!(c.quota.crawler.get(), 80);
+        assert_eq!(c.tiers.crawler.daily.unwrap().get(), 80);
         let err = parse("[quota]\nanon = 5\n[tiers.crawler]\ndaily = 0\n", &[]).unwrap_err();
         assert!(
             matches!(&err, ConfigError::InvalidAt { line: 4, field, .. } if field == "tiers.crawler.daily"),
@@ -311,7 +314,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!((&old.tiers, &old.quota), (&new.tiers, &new.quota));
-        assert_eq!(new.quota.sponsor.map(|v| v.get()), Some(900));
+        assert_eq!(new.tiers.sponsor.daily.map(|v| v.get()), Some(900));
         assert_eq!(new.tiers.session.hourly.get(), 2400);
         // An error about a moved key is found where the old name is written.
         let err = parse("\n[quota]\nanon = 0\n", &[]).unwrap_err();
@@ -335,7 +338,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            (c.tiers.session.hourly.get(), c.quota.session.get()),
+            (
+                c.tiers.session.hourly.get(),
+                c.tiers.session.daily.unwrap().get()
+            ),
             (90, 9)
         );
         let err = parse("", &[("TIER_ANON_BURST", "5"), ("TIER_FREE_BURST", "6")]).unwrap_err();

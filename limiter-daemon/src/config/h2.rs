@@ -14,8 +14,6 @@ use super::ConfigError;
 pub struct RawH2 {
     pub http2: Option<bool>,
     pub h2_max_concurrent_streams: Option<u32>,
-    pub h2_max_pending_accept_reset_streams: Option<usize>,
-    pub h2_max_local_error_reset_streams: Option<usize>,
     pub h2_keep_alive_interval: Option<Duration>,
     pub h2_keep_alive_timeout: Option<Duration>,
 }
@@ -48,25 +46,12 @@ impl H2Settings {
                 "must be at least 1",
             ));
         }
-        let pending = raw.h2_max_pending_accept_reset_streams.unwrap_or(20);
-        if pending == 0 {
-            return Err(ConfigError::invalid(
-                "http.h2_max_pending_accept_reset_streams",
-                "must be at least 1",
-            ));
-        }
-        let local = raw.h2_max_local_error_reset_streams.unwrap_or(1024);
-        if local == 0 {
-            return Err(ConfigError::invalid(
-                "http.h2_max_local_error_reset_streams",
-                "must be at least 1",
-            ));
-        }
         Ok(H2Settings {
             enabled: raw.http2.unwrap_or(true),
             max_concurrent_streams: streams,
-            max_pending_accept_reset_streams: pending,
-            max_local_error_reset_streams: local,
+            // Not settings: the rapid-reset guards stay at hyper's recommended bounds.
+            max_pending_accept_reset_streams: 20,
+            max_local_error_reset_streams: 1024,
             keep_alive_interval: raw
                 .h2_keep_alive_interval
                 .unwrap_or(Duration::from_secs(30)),

@@ -108,10 +108,6 @@ pub struct RawHttp {
     pub http2: Option<bool>,
     /// Streams open at once on one HTTP/2 connection (default 100).
     pub h2_max_concurrent_streams: Option<u32>,
-    /// Client-reset streams not yet accepted, per connection, before GOAWAY (default 20).
-    pub h2_max_pending_accept_reset_streams: Option<usize>,
-    /// Streams reset for the client's protocol errors, per connection, before GOAWAY (1024).
-    pub h2_max_local_error_reset_streams: Option<usize>,
     /// PING after this long without a frame (default 30s). Answering it does not keep an idle
     /// connection: `header_read_timeout` closes it.
     pub h2_keep_alive_interval: Option<String>,
@@ -535,8 +531,6 @@ impl HttpSettings {
             h2: super::h2::H2Settings::validate(super::h2::RawH2 {
                 http2: raw.http2,
                 h2_max_concurrent_streams: raw.h2_max_concurrent_streams,
-                h2_max_pending_accept_reset_streams: raw.h2_max_pending_accept_reset_streams,
-                h2_max_local_error_reset_streams: raw.h2_max_local_error_reset_streams,
                 h2_keep_alive_interval: raw
                     .h2_keep_alive_interval
                     .map(|s| duration("http.h2_keep_alive_interval", Some(s), Duration::ZERO))

@@ -20,10 +20,12 @@ const RENAMED: &[(&str, &str)] = &[
 ];
 
 /// Keys no longer read, with what the daemon does instead.
-const REMOVED: &[(&str, &str)] = &[(
-    "store.sweep_interval",
-    "identities with nothing live are dropped every 60 s (memory is bounded by `store.max_identities`)",
-)];
+#[rustfmt::skip]
+const REMOVED: &[(&str, &str)] = &[
+    ("store.sweep_interval", "identities with nothing live are dropped every 60 s"),
+    ("http.h2_max_pending_accept_reset_streams", "the rapid-reset guard stays at hyper's 20"),
+    ("http.h2_max_local_error_reset_streams", "the rapid-reset guard stays at hyper's 1024"),
+];
 
 /// What [`migrate`] found besides moving keys.
 #[derive(Debug, Default)]
@@ -32,8 +34,7 @@ pub struct Migrated {
     pub warnings: Vec<String>,
     /// `(old, new)` for each key moved: an error about the new key is located at the old one.
     pub moved: Vec<(&'static str, &'static str)>,
-    /// `[tiers.session] multiplier`: the session hourly budget as a multiple of the anonymous
-    /// one, which `[tiers.session] hourly` now states itself.
+    /// `[tiers.session] multiplier`: `[tiers.session] hourly` as a multiple of the anonymous.
     pub session_multiplier: Option<u32>,
 }
 
@@ -42,23 +43,20 @@ pub fn migrate(file: &mut Table) -> Result<Migrated, ConfigError> {
     let mut out = Migrated::default();
     for &(old, new) in RENAMED {
         let Some(v) = take(file, old) else { continue };
-        if new == "jwt.daily" && !file.contains_key("jwt") {
-            out.warnings.push(format!(
+        let warning = if new == "jwt.daily" && !file.contains_key("jwt") {
+            format!(
                 "`{old}` is ignored: token holders need a [jwt] section; with one, write `{new}`"
-            ));
-            continue;
-        }
-        if get(file, new).is_some() {
+            )
+        } else if put(file, new, v) {
             return Err(ConfigError::invalid(
                 old,
                 format!("set twice, as `{old}` and as its new name `{new}`: keep `{new}`"),
             ));
-        }
-        put(file, new, v);
-        out.moved.push((old, new));
-        out.warnings.push(format!(
-            "`{old}` is renamed `{new}`: read as `{new}`; write that"
-        ));
+        } else {
+            out.moved.push((old, new));
+            format!("`{old}` is renamed `{new}`: read as `{new}`; write that")
+        };
+        out.warnings.push(warning);
     }
     for &(old, why) in REMOVED {
         if take(file, old).is_some() {
@@ -90,39 +88,31 @@ pub fn migrate(file: &mut Table) -> Result<Migrated, ConfigError> {
     Ok(out)
 }
 
-fn get<'a>(t: &'a Table, key: &str) -> Option<&'a Value> {
-    let (parent, leaf) = key.rsplit_once('.').unwrap_or(("", key));
-    parent
-        .split('.')
-        .filter(|p| !p.is_empty())
-        .try_fold(t, |t, p| t.get(p)?.as_table())?
-        .get(leaf)
+/// The table `key` sits in (created on the way when `create`), and the key's last part.
+fn parent<'a, 'k>(
+    mut t: &'a mut Table,
+    key: &'k str,
+    create: bool,
+) -> Option<(&'a mut Table, &'k str)> {
+    let (path, leaf) = key.rsplit_once('.').unwrap_or(("", key));
+    for p in path.split('.').filter(|p| !p.is_empty()) {
+        if create && !t.contains_key(p) {
+            t.insert(p.to_string(), Value::Table(Table::new()));
+        }
+        t = t.get_mut(p)?.as_table_mut()?;
+    }
+    Some((t, leaf))
 }
 
 fn take(t: &mut Table, key: &str) -> Option<Value> {
-    let (parent, leaf) = key.rsplit_once('.').unwrap_or(("", key));
-    parent
-        .split('.')
-        .filter(|p| !p.is_empty())
-        .try_fold(t, |t, p| t.get_mut(p)?.as_table_mut())?
-        .remove(leaf)
+    let (t, leaf) = parent(t, key, false)?;
+    t.remove(leaf)
 }
 
-/// Sets `key`, creating the tables on its way (an old key's value under a non-table is left for
-/// the parser to refuse).
-fn put(t: &mut Table, key: &str, v: Value) {
-    let (parent, leaf) = key.rsplit_once('.').unwrap_or(("", key));
-    let mut at = t;
-    for p in parent.split('.').filter(|p| !p.is_empty()) {
-        let next = at
-            .entry(p.to_string())
-            .or_insert_with(|| Value::Table(Table::new()));
-        match next.as_table_mut() {
-            Some(n) => at = n,
-            None => return,
-        }
-    }
-    at.insert(leaf.to_string(), v);
+/// Sets `key`; `true` when it was set already. (Under a non-table the value is dropped, and the
+/// parser refuses the non-table.)
+fn put(t: &mut Table, key: &str, v: Value) -> bool {
+    parent(t, key, true).is_some_and(|(t, leaf)| t.insert(leaf.to_string(), v).is_some())
 }
 
 #[cfg(test)]

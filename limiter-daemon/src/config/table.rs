@@ -9,8 +9,9 @@ use crate::model::Tier;
 pub fn effective_limits(cfg: &Config) -> String {
     let mut out = String::new();
     let daily = |t: Tier| {
-        cfg.quota
-            .daily_for(t)
+        cfg.tiers
+            .get(t)
+            .daily
             .map_or("none".to_string(), |v| v.to_string())
     };
     let _ = writeln!(

@@ -14,7 +14,7 @@ use std::num::NonZeroU32;
 
 use serde::Deserialize;
 
-use super::env::{self, EnvMap};
+use super::env::{read_u32, EnvMap};
 use super::ConfigError;
 use crate::model::Tier;
 
@@ -48,7 +48,7 @@ pub struct RawTiers {
     pub hard_delay_ms: Option<u32>,
     pub warn_threshold: Option<u32>,
     /// Session hourly = anonymous hourly × this, when `session.hourly` is not set: an old
-    /// file's `[tiers.session] multiplier` ([`super::renamed`]) or `TIER_AUTH_MULTIPLIER`.
+    /// file's `[tiers.session] multiplier` ([`super::renamed`]) or `"TIER_AUTH_MULTIPLIER"`.
     #[serde(skip)]
     pub(crate) session_multiplier: Option<u32>,
 }
@@ -60,9 +60,11 @@ pub struct TierLimits {
     pub burst: NonZeroU32,
     /// Units per UTC clock hour.
     pub hourly: NonZeroU32,
+    /// Units per UTC day (`None`: no daily quota). Token holders have `[jwt] daily` instead.
+    pub daily: Option<NonZeroU32>,
 }
 
-/// The validated ladder (the daily quotas are [`super::QuotaSettings`]).
+/// The validated ladder.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TierTable {
     pub anon: TierLimits,
@@ -84,138 +86,102 @@ impl TierTable {
     }
 
     /// Applies the environment (which wins) onto the raw section, recording what it changed.
-    /// Each slot has its canonical variable and, for the seed's and older names, an alias.
     pub(crate) fn apply_env(
         raw: &mut RawTiers,
         env: &EnvMap,
         applied: &mut Vec<(&'static str, u32)>,
     ) -> Result<(), ConfigError> {
-        use env::*;
-        let mut set = |vars: &[&'static str], zero: bool, slot: &mut Option<u32>| {
-            let mut found = None;
-            for &var in vars {
-                if let Some(v) = read_u32(env, var, zero)? {
-                    if let Some((first, _)) = found {
-                        return Err(ConfigError::Env {
-                            var: var.to_string(),
-                            message: format!("{first} sets the same value: set one of them"),
-                        });
-                    }
-                    found = Some((var, v));
+        type Slot = fn(&mut RawTiers) -> &mut Option<u32>;
+        // The variable named as its key, the seed's (or an older) name for it, zero allowed.
+        #[rustfmt::skip]
+        let slots: [(&'static str, Option<&'static str>, bool, Slot); 19] = [
+            ("TIER_ANON_BURST",      Some("TIER_FREE_BURST"),  false, |r| &mut r.anon.burst),
+            ("TIER_ANON_HOURLY",     Some("TIER_FREE_HOURLY"), false, |r| &mut r.anon.hourly),
+            ("TIER_ANON_DAILY",      Some("QUOTA_ANON"),       false, |r| &mut r.anon.daily),
+            ("TIER_SESSION_BURST",   Some("TIER_AUTH_BURST"),  false, |r| &mut r.session.burst),
+            ("TIER_SESSION_HOURLY",  None,                     false, |r| &mut r.session.hourly),
+            ("TIER_SESSION_DAILY",   None,                     false, |r| &mut r.session.daily),
+            ("TIER_CRAWLER_BURST",   None,                     false, |r| &mut r.crawler.burst),
+            ("TIER_CRAWLER_HOURLY",  None,                     false, |r| &mut r.crawler.hourly),
+            ("TIER_CRAWLER_DAILY",   Some("QUOTA_CRAWLER"),    false, |r| &mut r.crawler.daily),
+            ("TIER_AGENT_BURST",     None,                     false, |r| &mut r.agent.burst),
+            ("TIER_AGENT_HOURLY",    None,                     false, |r| &mut r.agent.hourly),
+            ("TIER_AGENT_DAILY",     Some("QUOTA_AGENT"),      false, |r| &mut r.agent.daily),
+            ("TIER_SPONSOR_BURST",   None,                     false, |r| &mut r.sponsor.burst),
+            ("TIER_SPONSOR_HOURLY",  None,                     false, |r| &mut r.sponsor.hourly),
+            ("TIER_SPONSOR_DAILY",   None,                     false, |r| &mut r.sponsor.daily),
+            ("DELAY_SOFT_MS",        None,                     true,  |r| &mut r.soft_delay_ms),
+            ("DELAY_SOFT_WINDOW",    None,                     true,  |r| &mut r.soft_window),
+            ("DELAY_HARD_MS",        None,                     true,  |r| &mut r.hard_delay_ms),
+            ("QUOTA_WARN_THRESHOLD", None,                     true,  |r| &mut r.warn_threshold),
+        ];
+        // The seed's multiplier stands for the session hourly budget (anonymous × it).
+        let multiplier = ("TIER_AUTH_MULTIPLIER", "TIER_SESSION_HOURLY");
+        for (var, alias, zero, slot) in slots {
+            let alias = alias.or((var == multiplier.1).then_some(multiplier.0));
+            let found = match (read_u32(env, var, zero)?, alias) {
+                (Some(_), Some(a)) if env.contains_key(a) => {
+                    return Err(ConfigError::Env {
+                        var: a.to_string(),
+                        message: format!("{var} sets the same budget: set one of them"),
+                    })
+                }
+                (Some(v), _) => Some((var, v)),
+                (None, Some(a)) => read_u32(env, a, zero)?.map(|v| (a, v)),
+                (None, None) => None,
+            };
+            if let Some((var, v)) = found {
+                applied.push((var, v));
+                if var == multiplier.0 {
+                    raw.session_multiplier = Some(v);
+                    raw.session.hourly = None;
+                } else {
+                    *slot(raw) = Some(v);
                 }
             }
-            if let Some((var, v)) = found {
-                *slot = Some(v);
-                applied.push((var, v));
-            }
-            Ok(found.is_some())
-        };
-        set(
-            &[TIER_ANON_BURST, TIER_FREE_BURST],
-            false,
-            &mut raw.anon.burst,
-        )?;
-        set(
-            &[TIER_ANON_HOURLY, TIER_FREE_HOURLY],
-            false,
-            &mut raw.anon.hourly,
-        )?;
-        set(&[TIER_ANON_DAILY, QUOTA_ANON], false, &mut raw.anon.daily)?;
-        set(
-            &[TIER_SESSION_BURST, TIER_AUTH_BURST],
-            false,
-            &mut raw.session.burst,
-        )?;
-        // The seed's multiplier stands for the session hourly budget: set, it replaces the
-        // file's, and setting both is ambiguous.
-        let mut m = None;
-        if set(&[TIER_AUTH_MULTIPLIER, TIER_SESSION_HOURLY], false, &mut m)? {
-            if env.contains_key(TIER_AUTH_MULTIPLIER) {
-                raw.session_multiplier = m;
-                raw.session.hourly = None;
-            } else {
-                raw.session.hourly = m;
-            }
         }
-        set(&[TIER_SESSION_DAILY], false, &mut raw.session.daily)?;
-        set(&[TIER_CRAWLER_BURST], false, &mut raw.crawler.burst)?;
-        set(&[TIER_CRAWLER_HOURLY], false, &mut raw.crawler.hourly)?;
-        set(
-            &[TIER_CRAWLER_DAILY, QUOTA_CRAWLER],
-            false,
-            &mut raw.crawler.daily,
-        )?;
-        set(&[TIER_AGENT_BURST], false, &mut raw.agent.burst)?;
-        set(&[TIER_AGENT_HOURLY], false, &mut raw.agent.hourly)?;
-        set(
-            &[TIER_AGENT_DAILY, QUOTA_AGENT],
-            false,
-            &mut raw.agent.daily,
-        )?;
-        set(&[TIER_SPONSOR_BURST], false, &mut raw.sponsor.burst)?;
-        set(&[TIER_SPONSOR_HOURLY], false, &mut raw.sponsor.hourly)?;
-        set(&[TIER_SPONSOR_DAILY], false, &mut raw.sponsor.daily)?;
-        set(&[DELAY_SOFT_MS], true, &mut raw.soft_delay_ms)?;
-        set(&[DELAY_SOFT_WINDOW], true, &mut raw.soft_window)?;
-        set(&[DELAY_HARD_MS], true, &mut raw.hard_delay_ms)?;
-        set(&[QUOTA_WARN_THRESHOLD], true, &mut raw.warn_threshold)?;
         Ok(())
     }
 
     pub fn validate(raw: &RawTiers) -> Result<Self, ConfigError> {
-        let rung = |name: &str, r: &RawTier, burst_d: u32, hourly_d: Option<NonZeroU32>| {
-            let hourly = format!("tiers.{name}.hourly");
+        let rung = |name: &str, r: &RawTier, b: u32, h: u32, d: Option<NonZeroU32>| {
+            let field = |w: &str| format!("tiers.{name}.{w}");
             Ok::<_, ConfigError>(TierLimits {
-                burst: burst(&format!("tiers.{name}.burst"), r.burst, burst_d)?,
-                hourly: match (r.hourly, hourly_d) {
-                    (None, Some(d)) => d,
-                    (v, _) => positive(&hourly, v, 0)?,
+                burst: burst(&field("burst"), r.burst, b)?,
+                hourly: positive(&field("hourly"), r.hourly, h)?,
+                daily: match r.daily {
+                    Some(v) => Some(positive(&field("daily"), Some(v), 0)?),
+                    None => d,
                 },
             })
         };
-        let anon = rung("anon", &raw.anon, 120, NonZeroU32::new(600))?;
+        let anon = rung("anon", &raw.anon, 120, 600, NonZeroU32::new(1_000))?;
         let m = positive("tiers.session.multiplier", raw.session_multiplier, 10)?;
-        let times = anon.hourly.checked_mul(m).ok_or_else(|| {
-            ConfigError::invalid(
-                "tiers.session.multiplier",
-                format!("{} × {m} overflows the hourly budget", anon.hourly),
-            )
-        });
-        let session_hourly = match raw.session.hourly {
-            Some(_) => None,
-            None => Some(times?),
-        };
-        let session = rung("session", &raw.session, 300, session_hourly)?;
+        let times = anon.hourly.get().saturating_mul(m.get());
+        // A session's and a crawler's daily quota is the anonymous one unless set: a cookie
+        // is forgeable.
+        let session = rung("session", &raw.session, 300, times, anon.daily)?;
+        let crawler_hourly = session.hourly.get();
         Ok(TierTable {
             anon,
             session,
-            crawler: rung("crawler", &raw.crawler, 300, Some(session.hourly))?,
-            agent: rung("agent", &raw.agent, 600, NonZeroU32::new(20_000))?,
-            sponsor: rung("sponsor", &raw.sponsor, 2000, NonZeroU32::new(120_000))?,
+            crawler: rung("crawler", &raw.crawler, 300, crawler_hourly, anon.daily)?,
+            agent: rung("agent", &raw.agent, 600, 20_000, NonZeroU32::new(10_000))?,
+            sponsor: rung("sponsor", &raw.sponsor, 2000, 120_000, None)?,
         })
     }
 }
 
-pub(crate) fn positive(
-    field: &str,
-    value: Option<u32>,
-    default: u32,
-) -> Result<NonZeroU32, ConfigError> {
-    NonZeroU32::new(value.unwrap_or(default))
-        .ok_or_else(|| ConfigError::invalid(field, "must be at least 1"))
+/// `v`, else `d`, refused when 0.
+pub(crate) fn positive(field: &str, v: Option<u32>, d: u32) -> Result<NonZeroU32, ConfigError> {
+    NonZeroU32::new(v.unwrap_or(d)).ok_or_else(|| ConfigError::invalid(field, "must be at least 1"))
 }
 
-pub(crate) fn burst(
-    field: &str,
-    value: Option<u32>,
-    default: u32,
-) -> Result<NonZeroU32, ConfigError> {
-    let v = positive(field, value, default)?;
+pub(crate) fn burst(field: &str, v: Option<u32>, d: u32) -> Result<NonZeroU32, ConfigError> {
+    let v = positive(field, v, d)?;
     if v.get() > MAX_BURST {
-        return Err(ConfigError::invalid(
-            field,
-            format!("{v} is above the largest supported burst {MAX_BURST}"),
-        ));
+        let message = format!("{v} is above the largest supported burst {MAX_BURST}");
+        return Err(ConfigError::invalid(field, message));
     }
     Ok(v)
 }

@@ -46,7 +46,7 @@ impl Engine {
             anon: PerWindow::from_fn(|kind| match kind {
                 WindowKind::Burst => Some(anon.burst.get()),
                 WindowKind::Hourly => Some(anon.hourly.get()),
-                WindowKind::Daily => Some(cfg.quota.anon.get()),
+                WindowKind::Daily => anon.daily.map(|d| d.get()),
                 WindowKind::KeyHourly => None,
             }),
         })

@@ -74,8 +74,8 @@ fn limits(cfg: &Config, caller: &Caller, route: &Route) -> PerWindow<Option<Limi
             .then_some(Limit::refusing(own.hourly.unwrap_or(tier.hourly).get())),
         WindowKind::Daily => match caller.subject {
             Subject::Token(_) => Some(cfg.quota.token),
-            Subject::Agent(_) => own.daily.or(cfg.quota.daily_for(caller.tier)),
-            _ => cfg.quota.daily_for(caller.tier),
+            Subject::Agent(_) => own.daily.or(tier.daily),
+            _ => tier.daily,
         }
         .filter(|_| route.limits.applies(WindowKind::Daily))
         .map(|l| Limit {
