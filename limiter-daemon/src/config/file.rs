@@ -20,10 +20,9 @@ use super::kernel::KernelSettings;
 use super::keys::KeySettings;
 use super::lockout::LockoutSettings;
 use super::networks::NetworkSettings;
-use super::quota::QuotaSettings;
 use super::routes::RouteTable;
 use super::store::StoreSettings;
-use super::tiers::TierTable;
+use super::tiers::{QuotaSettings, TierTable};
 use super::upgrade::UpgradePaths;
 use super::{
     admin, agents, crawlers, engine, field_path, http, identity, jwt, kernel, keys, locate,

@@ -11,6 +11,7 @@
 //! sponsor's, because nobody here issued it anything: an API key is still the way up.
 
 use std::num::NonZeroU32;
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -168,6 +169,45 @@ impl TierTable {
             crawler: rung("crawler", &raw.crawler, 300, crawler_hourly, anon.daily)?,
             agent: rung("agent", &raw.agent, 600, 20_000, NonZeroU32::new(10_000))?,
             sponsor: rung("sponsor", &raw.sponsor, 2000, 120_000, None)?,
+        })
+    }
+}
+
+/// Past a daily quota: the quota document's `T_warn`, `D_soft` for the first `soft_window`
+/// units over, `D_hard` after; and token holders' own quota, `L_jwt` (`[jwt] daily`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuotaSettings {
+    /// Token holders (a valid JWT), whatever their rung.
+    pub token: NonZeroU32,
+    pub soft_delay: Duration,
+    /// Units past the limit that get the soft delay; beyond them, the hard delay.
+    pub soft_window: u32,
+    pub hard_delay: Duration,
+    /// Remaining units at or below which responses carry a reminder.
+    pub warn_threshold: u32,
+}
+
+impl QuotaSettings {
+    /// Validates the delay in `raw` (the environment applied); `token` is `[jwt] daily`.
+    pub fn validate(raw: &RawTiers, token: Option<u32>) -> Result<Self, ConfigError> {
+        let soft_delay = Duration::from_millis(raw.soft_delay_ms.unwrap_or(5_000).into());
+        let hard_delay = Duration::from_millis(raw.hard_delay_ms.unwrap_or(60_000).into());
+        if hard_delay < soft_delay {
+            return Err(ConfigError::invalid(
+                "tiers.hard_delay_ms",
+                format!(
+                    "{} ms is shorter than the soft delay {} ms",
+                    hard_delay.as_millis(),
+                    soft_delay.as_millis()
+                ),
+            ));
+        }
+        Ok(QuotaSettings {
+            token: positive("jwt.daily", token, 10_000)?,
+            soft_delay,
+            soft_window: raw.soft_window.unwrap_or(30),
+            hard_delay,
+            warn_threshold: raw.warn_threshold.unwrap_or(200),
         })
     }
 }
