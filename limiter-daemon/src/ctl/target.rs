@@ -42,7 +42,7 @@ impl Local {
                 .admin
                 .token_file
                 .clone()
-                .unwrap_or_else(|| crate::admin::token::state_file(cfg)),
+                .unwrap_or_else(|| cfg.store.state_dir.join(GENERATED_TOKEN_FILE)),
         }
     }
 
