@@ -8,13 +8,17 @@
 //! With `std`: [`address`] (one spelling per address), [`duration_text`] (the one duration
 //! grammar), [`tier`] (the ladder's rungs), [`admin_marker`] (how the admin API's clients
 //! recognise it) and [`args`] (what an operator types: addresses, CIDRs, durations, tiers, AS
-//! numbers), parsed alike by limiterctl, `limiter-daemon kernel` and the admin API.
+//! numbers), parsed alike by limiterctl, `limiter-daemon kernel` and the admin API;
+//! [`admin_section`] (the config's `[admin]`, which limiterctl reads to find the daemon). With
+//! `cli`: [`manuals`] (man pages and completions from both binaries' clap definitions).
 #![cfg_attr(not(feature = "std"), no_std)]
 
 #[cfg(feature = "std")]
 pub mod address;
 #[cfg(feature = "std")]
 pub mod admin_marker;
+#[cfg(feature = "std")]
+pub mod admin_section;
 #[cfg(feature = "std")]
 pub mod args;
 pub mod bucket;
@@ -23,6 +27,8 @@ pub mod config;
 pub mod duration_text;
 pub mod key;
 pub mod lockout_cache;
+#[cfg(feature = "cli")]
+pub mod manuals;
 pub mod maps;
 #[cfg(feature = "std")]
 pub mod tier;

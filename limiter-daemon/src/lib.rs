@@ -23,7 +23,6 @@ pub mod app;
 pub mod cli;
 pub mod clock;
 pub mod config;
-pub mod ctl;
 pub mod engine;
 pub mod fetch;
 #[cfg(feature = "fuzzing")]
@@ -32,7 +31,6 @@ pub mod fuzz_entry;
 pub mod http;
 pub mod identity;
 pub mod kernel;
-pub mod manuals;
 pub mod metrics;
 pub mod model;
 pub mod owned_thread;

@@ -4,10 +4,12 @@
 //! answer to [`DirectoryCache::landed`]. Failures are logged; the cache keeps old keys and
 //! backs off.
 //!
-//! Up to [`MAX_CONCURRENT_FETCHES`] run at once (and [`crate::identity::web_bot_auth::directory::MAX_FETCHES_PER_HOST`]
-//! to one host, which the cache enforces when it hands them out), so directories that stall
+//! Up to [`MAX_CONCURRENT_FETCHES`] run at once (and [`MAX_FETCHES_PER_HOST`] to one host,
+//! which the cache enforces when it hands them out), so directories that stall
 //! until the timeout hold a few slots, not the queue: a valid agent behind them waits for a
 //! free slot, not for every stalled fetch in turn.
+//!
+//! [`MAX_FETCHES_PER_HOST`]: crate::identity::web_bot_auth::directory::MAX_FETCHES_PER_HOST
 
 use std::future::Future;
 use std::net::IpAddr;

@@ -103,7 +103,7 @@ pub enum Command {
     /// `limiterctl completions bash > /etc/bash_completion.d/limiterctl`.
     Completions {
         #[arg(value_enum)]
-        shell: crate::manuals::Shell,
+        shell: limiter_common::manuals::Shell,
     },
     /// Write the man pages into DIR (`cargo xtask package` ships them).
     #[command(hide = true)]
@@ -221,7 +221,7 @@ fn parse_lock_for(s: &str) -> Result<String, String> {
 }
 
 /// What `lockouts add|remove` names: an address or a CIDR, or an autonomous system, which the
-/// daemon locks as the ranges its IP-to-ASN table gives it (`crate::engine::asn_lockouts`).
+/// daemon locks as the ranges its IP-to-ASN table gives it (the daemon's `engine::asn_lockouts`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum LockArg {
     Net(IpNet),
