@@ -73,7 +73,7 @@ pub enum Command {
     /// `limiter-daemon completions bash > /etc/bash_completion.d/limiter-daemon`.
     Completions {
         #[arg(value_enum)]
-        shell: crate::manuals::Shell,
+        shell: limiter_common::manuals::Shell,
     },
     /// Write the man pages into DIR (`cargo xtask package` ships them).
     #[command(hide = true)]
@@ -147,9 +147,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Detach(args) => crate::kernel::cli::run_detach(args),
         Command::Replay(args) => Ok(crate::replay::run_cli(args)?),
         Command::Completions { shell } => {
-            crate::manuals::print_completions(Cli::command(), shell);
+            limiter_common::manuals::print_completions(Cli::command(), shell);
             Ok(())
         }
-        Command::ManPages { dir } => crate::manuals::man_pages(Cli::command(), &dir),
+        Command::ManPages { dir } => limiter_common::manuals::man_pages(Cli::command(), &dir),
     }
 }

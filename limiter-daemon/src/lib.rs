@@ -3,9 +3,12 @@
 //!
 //! - [`model`]: the shared vocabulary (tiers, the windows table, decisions, store records).
 //! - [`clock`]: injected time, so every window and lockout is tested without sleeping.
+//! - [`owned_thread`]: a background thread stopped and joined when its owner drops.
 //! - [`config`]: the TOML file and environment overrides, validated in two stages.
 //! - [`identity`]: who a request comes from (client IP, session cookie, JWT, API key).
 //! - [`store`]: where counters, keys and lockouts live (embedded by default).
+//! - [`fetch`]: what is fetched from outside (crawler proof sources, agents' directories) and
+//!   the HTTPS client that fetches it.
 //! - [`engine`]: the tier ladder, budgets, scan delays, strikes and lockouts; the `Decider` seam.
 //! - [`kernel`]: loads, attaches, pins and drives the XDP/TC dataplane.
 //! - [`http`]: reverse proxy, decision API and nginx `auth_request` surfaces.
@@ -14,24 +17,22 @@
 //!   [`app::shutdown::Shutdown`] handed to every background task.
 //! - [`replay`]: `limiter-daemon replay`, an access log through the engine on its own
 //!   timestamps (in memory, nothing pushed to a kernel).
-//! - [`daemon`]: the older path to `app::run`, kept for callers.
 
 pub mod admin;
 pub mod app;
 pub mod cli;
 pub mod clock;
 pub mod config;
-pub mod ctl;
-pub mod daemon;
 pub mod engine;
+pub mod fetch;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzz_entry;
 pub mod http;
 pub mod identity;
 pub mod kernel;
-pub mod manuals;
 pub mod metrics;
 pub mod model;
+pub mod owned_thread;
 pub mod replay;
 pub mod store;

@@ -426,7 +426,7 @@ fn reload_through_the_api_applies_a_good_file_and_refuses_a_broken_one() {
     // The operator's way: `limiterctl reload` reading the very file it broke. It still finds
     // the daemon through the file's [admin] section and reports the daemon's refusal (exit 1,
     // field and line), not "unreachable".
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_limiterctl"))
+    let out = std::process::Command::new(limiter_tests::ctl_binary())
         .arg("--config")
         .arg(&d.config)
         .arg("reload")
@@ -457,7 +457,7 @@ fn reload_through_the_api_applies_a_good_file_and_refuses_a_broken_one() {
     let syntax = format!("{original}[tiers.anon\nburst = 2\n");
     let line = syntax.lines().count() - 1;
     std::fs::write(&d.config, syntax).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_limiterctl"))
+    let out = std::process::Command::new(limiter_tests::ctl_binary())
         .arg("--config")
         .arg(&d.config)
         .arg("reload")
@@ -808,7 +808,7 @@ fn limiterctl_tables_json_and_exit_codes() {
         assert_eq!(code, 2, "{args:?}: {err}");
     }
     // 3: nothing listening.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_limiterctl"))
+    let out = std::process::Command::new(limiter_tests::ctl_binary())
         .args([
             "--url",
             &format!("http://{}", admin_support::free_addr()),
@@ -825,7 +825,7 @@ fn limiterctl_tables_json_and_exit_codes() {
         String::from_utf8_lossy(&out.stderr)
     );
     // The address and token from the local config and its generated token file.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_limiterctl"))
+    let out = std::process::Command::new(limiter_tests::ctl_binary())
         .args(["--config"])
         .arg(&d.config)
         .args(["--json", "keys", "list"])
@@ -840,7 +840,7 @@ fn limiterctl_tables_json_and_exit_codes() {
         String::from_utf8_lossy(&out.stderr)
     );
     // And from the environment (a wrong token there is refused: exit 1).
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_limiterctl"))
+    let out = std::process::Command::new(limiter_tests::ctl_binary())
         .args(["kernel"])
         .env("LIMITER_ADMIN_URL", format!("http://{}", d.admin))
         .env("LIMITER_ADMIN_TOKEN", "wrong")
@@ -1242,7 +1242,7 @@ fn impostor() -> (
 fn limiterctl_and_kernel_lock_send_no_token_to_a_server_that_is_not_the_admin_api() {
     const SECRET: &str = "the-admin-token-0123456789abcdef";
     let (addr, seen) = impostor();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_limiterctl"))
+    let out = std::process::Command::new(limiter_tests::ctl_binary())
         .args([
             "--url",
             &format!("http://{addr}"),

@@ -17,10 +17,11 @@ use std::time::{Duration, Instant};
 
 use agent_support::WK;
 use http::HeaderMap;
-use limiter_daemon::identity::https_fetch::{self, FetchOptions};
+use limiter_daemon::fetch::agent_directories as fetcher;
+use limiter_daemon::fetch::https::{self, FetchOptions};
 use limiter_daemon::identity::web_bot_auth::directory::DirectoryCache;
 use limiter_daemon::identity::web_bot_auth::{
-    fetcher, signer, verify_request, Outcome, Refusal, RequestParts,
+    signer, verify_request, Outcome, Refusal, RequestParts,
 };
 use ring::signature::Ed25519KeyPair;
 use tokio_util::sync::CancellationToken;
@@ -91,27 +92,25 @@ async fn directories_over_https_redirects_oversize_failures_and_max_age() {
     let good = opts(true, Some(&ca));
     let url = format!("{base_url}{WK}");
 
-    let e = https_fetch::get(&url, &opts(false, Some(&ca)))
-        .await
-        .unwrap_err();
+    let e = https::get(&url, &opts(false, Some(&ca))).await.unwrap_err();
     assert!(
         e.contains("not allowed"),
         "loopback refused by default: {e}"
     );
-    let e = https_fetch::get(&url, &opts(true, None)).await.unwrap_err();
+    let e = https::get(&url, &opts(true, None)).await.unwrap_err();
     assert!(
         e.contains("TLS"),
         "an untrusted certificate is refused: {e}"
     );
-    let e = https_fetch::get(&format!("http://{addr}{WK}"), &good)
+    let e = https::get(&format!("http://{addr}{WK}"), &good)
         .await
         .unwrap_err();
     assert!(e.contains("https"), "{e}");
-    let e = https_fetch::get(&format!("{base_url}/redirect"), &good)
+    let e = https::get(&format!("{base_url}/redirect"), &good)
         .await
         .unwrap_err();
     assert_eq!(e, "status 302");
-    let e = https_fetch::get(&format!("{base_url}/big"), &good)
+    let e = https::get(&format!("{base_url}/big"), &good)
         .await
         .unwrap_err();
     assert!(e.contains("over"), "oversize refused: {e}");

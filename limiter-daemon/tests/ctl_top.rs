@@ -121,7 +121,7 @@ fn start_top(dir: &Path, d: &Daemon, exit: &Path) -> Tmux {
     };
     let line = format!(
         "{} --url http://{} --token {} top --lock-for 10m; echo $? > {}",
-        env!("CARGO_BIN_EXE_limiterctl"),
+        limiter_tests::ctl_binary().display(),
         d.admin,
         d.token(),
         exit.display()

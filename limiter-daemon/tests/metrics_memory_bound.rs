@@ -17,10 +17,10 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::Arc;
 
-use limiter_daemon::metrics::history::{History, Totals, POINTS, STEP_SECS};
-use limiter_daemon::metrics::talkers::{
+use limiter_daemon::admin::talkers::{
     Proof, Talkers, ENTRY_BYTES, MAX_CALLERS, MAX_NAMES, SHARDS, SLOTS,
 };
+use limiter_daemon::metrics::history::{History, Totals, POINTS, STEP_SECS};
 use limiter_daemon::model::{Action, Tier};
 
 /// Bytes live on the heap now.

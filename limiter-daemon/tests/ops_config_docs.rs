@@ -1,8 +1,9 @@
 //! `docs/configuration.md` cannot drift from the code: the config fields are derived from the
-//! source (the `Raw*` serde structs under `src/config/`, walked from `RawConfig` through every
-//! field whose type is another `Raw*` struct, so `[tiers.anon] burst` and `[[routes]] prefix`
-//! are found without a list kept by hand), the environment variables from `src/config/env.rs`
-//! and every `LIMITER_*` name in the source. Each must have a row in the reference (type,
+//! source (the `Raw*` serde structs under `src/config/` and limiter-common's `[admin]`, walked
+//! from `RawConfig` through every field whose type is another `Raw*` struct, so
+//! `[tiers.anon] burst` and `[[routes]] prefix` are found without a list kept by hand), the
+//! environment variables from `src/config/env.rs` and every `LIMITER_*` name in the source
+//! (limiterctl's and limiter-common's too). Each must have a row in the reference (type,
 //! default, effect, none empty), and every row must name something the code has; and the
 //! fields `limiter-daemon check-config` accepts are checked on the real binary, so the walk
 //! itself is proven against the parser.
@@ -60,7 +61,9 @@ fn nested(ty: &str) -> Option<&str> {
 
 /// Every leaf field as `section.field`, walked from `RawConfig`.
 fn code_fields() -> BTreeSet<String> {
-    let structs = raw_structs(&root().join("src/config"));
+    // `[admin]` lives in limiter-common, which limiterctl shares.
+    let mut structs = raw_structs(&root().join("src/config"));
+    structs.extend(raw_structs(&root().join("../limiter-common/src")));
     assert!(structs.len() >= 15, "found only {:?}", structs.keys());
     let mut out = BTreeSet::new();
     let mut todo = vec![(String::new(), "RawConfig".to_string())];
@@ -92,7 +95,11 @@ fn code_env() -> BTreeSet<String> {
         .iter()
         .map(|v| v.to_string())
         .collect();
-    let mut dirs = vec![root().join("src")];
+    let mut dirs = vec![
+        root().join("src"),
+        root().join("../limiter-ctl/src"),
+        root().join("../limiter-common/src"),
+    ];
     while let Some(d) = dirs.pop() {
         for e in std::fs::read_dir(d).unwrap() {
             let p = e.unwrap().path();

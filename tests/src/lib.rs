@@ -61,6 +61,18 @@ pub fn daemon_binary() -> PathBuf {
     bin
 }
 
+/// The limiterctl binary (crate `limiter-ctl`) the end-to-end tests run, a debug build like
+/// [`daemon_binary`]; panics naming the build command when it is missing.
+pub fn ctl_binary() -> PathBuf {
+    let bin = workspace_root().join("target/debug/limiterctl");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it with `cargo build -p limiter-ctl` (`cargo xtask test` does)",
+        bin.display()
+    );
+    bin
+}
+
 /// Polls `f` until it returns `Some`, or panics with `what` after `timeout`.
 pub fn poll<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;

@@ -147,7 +147,15 @@ fn build_ebpf() -> Result<()> {
 fn release_build() -> Result<PathBuf> {
     setup()?;
     build_ebpf()?;
-    sh(cargo().args(["build", "--release", "-p", "limiter-daemon", "--bins"]))?;
+    sh(cargo().args([
+        "build",
+        "--release",
+        "-p",
+        "limiter-daemon",
+        "-p",
+        "limiter-ctl",
+        "--bins",
+    ]))?;
     Ok(root().join("target/release"))
 }
 
@@ -199,8 +207,16 @@ fn run(task: Task) -> Result<()> {
         Task::Test { rest } => {
             setup()?;
             build_ebpf()?;
-            // The end-to-end tests start the real daemon binary, so build it before they run.
-            sh(cargo().args(["build", "-p", "limiter-daemon", "--bins"]))?;
+            // The end-to-end tests start the real daemon and limiterctl binaries, so build them
+            // before they run.
+            sh(cargo().args([
+                "build",
+                "-p",
+                "limiter-daemon",
+                "-p",
+                "limiter-ctl",
+                "--bins",
+            ]))?;
             sh(cargo().args(["test", "--workspace"]).args(&rest))?;
             // A filtered run is someone chasing one test: no conformance or fuzzing pass then.
             if rest.is_empty() {

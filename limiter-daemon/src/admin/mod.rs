@@ -11,6 +11,8 @@
 //! - [`guard`]: the marker on every response, and no request from a browser on another origin.
 //! - [`routes`]: the route table (exported, so tests can prove every route needs the token).
 //! - [`handlers`]: one file per resource.
+//! - [`talkers`]: the last five minutes per caller (top talkers, tier mix) for the stats
+//!   endpoint, fed with every decision through the metrics' decider wrapper.
 //! - [`page`]: the operator page at `/admin/`, one HTML file built into the binary.
 //! - [`server`]: bind and serve until the app's shutdown.
 
@@ -24,6 +26,7 @@ pub mod problem;
 pub mod routes;
 pub mod server;
 pub mod state;
+pub mod talkers;
 pub mod token;
 
 pub use problem::AdminError;

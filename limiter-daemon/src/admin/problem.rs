@@ -75,7 +75,7 @@ impl AdminError {
             EngineError::ZeroHourlyLimit => Self::unprocessable("hourlyLimit", err.to_string()),
             EngineError::ZeroDuration => Self::unprocessable("for", err.to_string()),
             EngineError::BadKeyId { .. } => Self::bad("id", err.to_string()),
-            EngineError::LockPrefixTooWide { .. }
+            EngineError::LockPrefixTooWide(_)
             | EngineError::TrustedProxy { .. }
             | EngineError::AsnTooWide { .. } => Self::unprocessable(field, err.to_string()),
             EngineError::AsnUnknown { .. } => Self::not_found(field, err.to_string()),

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::talkers::Talkers;
 use crate::config::kernel::KernelMode;
 use crate::config::ConfigError;
 use crate::engine::Engine;
@@ -33,6 +34,8 @@ pub struct AdminState {
     pub reload: Option<ReloadFn>,
     /// `None`: `GET /admin/v1/stats` answers 503 "stats not wired".
     pub metrics: Option<Arc<Metrics>>,
+    /// The last five minutes per caller, fed by the metrics' decider wrapper once wired.
+    pub talkers: Arc<Talkers>,
     /// SHA-256 of the token: compared to the digest of what a request presents.
     pub(crate) token_digest: [u8; 32],
 }
@@ -51,12 +54,15 @@ impl AdminState {
             config_path,
             reload,
             metrics: None,
+            talkers: Arc::default(),
             token_digest: digest(token.as_bytes()),
         }
     }
 
     /// The registry whose decisions, talkers and held requests the stats endpoint reports.
+    /// Decisions from then on feed [`Self::talkers`].
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        metrics.talkers.set(Arc::clone(&self.talkers) as _);
         self.metrics = Some(metrics);
         self
     }

@@ -193,7 +193,7 @@ async fn serve(
         shutdown.token(),
     ));
     // Published range lists and the ASN table fetched on a schedule (only when configured).
-    shutdown.spawn(crate::engine::proof_refresh::run(
+    shutdown.spawn(crate::fetch::proof_refresh::run(
         Arc::clone(&engine),
         shutdown.token(),
     ));

@@ -1,104 +1,14 @@
-//! The `[admin] section`: where the admin API listens and where its bearer token comes from.
-//!
-//! Loopback by default: the admin API issues keys and lifts lockouts, so it is never meant for
-//! the public. `listen = ""` turns it off. Without `token_file` (or `LIMITER_ADMIN_TOKEN` in the
-//! environment) the daemon generates a token into `<state_dir>/admin-token` at first start; see
-//! `crate::admin::token`.
+//! The `[admin]` section lives in `limiter-common` (limiterctl reads it too); its errors are the
+//! config's.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
-
-use serde::Deserialize;
+pub use limiter_common::admin_section::{
+    AdminSettings, RawAdmin, DEFAULT_LISTEN, GENERATED_TOKEN_FILE, TOKEN_ENV,
+};
 
 use super::ConfigError;
 
-/// Where the admin API binds when `[admin] listen` is absent.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:9465";
-/// The environment variable that carries the admin token (daemon and limiterctl).
-pub const TOKEN_ENV: &str = "LIMITER_ADMIN_TOKEN";
-/// The file under the state directory that holds a generated token.
-pub const GENERATED_TOKEN_FILE: &str = "admin-token";
-
-/// `[admin]` as written in the file.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawAdmin {
-    /// `address:port` of the admin API (default `127.0.0.1:9465`; `""` disables it).
-    pub listen: Option<String>,
-    /// A file whose content (trimmed) is the bearer token.
-    pub token_file: Option<PathBuf>,
-    /// Show callers' addresses and networks on the operator page and in `limiterctl top`
-    /// (default `true`); `false` shows hashes only.
-    pub show_addresses: Option<bool>,
-}
-
-/// The validated `[admin]` section.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AdminSettings {
-    /// `None`: no admin listener.
-    pub listen: Option<SocketAddr>,
-    pub token_file: Option<PathBuf>,
-    /// `[admin] show_addresses`: the stats answer carries addresses (else hashes).
-    pub show_addresses: bool,
-}
-
-impl Default for AdminSettings {
-    fn default() -> Self {
-        AdminSettings::validate(RawAdmin::default()).expect("defaults are valid")
-    }
-}
-
-impl AdminSettings {
-    pub fn validate(raw: RawAdmin) -> Result<Self, ConfigError> {
-        let listen = match raw.listen.as_deref().unwrap_or(DEFAULT_LISTEN).trim() {
-            "" => None,
-            s => Some(s.parse::<SocketAddr>().map_err(|_| {
-                ConfigError::invalid(
-                    "admin.listen",
-                    format!(
-                        "{s:?} is not an address:port (e.g. \"127.0.0.1:9465\"), or \"\" to disable"
-                    ),
-                )
-            })?),
-        };
-        if let Some(p) = &raw.token_file {
-            if p.as_os_str().is_empty() {
-                return Err(ConfigError::invalid(
-                    "admin.token_file",
-                    "must name a file (leave the field out to use LIMITER_ADMIN_TOKEN or a generated token)",
-                ));
-            }
-        }
-        Ok(AdminSettings {
-            listen,
-            token_file: raw.token_file,
-            show_addresses: raw.show_addresses.unwrap_or(true),
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn default_is_loopback_and_empty_turns_it_off() {
-        let d = AdminSettings::default();
-        assert_eq!(d.listen, Some(DEFAULT_LISTEN.parse().unwrap()));
-        assert!(d.show_addresses, "addresses are shown unless turned off");
-        let off = AdminSettings::validate(RawAdmin {
-            listen: Some(String::new()),
-            token_file: None,
-            show_addresses: None,
-        })
-        .unwrap();
-        assert_eq!(off.listen, None);
-        let err = AdminSettings::validate(RawAdmin {
-            listen: Some("localhost".into()),
-            token_file: None,
-            show_addresses: None,
-        })
-        .unwrap_err();
-        assert!(err.to_string().contains("admin.listen"), "{err}");
+impl From<limiter_common::admin_section::Invalid> for ConfigError {
+    fn from(e: limiter_common::admin_section::Invalid) -> Self {
+        ConfigError::invalid(e.field, e.message)
     }
 }

@@ -177,7 +177,7 @@ pub const DEFAULT_LEASE_MAX: u32 = 64;
 /// makes a holder that asks every few seconds lease (and give back) more often.
 pub const LEASE_TTL_MS: u64 = 5_000;
 
-pub const DEFAULT_STATE_DIR: &str = "/var/lib/limiter";
+pub use limiter_common::admin_section::DEFAULT_STATE_DIR;
 
 impl StoreSettings {
     /// Defaults with a given state directory (tests, benches).

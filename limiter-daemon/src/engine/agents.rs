@@ -7,9 +7,9 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::base::Engine;
-use crate::identity::https_fetch::FetchOptions;
+use crate::fetch::agent_directories::{self as fetcher, MAX_DIRECTORY_BYTES, MEDIA_TYPE};
+use crate::fetch::https::FetchOptions;
 use crate::identity::web_bot_auth::directory::DirectoryCache;
-use crate::identity::web_bot_auth::fetcher::{self, MAX_DIRECTORY_BYTES, MEDIA_TYPE};
 use crate::identity::Caller;
 use crate::model::{Action, Decision};
 

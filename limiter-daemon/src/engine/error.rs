@@ -13,8 +13,8 @@ pub enum EngineError {
     BadKeyId { id: String },
     #[error("lockout duration must be longer than zero")]
     ZeroDuration,
-    #[error("{net} is wider than a lockout may be (at least /{min}); use the deny list for wider ranges")]
-    LockPrefixTooWide { net: ipnet::IpNet, min: u8 },
+    #[error(transparent)]
+    LockPrefixTooWide(#[from] limiter_common::args::TooWide),
     #[error("{net} holds the trusted proxy {proxy}: locking it would lock out every client behind it; lock the client's own address instead")]
     TrustedProxy {
         net: ipnet::IpNet,

@@ -131,10 +131,6 @@ impl LockoutManager<'_> {
 /// lockout listing finds them and the deny list still shows why they are there.
 pub const CIDR_LOCKOUT_MARK: &str = "lockout: ";
 
-/// Shortest prefixes a CIDR lockout may have: wider nets are deny-list material.
-pub const MIN_V4_PREFIX: u8 = 8;
-pub const MIN_V6_PREFIX: u8 = 16;
-
 /// One active lockout as the admin API lists it: an address (the lockout map) or a CIDR (the
 /// deny trie, with a deadline).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -161,14 +157,7 @@ impl LockTarget {
     /// Checks the prefix range (IPv4 /8–/32, IPv6 /16–/128); a full-length prefix is one address.
     /// An IPv4-mapped CIDR is bounded as the IPv4 CIDR it is (`::ffff:0:0/96` is all of IPv4).
     pub fn of(net: IpNet) -> Result<LockTarget, EngineError> {
-        let net = crate::model::address::canonical_net(net);
-        let min = match net {
-            IpNet::V4(_) => MIN_V4_PREFIX,
-            IpNet::V6(_) => MIN_V6_PREFIX,
-        };
-        if net.prefix_len() < min {
-            return Err(EngineError::LockPrefixTooWide { net, min });
-        }
+        let net = limiter_common::args::lockable(net)?;
         if net.prefix_len() == net.max_prefix_len() {
             Ok(LockTarget::Addr(net.addr()))
         } else {

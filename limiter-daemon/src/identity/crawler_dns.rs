@@ -24,7 +24,7 @@
 //! thread ends on a cancellation token, and holds a task tracker open until it has ended, as
 //! the key cache's does. Only the user agents that claim a crawler ever reach this cache.
 
-use super::owned_thread::OwnedThread;
+use crate::owned_thread::OwnedThread;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -18,7 +18,7 @@
 //! has ended, so a drain waits for it. It is a thread, not a task: engines are built and used
 //! outside any runtime (tests, benches, library users), and a lookup may block on the store.
 
-use super::owned_thread::OwnedThread;
+use crate::owned_thread::OwnedThread;
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::net::IpAddr;

@@ -13,10 +13,8 @@ pub mod crawler;
 pub mod crawler_dns;
 pub mod crawler_fcrdns;
 pub mod hash;
-pub mod https_fetch;
 pub mod jwt;
 pub mod key_cache;
-pub mod owned_thread;
 pub mod session;
 pub mod web_bot_auth;
 

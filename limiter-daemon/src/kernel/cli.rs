@@ -23,8 +23,7 @@ use super::maps::KernelMaps;
 use super::pins::PinLayout;
 use super::status;
 use crate::config::kernel::DEFAULT_PIN_PATH;
-use crate::model::address::{canonical_ip, canonical_net, mapped_overlap};
-use crate::model::duration_text::{self, Units};
+use limiter_common::args::{parse_cidr, parse_duration, parse_ip};
 
 /// `kernel` subcommands.
 #[derive(Debug, Args)]
@@ -141,63 +140,6 @@ impl DetachArgs {
         }
     }
 }
-
-/// Parses an IP address (IPv4, IPv6, or IPv4-mapped IPv6, which is the IPv4 address it
-/// carries: see [`crate::model::address`]).
-pub fn parse_ip(s: &str) -> Result<IpAddr, String> {
-    s.trim()
-        .parse::<IpAddr>()
-        .map(canonical_ip)
-        .map_err(|_| format!("{s:?} is not an IP address (expected e.g. 192.0.2.7 or 2001:db8::1)"))
-}
-
-/// Parses a CIDR; a bare address means a single host. Host bits set is refused, since
-/// `10.0.0.1/8` is almost always a typo for something else. A CIDR inside the IPv4-mapped
-/// block is the IPv4 CIDR it stands for; an IPv6 range wider than that block is refused, since
-/// the kernel would match every IPv4 address with it.
-pub fn parse_cidr(s: &str) -> Result<IpNet, String> {
-    let s = s.trim();
-    let net = if s.contains('/') {
-        s.parse::<IpNet>().map_err(|_| {
-            format!("{s:?} is not a CIDR (expected e.g. 198.51.100.0/24 or 2001:db8::/48)")
-        })?
-    } else {
-        IpNet::from(parse_ip(s)?)
-    };
-    if net.trunc() != net {
-        return Err(format!(
-            "{s:?} has host bits set; did you mean {}?",
-            net.trunc()
-        ));
-    }
-    if mapped_overlap(net) {
-        return Err(format!(
-            "{s:?} takes in ::ffff:0:0/96, where IPv4 addresses live (it would cover all of \
-             IPv4 too); name IPv4 ranges as IPv4 and IPv6 ranges outside that block"
-        ));
-    }
-    Ok(canonical_net(net))
-}
-
-/// Parses a positive duration such as `90s`, `10m`, `1h30m`, `7d`, `2w`: the operator grammar
-/// of [`duration_text`] (units `s m h d w`, case-sensitive, so `10M` is an error, not months).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = duration_text::parse(s, Units::Operator).map_err(|e| e.to_string())?;
-    if d.is_zero() {
-        return Err(format!("{s:?}: the duration must be longer than zero"));
-    }
-    // A deadline must stay a date every store, log and RFC 3339 answer can write; a lockout
-    // meant to last is better a deny-list entry without a deadline.
-    if d > MAX_DURATION {
-        return Err(format!(
-            "{s:?}: at most 3650 days (for an entry without end, use the deny list with no `for`)"
-        ));
-    }
-    Ok(d)
-}
-
-/// The longest lockout or list entry an operator may set: ten years.
-pub const MAX_DURATION: Duration = Duration::from_secs(3650 * 86_400);
 
 /// Prints a line on stdout; a closed pipe (`… | head`) ends output quietly instead of panicking.
 macro_rules! out {
@@ -429,51 +371,4 @@ pub fn run_detach(args: DetachArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bad_inputs_are_named() {
-        assert!(parse_ip("10.0.0.300").unwrap_err().contains("10.0.0.300"));
-        assert!(parse_cidr("10.0.0.0/33")
-            .unwrap_err()
-            .contains("not a CIDR"));
-        assert!(parse_cidr("10.0.0.1/8").unwrap_err().contains("10.0.0.0/8"));
-        assert!(parse_cidr("::/16").unwrap_err().contains("::ffff:0:0/96"));
-        assert!(parse_duration("soon").unwrap_err().contains("soon"));
-        assert!(parse_duration("0s")
-            .unwrap_err()
-            .contains("longer than zero"));
-        assert!(parse_duration("999999999h")
-            .unwrap_err()
-            .contains("at most 3650 days"));
-        assert_eq!(parse_duration("3650d").unwrap(), MAX_DURATION);
-        // Through humantime `10M` was ten months and `1y` a year.
-        for typo in ["10M", "1y", "5min", "1 hour", "2H"] {
-            let err = parse_duration(typo).unwrap_err();
-            assert!(err.contains(typo) && err.contains("s, m, h, d, w"), "{err}");
-        }
-    }
-
-    #[test]
-    fn good_inputs_parse() {
-        assert_eq!(parse_ip(" ::ffff:1.2.3.4 ").unwrap().to_string(), "1.2.3.4");
-        assert_eq!(
-            parse_cidr("::ffff:203.0.113.0/120").unwrap().to_string(),
-            "203.0.113.0/24"
-        );
-        assert_eq!(
-            parse_cidr("::ffff:0:0/96").unwrap().to_string(),
-            "0.0.0.0/0"
-        );
-        assert_eq!(parse_cidr("192.0.2.7").unwrap().to_string(), "192.0.2.7/32");
-        assert_eq!(
-            parse_cidr("2001:db8::/48").unwrap().to_string(),
-            "2001:db8::/48"
-        );
-        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
-    }
 }

@@ -11,8 +11,8 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
-use crate::engine::proof_sources::FetchOutcome;
 use crate::engine::Engine;
+use crate::fetch::proof_sources::FetchOutcome;
 
 pub fn encode(enc: &mut DescriptorEncoder, engine: &Engine) -> Result<(), fmt::Error> {
     let (reloads, dns, (cached, in_flight)) = engine.crawler_stats();

@@ -9,14 +9,14 @@
 //! - [`history`]: the ring of samples (15 minutes at 5 s) behind the operator page's charts.
 //! - [`sampler`]: the task that fills the history ring every 5 s.
 //! - [`histogram`]: the lock-free duration histogram recorded on the request path.
-//! - [`decider`]: [`MeteredDecider`], the wrapper every HTTP surface's decisions pass through.
+//! - [`decider`]: [`MeteredDecider`], the wrapper every HTTP surface's decisions pass through
+//!   (and on to [`registry::DecisionObserver`], the admin API's per-caller table, once set).
 //! - [`crawlers`]: the crawler ranges in force and the reverse-DNS lookups, read at scrape.
 //! - [`reloads`]: config reloads by result and the hash of the file in force.
 //! - [`sources`]: values read at scrape time (held requests, upstream failures, lockouts
 //!   active, store degraded, kernel verdict counters and map fill).
 //! - [`h2`]: the proxy's HTTP/2 streams and client resets, read at scrape.
 //! - [`tunnels`]: the proxy's tunnels (open, opened, refused, closed by reason), read at scrape.
-//! - [`talkers`]: the last five minutes per caller (top talkers, tier mix) for the admin API.
 //! - [`readiness`]: what `/readyz` answers and why.
 //! - [`server`]: the listener serving `/metrics`, `/healthz` and `/readyz`.
 //!
@@ -39,7 +39,6 @@ pub mod reloads;
 pub mod sampler;
 pub mod server;
 pub mod sources;
-pub mod talkers;
 pub mod text;
 pub mod tunnels;
 

@@ -1,7 +1,8 @@
 //! [`Metrics`]: the registry built once in `run` (namespace from `[metrics] namespace`) and
 //! shared by the decider wrapper and the operator listener.
 
-use std::sync::Arc;
+use std::net::IpAddr;
+use std::sync::{Arc, OnceLock};
 
 use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::registry::Registry;
@@ -11,9 +12,9 @@ use super::history::History;
 use super::negotiate::Format;
 use super::reloads::ReloadMetrics;
 use super::sources::{HttpSource, KernelSource, SourceCollector, Sources};
-use super::talkers::Talkers;
 use crate::engine::Engine;
 use crate::http::proxy::server::HttpServer;
+use crate::model::Decision;
 
 /// Content type of [`Metrics::render`]'s OpenMetrics output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -30,12 +31,46 @@ pub struct Metrics {
     pub reloads: ReloadMetrics,
     /// Read at scrape time.
     pub sources: Arc<Sources>,
-    /// The last five minutes per caller (not exported to Prometheus: unbounded labels).
-    pub talkers: Talkers,
+    /// The last five minutes per caller, for the admin API (not exported to Prometheus:
+    /// unbounded labels).
+    pub talkers: ObserverSlot,
     /// The last 15 minutes at 5 s, filled by [`super::sampler::run`].
     pub history: History,
     /// Access log lines dropped because the writer could not keep up (`[log] access`).
     pub access_log_dropped: prometheus_client::metrics::counter::Counter,
+}
+
+/// Something above this layer that sees every decision with the client's address: the admin
+/// API's talker table, which its listener sets when it starts.
+pub trait DecisionObserver: Send + Sync {
+    fn observe(&self, d: &Decision, addr: IpAddr);
+}
+
+/// The [`DecisionObserver`] every decision feeds once one is set (none without an admin API).
+#[derive(Default)]
+pub struct ObserverSlot(OnceLock<Arc<dyn DecisionObserver>>);
+
+impl ObserverSlot {
+    /// The first one set stays.
+    pub fn set(&self, observer: Arc<dyn DecisionObserver>) {
+        let _ = self.0.set(observer);
+    }
+
+    pub fn observe(&self, d: &Decision, addr: IpAddr) {
+        if let Some(t) = self.0.get() {
+            t.observe(d, addr);
+        }
+    }
+}
+
+impl std::fmt::Debug for ObserverSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "ObserverSlot(set)"
+        } else {
+            "ObserverSlot(none)"
+        })
+    }
 }
 
 impl Metrics {
@@ -65,7 +100,7 @@ impl Metrics {
             decisions,
             reloads,
             sources,
-            talkers: Talkers::default(),
+            talkers: ObserverSlot::default(),
             history: History::default(),
             access_log_dropped,
         })

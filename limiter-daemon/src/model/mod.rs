@@ -7,20 +7,21 @@
 //! of a crawler's claim), [`duration_text`] (the one duration grammar), [`prefix_set`]
 //! (address prefixes looked up by length), [`request_path`] (a path as the upstream reads it,
 //! which routes are chosen on) and [`records`] (what a store keeps: keys, strikes,
-//! lockouts, list entries). It imports nothing else of the crate.
+//! lockouts, list entries). It imports nothing else of the crate; [`address`], [`admin_marker`], [`duration_text`] and
+//! [`tier`] live in `limiter-common`, shared with limiterctl.
 
-pub mod address;
-pub mod admin_marker;
+pub use limiter_common::address;
+pub use limiter_common::admin_marker;
 pub mod agent;
 pub mod crawler;
 pub mod decision;
-pub mod duration_text;
+pub use limiter_common::duration_text;
 pub mod identity_text;
 pub mod network;
 pub mod prefix_set;
 pub mod records;
 pub mod request_path;
-pub mod tier;
+pub use limiter_common::tier;
 pub mod window;
 
 pub use agent::AgentSignature;

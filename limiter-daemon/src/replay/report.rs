@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::tally::{Outcomes, Refusals, Tally};
 use super::time::format_rfc3339;
 use crate::model::Reason;
+use limiter_common::args::net_text;
 
 /// A line that was not replayed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -77,15 +78,6 @@ pub struct LockedRow {
     pub lockouts: u64,
     /// The first few locked (an address bare, a prefix with its length).
     pub locked: Vec<String>,
-}
-
-/// An address prints bare, a prefix with its length.
-fn net_text(net: &ipnet::IpNet) -> String {
-    if net.prefix_len() == net.max_prefix_len() {
-        net.addr().to_string()
-    } else {
-        net.to_string()
-    }
 }
 
 /// An identity or network among those refused most.

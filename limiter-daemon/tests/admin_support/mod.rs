@@ -334,7 +334,7 @@ impl Daemon {
 
     /// limiterctl with this daemon's URL and token.
     pub fn ctl(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_limiterctl"))
+        let out = Command::new(limiter_tests::ctl_binary())
             .args([
                 "--url",
                 &format!("http://{}", self.admin),

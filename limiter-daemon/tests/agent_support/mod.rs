@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use http::Response;
 use http_body_util::Full;
 use hyper::body::Bytes;
-use limiter_daemon::identity::web_bot_auth::fetcher;
+use limiter_daemon::fetch::agent_directories as fetcher;
 
 pub const WK: &str = "/.well-known/http-message-signatures-directory";
 

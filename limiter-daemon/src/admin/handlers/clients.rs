@@ -10,8 +10,8 @@ use super::time_text::{rfc3339, secs_left};
 use crate::admin::path::AdminPath;
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;
-use crate::kernel::cli::parse_ip;
 use crate::model::Tier;
+use limiter_common::args::parse_ip;
 
 fn kernel_tier(index: u32) -> &'static str {
     Tier::ALL

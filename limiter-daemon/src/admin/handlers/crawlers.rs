@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::time_text::rfc3339;
 use crate::admin::state::AdminState;
-use crate::engine::proof_sources::FetchOutcome;
+use crate::fetch::proof_sources::FetchOutcome;
 
 /// Directories listed at most (the cache holds up to 4,096; a page of them is enough to see
 /// whether fetching works).

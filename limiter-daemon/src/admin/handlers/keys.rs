@@ -15,14 +15,10 @@ use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;
 use crate::engine::error::EngineError;
 use crate::engine::keys::IssueKey;
-use crate::model::{KeyRecord, Tier};
+use crate::model::KeyRecord;
+use limiter_common::args::parse_tier;
 
 /// Parses a tier name as the config and the API write it.
-pub fn parse_tier(s: &str) -> Result<Tier, String> {
-    Tier::parse(s)
-        .ok_or_else(|| format!("{s:?} is not a tier (anon, session, crawler, agent, sponsor)"))
-}
-
 pub fn record_json(r: &KeyRecord) -> Value {
     json!({
         "id": r.id,

@@ -8,15 +8,14 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::blocking::blocking;
-use super::lockouts::net_text;
 use super::time_text::{rfc3339, secs_left};
 use crate::admin::body::JsonBody;
 use crate::admin::path::AdminPath;
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;
-use crate::kernel::cli::{parse_cidr, parse_duration};
 use crate::model::{ListEntry, ListKind};
 use crate::store::unreadable::UnreadableRecord;
+use limiter_common::args::{net_text, parse_cidr, parse_duration};
 
 fn kind(s: &str) -> Result<ListKind, AdminError> {
     match s {

@@ -19,22 +19,12 @@ use crate::admin::body::JsonBody;
 use crate::admin::path::AdminPath;
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;
-use crate::engine::asn_lockouts::parse_asn;
 use crate::engine::lockouts::{LockTarget, LockoutItem};
-use crate::kernel::cli::{parse_cidr, parse_duration};
+use limiter_common::args::{net_text, parse_asn, parse_cidr, parse_duration};
 
 /// Page size when `limit` is absent, and the largest accepted.
 pub const DEFAULT_PAGE: usize = 100;
 pub const MAX_PAGE: usize = 1000;
-
-/// An address prints bare, a range with its prefix.
-pub fn net_text(net: &IpNet) -> String {
-    if net.prefix_len() == net.max_prefix_len() {
-        net.addr().to_string()
-    } else {
-        net.to_string()
-    }
-}
 
 pub fn item_json(i: &LockoutItem, now_ms: u64) -> Value {
     json!({

@@ -20,11 +20,11 @@ use super::lockouts::item_json;
 use super::time_text::{rfc3339, wall_ms};
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;
+use crate::admin::talkers::{NamedTalker, NetTalker, Talker, WINDOW_SECS};
 use crate::engine::asn_lockouts::reason_mark;
 use crate::engine::error::EngineError;
 use crate::engine::lockouts::LockoutItem;
 use crate::engine::Engine;
-use crate::metrics::talkers::{NamedTalker, NetTalker, Talker, WINDOW_SECS};
 use crate::model::network::NetworkName;
 
 pub const DEFAULT_TOP: usize = 10;
@@ -190,7 +190,7 @@ pub async fn show(
         .as_ref()
         .and(cfg.networks.asn_table.as_ref())
         .map(Arc::clone);
-    let recent = metrics
+    let recent = state
         .talkers
         .read(n, |ip| asn_table.as_ref()?.lookup(ip).map(|r| r.asn));
     let mut addresses: Vec<IpAddr> = recent

@@ -13,7 +13,7 @@
 //!   one with keys; one in flight is never evicted. So a flood of junk `Signature-Agent` URLs
 //!   churns through failed entries and never shuts a new agent out (an evicted agent is
 //!   fetched again when it comes back).
-//! - The fetcher ([`super::fetcher`]) takes fetches [`Self::next_fetch`] hands out, at most
+//! - The fetcher ([`crate::fetch::agent_directories`]) takes fetches [`Self::next_fetch`] hands out, at most
 //!   [`MAX_FETCHES_PER_HOST`] at once to one host, so a stalled host holds few of its slots.
 //! - A fetched directory is fresh for its `Cache-Control: max-age` (bounded to
 //!   [`MIN_TTL_MS`]..[`MAX_TTL_MS`], [`DEFAULT_TTL_MS`] without one), then served stale while
@@ -109,7 +109,7 @@ struct State {
 #[derive(Default)]
 pub struct DirectoryCache {
     state: Mutex<State>,
-    /// Wakes the fetcher ([`super::fetcher`]) when a fetch is queued.
+    /// Wakes the fetcher ([`crate::fetch::agent_directories`]) when a fetch is queued.
     queued: tokio::sync::Notify,
     nonces: Nonces,
 }

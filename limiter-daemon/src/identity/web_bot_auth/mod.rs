@@ -5,7 +5,7 @@
 //! [`fields`] reads `Signature-Input`, `Signature` and `Signature-Agent` (with the `sfv`
 //! crate), [`base`] rebuilds the signature base, [`verify`] checks the draft's policy and the
 //! Ed25519 signature (ring), [`jwk`] reads directories and thumbprints, [`directory`] caches
-//! them and queues fetches behind the request, [`fetcher`] fetches them, [`nonces`] remembers
+//! them and queues fetches behind the request, [`crate::fetch::agent_directories`] fetches them, [`nonces`] remembers
 //! the nonces of verified signatures. [`verify_request`] ties them together into one of four
 //! [`Outcome`]s (plus "not signed").
 //!
@@ -18,7 +18,6 @@
 
 pub mod base;
 pub mod directory;
-pub mod fetcher;
 pub mod fields;
 pub mod jwk;
 pub mod nonces;

@@ -4,7 +4,7 @@
 //!
 //! The token goes only to a server recognised as the admin API: a first request without it
 //! must be answered with the admin API's marker (the 401 carries it), and every answer after
-//! must carry it too, as JSON of the admin API's shape ([`crate::model::admin_marker`]).
+//! must carry it too, as JSON of the admin API's shape ([`limiter_common::admin_marker`]).
 //! Anything else is [`NotAdminApi`] (exit 3), and the token was never sent to it.
 
 use std::time::Duration;
@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::args::Request;
 use super::target::Target;
-use crate::model::admin_marker::{self, NotAdmin};
+use limiter_common::admin_marker::{self, NotAdmin};
 
 /// How long one request may take before the daemon counts as unreachable.
 pub const TIMEOUT: Duration = Duration::from_secs(15);

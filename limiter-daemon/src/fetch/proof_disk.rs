@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::identity::https_fetch::Validators;
+use super::https::Validators;
 use crate::store::state_file;
 
 /// The directory under the state directory.

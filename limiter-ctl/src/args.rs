@@ -8,10 +8,10 @@ use clap::{Args, Parser, Subcommand};
 use ipnet::IpNet;
 use serde_json::{json, Value};
 
-use crate::admin::handlers::keys::parse_tier;
-use crate::engine::asn_lockouts::parse_asn;
-use crate::kernel::cli::{parse_cidr, parse_duration, parse_ip};
-use crate::model::Tier;
+use limiter_common::args::{
+    lockable, net_text, parse_asn, parse_cidr, parse_duration, parse_ip, parse_tier,
+};
+use limiter_common::tier::Tier;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -103,7 +103,7 @@ pub enum Command {
     /// `limiterctl completions bash > /etc/bash_completion.d/limiterctl`.
     Completions {
         #[arg(value_enum)]
-        shell: crate::manuals::Shell,
+        shell: limiter_common::manuals::Shell,
     },
     /// Write the man pages into DIR (`cargo xtask package` ships them).
     #[command(hide = true)]
@@ -221,7 +221,7 @@ fn parse_lock_for(s: &str) -> Result<String, String> {
 }
 
 /// What `lockouts add|remove` names: an address or a CIDR, or an autonomous system, which the
-/// daemon locks as the ranges its IP-to-ASN table gives it (`crate::engine::asn_lockouts`).
+/// daemon locks as the ranges its IP-to-ASN table gives it (the daemon's `engine::asn_lockouts`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum LockArg {
     Net(IpNet),
@@ -232,7 +232,7 @@ impl LockArg {
     /// As the admin API takes it in `ip`: `203.0.113.9`, `198.51.100.0/24`, `AS64496`.
     fn text(&self) -> String {
         match self {
-            LockArg::Net(net) => crate::admin::handlers::lockouts::net_text(net),
+            LockArg::Net(net) => net_text(net),
             LockArg::Asn(asn) => format!("AS{asn}"),
         }
     }
@@ -284,7 +284,7 @@ fn parse_lock_target(s: &str) -> Result<LockArg, String> {
             )
         }
     })?;
-    crate::engine::lockouts::LockTarget::of(net).map_err(|e| e.to_string())?;
+    lockable(net).map_err(|e| e.to_string())?;
     Ok(LockArg::Net(net))
 }
 
@@ -364,7 +364,7 @@ fn delete(path: String) -> Request {
 
 /// A CIDR in a path segment (`/` as `%2F`).
 fn seg(net: &IpNet) -> String {
-    crate::admin::handlers::lockouts::net_text(net).replace('/', "%2F")
+    net_text(net).replace('/', "%2F")
 }
 
 fn list_requests(kind: &str, cmd: &ListCmd) -> Request {

@@ -2,23 +2,23 @@
 //! `LIMITER_ADMIN_URL`/`LIMITER_ADMIN_TOKEN` (clap reads both), else the local config's
 //! `[admin] listen` and its token file or `<state_dir>/admin-token`.
 //!
-//! A config being edited may fail validation anywhere; the operator then runs `limiterctl
-//! reload` to hear the daemon's refusal with field and line. So when the whole file does not
-//! validate, limiterctl reads only what it needs from it (`[admin]` and `[store] state_dir`,
-//! which only a restart changes in the running daemon), and says so. That holds for a TOML
-//! syntax error too: each of the two sections is then read on its own, and one that does not
-//! parse either counts as absent (the defaults: the loopback listener and the default state
-//! directory's token).
+//! limiterctl reads only what it needs from the config (`[admin]` and `[store] state_dir`, which
+//! only a restart changes in the running daemon): a config being edited may fail validation
+//! anywhere, and the operator then runs `limiterctl reload` to hear the daemon's refusal with
+//! field and line. That holds for a TOML syntax error too: each of the two sections is then
+//! read on its own, and one that does not parse either counts as absent (the defaults: the
+//! loopback listener and the default state directory's token).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
+use limiter_common::admin_section::{
+    AdminSettings, RawAdmin, DEFAULT_STATE_DIR, GENERATED_TOKEN_FILE,
+};
+
 use super::args::Conn;
-use crate::config::admin::{AdminSettings, RawAdmin, GENERATED_TOKEN_FILE};
-use crate::config::store::DEFAULT_STATE_DIR;
-use crate::config::{env_from_process, Config};
 
 #[derive(Clone, Debug)]
 pub struct Target {
@@ -35,21 +35,11 @@ struct Local {
 }
 
 impl Local {
-    fn of(cfg: &Config) -> Local {
-        Local {
-            listen: cfg.admin.listen,
-            token_file: cfg
-                .admin
-                .token_file
-                .clone()
-                .unwrap_or_else(|| crate::admin::token::state_file(cfg)),
-        }
-    }
-
     /// `[admin]` and `[store] state_dir` alone, from a file that need not validate elsewhere,
     /// nor even parse as TOML.
     fn lenient(path: &Path) -> anyhow::Result<Local> {
-        let text = std::fs::read_to_string(path)?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config file {}", path.display()))?;
         let (admin, store) = match text.parse::<toml::Table>() {
             Ok(mut t) => (t.remove("admin"), t.remove("store")),
             Err(_) => (section(&text, "admin"), section(&text, "store")),
@@ -73,22 +63,12 @@ impl Local {
     }
 
     fn load(path: &Path) -> anyhow::Result<Local> {
-        let full = match Config::load(path, &env_from_process()) {
-            Ok(cfg) => return Ok(Local::of(&cfg)),
-            Err(e) => e,
-        };
-        match Local::lenient(path) {
-            Ok(local) => {
-                eprintln!("limiterctl: warning: {full} (the daemon is reached through its [admin] and [store] state_dir, or their defaults where they do not read)");
-                Ok(local)
-            }
-            Err(_) => Err(anyhow::Error::new(full)).with_context(|| {
-                format!(
-                    "no --url/--token (or LIMITER_ADMIN_URL/LIMITER_ADMIN_TOKEN) and the config {} cannot be used",
-                    path.display()
-                )
-            }),
-        }
+        Local::lenient(path).with_context(|| {
+            format!(
+                "no --url/--token (or LIMITER_ADMIN_URL/LIMITER_ADMIN_TOKEN) and the config {} cannot be used",
+                path.display()
+            )
+        })
     }
 }
 
@@ -153,6 +133,8 @@ pub fn resolve(conn: &Conn) -> anyhow::Result<Target> {
 
 #[cfg(test)]
 mod tests {
+    use limiter_common::admin_section::DEFAULT_LISTEN;
+
     use super::*;
 
     fn write(text: &str) -> (tempfile::TempDir, PathBuf) {
@@ -167,20 +149,23 @@ mod tests {
         let (_d, p) = write(
             "[admin]\nlisten = \"127.0.0.1:9999\"\n[store]\nstate_dir = \"/srv/lim\"\n[tiers.anon]\nburst = \"x\"\n",
         );
-        assert!(Config::load(&p, &env_from_process()).is_err());
         let l = Local::load(&p).unwrap();
         assert_eq!(l.listen, Some("127.0.0.1:9999".parse().unwrap()));
         assert_eq!(l.token_file, Path::new("/srv/lim/admin-token"));
     }
 
     #[test]
-    fn a_valid_config_and_its_lenient_reading_agree() {
+    fn a_valid_config_names_its_listener_and_token_as_the_daemon_reads_them() {
         let (_d, p) = write("[admin]\ntoken_file = \"/etc/t\"\n[store]\nstate_dir = \"/srv/x\"\n");
-        let cfg = Config::load(&p, &env_from_process()).unwrap();
-        assert_eq!(Local::of(&cfg), Local::lenient(&p).unwrap());
+        let l = Local::load(&p).unwrap();
+        assert_eq!(l.listen, Some(DEFAULT_LISTEN.parse().unwrap()));
+        assert_eq!(l.token_file, Path::new("/etc/t"));
         let (_d, p) = write("");
-        let cfg = Config::load(&p, &env_from_process()).unwrap();
-        assert_eq!(Local::of(&cfg), Local::lenient(&p).unwrap());
+        let l = Local::load(&p).unwrap();
+        assert_eq!(
+            l.token_file,
+            Path::new(DEFAULT_STATE_DIR).join(GENERATED_TOKEN_FILE)
+        );
     }
 
     /// A TOML syntax error anywhere made limiterctl exit 3 without trying the daemon.
@@ -189,7 +174,6 @@ mod tests {
         let (_d, p) = write(
             "[admin]\nlisten = \"127.0.0.1:9999\"\n\n[store]\nstate_dir = \"/srv/lim\"\n[tiers.anon\nburst = 2\n",
         );
-        assert!(Config::load(&p, &env_from_process()).is_err());
         let l = Local::load(&p).unwrap();
         assert_eq!(l.listen, Some("127.0.0.1:9999".parse().unwrap()));
         assert_eq!(l.token_file, Path::new("/srv/lim/admin-token"));
@@ -199,10 +183,7 @@ mod tests {
     fn a_file_that_parses_nowhere_uses_the_defaults() {
         let (_d, p) = write("[admin\nlisten = \n");
         let l = Local::load(&p).unwrap();
-        assert_eq!(
-            l.listen,
-            Some(crate::config::admin::DEFAULT_LISTEN.parse().unwrap())
-        );
+        assert_eq!(l.listen, Some(DEFAULT_LISTEN.parse().unwrap()));
         assert_eq!(
             l.token_file,
             Path::new(DEFAULT_STATE_DIR).join(GENERATED_TOKEN_FILE)

@@ -1,22 +1,24 @@
-//! `limiterctl`: the admin API from a shell. Arguments are parsed and checked here (a bad IP,
+//! `limiterctl`: the admin API from a shell, over HTTP; it shares only `limiter-common` with the
+//! daemon (the argument parsers, the `[admin]` section, the admin API's marker). Arguments are
+//! parsed and checked here (a bad IP,
 //! CIDR, duration, tier or limit exits 2 before anything is sent), [`target`] finds the daemon
 //! and its token, [`client`] makes the request, [`render`] prints tables or (`--json`, anywhere
 //! on the line) the daemon's JSON. Exit codes: 0 ok, 1 refused by the daemon, 2 bad arguments,
 //! 3 daemon unreachable, or what answers is not the limiter's admin API. [`top`] is the live
 //! view, polling the same API.
 
-pub mod args;
-pub mod client;
-pub mod render;
-pub mod target;
-pub mod top;
+mod args;
+mod client;
+mod render;
+mod target;
+mod top;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::{CommandFactory as _, Parser as _};
 
-pub use args::Ctl;
+use args::Ctl;
 
 /// Exit codes, as DESIGN.md names them.
 pub const EXIT_OK: u8 = 0;
@@ -24,8 +26,12 @@ pub const EXIT_REFUSED: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_UNREACHABLE: u8 = 3;
 
+fn main() -> ExitCode {
+    main_with(std::env::args_os())
+}
+
 /// Parses `argv`, runs the verb, returns the process's exit code.
-pub fn main_with(argv: impl IntoIterator<Item = OsString>) -> ExitCode {
+fn main_with(argv: impl IntoIterator<Item = OsString>) -> ExitCode {
     let ctl = match Ctl::try_parse_from(argv) {
         Ok(c) => c,
         Err(e) => {
@@ -37,11 +43,11 @@ pub fn main_with(argv: impl IntoIterator<Item = OsString>) -> ExitCode {
     };
     match &ctl.command {
         args::Command::Completions { shell } => {
-            crate::manuals::print_completions(Ctl::command(), *shell);
+            limiter_common::manuals::print_completions(Ctl::command(), *shell);
             return ExitCode::from(EXIT_OK);
         }
         args::Command::ManPages { dir } => {
-            return match crate::manuals::man_pages(Ctl::command(), dir) {
+            return match limiter_common::manuals::man_pages(Ctl::command(), dir) {
                 Ok(()) => ExitCode::from(EXIT_OK),
                 Err(e) => {
                     eprintln!("limiterctl: {e:#}");

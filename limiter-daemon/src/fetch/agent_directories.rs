@@ -1,13 +1,15 @@
 //! The task that fetches agents' directories behind the request: it takes what
-//! [`DirectoryCache::request_fetch`] queued, GETs it with [`crate::identity::https_fetch`]
+//! [`DirectoryCache::request_fetch`] queued, GETs it with [`super::https`]
 //! (HTTPS, 200 only, no redirects, a timeout, a size bound, no internal targets) and hands the
 //! answer to [`DirectoryCache::landed`]. Failures are logged; the cache keeps old keys and
 //! backs off.
 //!
-//! Up to [`MAX_CONCURRENT_FETCHES`] run at once (and [`super::directory::MAX_FETCHES_PER_HOST`]
-//! to one host, which the cache enforces when it hands them out), so directories that stall
+//! Up to [`MAX_CONCURRENT_FETCHES`] run at once (and [`MAX_FETCHES_PER_HOST`] to one host,
+//! which the cache enforces when it hands them out), so directories that stall
 //! until the timeout hold a few slots, not the queue: a valid agent behind them waits for a
 //! free slot, not for every stalled fetch in turn.
+//!
+//! [`MAX_FETCHES_PER_HOST`]: crate::identity::web_bot_auth::directory::MAX_FETCHES_PER_HOST
 
 use std::future::Future;
 use std::net::IpAddr;
@@ -17,8 +19,8 @@ use std::sync::Arc;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio_util::sync::CancellationToken;
 
-use super::directory::{max_age, DirectoryCache, Fetched};
-use crate::identity::https_fetch::{self, FetchOptions};
+use super::https::{self, FetchOptions};
+use crate::identity::web_bot_auth::directory::{max_age, DirectoryCache, Fetched};
 
 /// The media type a directory is served as (the directory draft).
 pub const MEDIA_TYPE: &str = "application/http-message-signatures-directory+json";
@@ -48,7 +50,7 @@ pub async fn run(
             };
             let opts = opts.clone();
             running.push(Box::pin(async move {
-                let result = https_fetch::get(&url, &opts).await.map(|r| Fetched {
+                let result = https::get(&url, &opts).await.map(|r| Fetched {
                     max_age_s: r.cache_control.as_deref().and_then(max_age),
                     body: r.body,
                 });

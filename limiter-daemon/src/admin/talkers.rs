@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::metrics::registry::DecisionObserver;
 use crate::model::network::NetworkName;
 use crate::model::window::Reason;
 use crate::model::{Action, AgentSignature, CrawlerStatus, Decision, Tier};
@@ -251,6 +252,12 @@ fn my_shard() -> usize {
         static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
     }
     SHARD.with(|s| *s)
+}
+
+impl DecisionObserver for Talkers {
+    fn observe(&self, d: &Decision, addr: IpAddr) {
+        Talkers::observe(self, d, addr);
+    }
 }
 
 impl Talkers {

@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use serde::Serialize;
 
+use super::https::Validators;
 use super::proof_disk::{self, Meta};
 use super::proof_parse::{self, Parsed, SourceKind};
 use crate::config::Config;
-use crate::identity::https_fetch::Validators;
 use crate::model::prefix_set::PrefixSet;
 
 /// How a fetch ended, counted per source.

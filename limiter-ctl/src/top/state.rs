@@ -430,7 +430,7 @@ mod tests {
     #[test]
     fn the_page_and_top_lock_for_the_same_default() {
         use clap::Parser as _;
-        let page = crate::admin::page::HTML;
+        let page = include_str!("../../../limiter-daemon/src/admin/page.html");
         let select = page
             .split_once("<select id=\"lock-for\">")
             .and_then(|(_, rest)| rest.split_once("</select>"))
@@ -441,8 +441,8 @@ mod tests {
             .filter(|o| o.contains(" selected"))
             .filter_map(|o| o.split('"').nth(1))
             .collect();
-        let cli = crate::ctl::args::Ctl::try_parse_from(["limiterctl", "top"]).unwrap();
-        let crate::ctl::args::Command::Top(top) = cli.command else {
+        let cli = crate::args::Ctl::try_parse_from(["limiterctl", "top"]).unwrap();
+        let crate::args::Command::Top(top) = cli.command else {
             panic!("top parsed as another command")
         };
         assert_eq!(chosen, [top.lock_for.as_str()]);

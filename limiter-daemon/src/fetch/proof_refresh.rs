@@ -2,8 +2,8 @@
 //! [`super::proof_sources`] is fetched when due (at start, then every `[crawlers] refresh`,
 //! jittered; sooner after a failure) with the validators of the copy held, so an unchanged
 //! list costs a 304. A new body is parsed on a blocking thread, written to disk as the last
-//! good copy, and put in force by swapping the engine's runtime whole (as a reload does): a
-//! decision sees the old ranges or the new ones, never a mix. A failure (no answer, a status
+//! good copy, and put in force by the [`Holder`] (the engine, which swaps its runtime whole as
+//! a reload does): a decision sees the old ranges or the new ones, never a mix. A failure (no answer, a status
 //! other than 200/304, oversize, a body that does not parse) is logged and counted, and the
 //! old data stays in force.
 
@@ -12,13 +12,12 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::base::{Engine, Runtime};
+use super::https::{self, Conditional, FetchOptions, Validators};
 use super::proof_disk::{self, Meta};
 use super::proof_parse::{self, SourceKind};
-use super::proof_sources::{next_wait, FetchOutcome, SourceSpec, SourceStatus};
+use super::proof_sources::{next_wait, FetchOutcome, ProofSources, SourceSpec};
 use crate::config::proof_sources::SourceFetch;
-use crate::identity::https_fetch::{self, Conditional, FetchOptions, Validators};
-use crate::identity::IdentityResolver;
+use crate::config::Config;
 
 /// Test only: every source is fetched this often (ms) instead of `[crawlers] refresh`.
 pub const TEST_REFRESH_ENV: &str = "LIMITER_TEST_PROOF_REFRESH_MS";
@@ -26,30 +25,14 @@ pub const TEST_REFRESH_ENV: &str = "LIMITER_TEST_PROOF_REFRESH_MS";
 /// The longest the loop sleeps before it looks at the config again (a reload may add a source).
 const LOOK_AGAIN: Duration = Duration::from_secs(1);
 
-impl Engine {
-    /// Puts the proof sources' last good data in force: the runtime's config with
-    /// [`super::proof_sources::ProofSources::overlay`], swapped whole.
-    pub(crate) fn apply_proofs(&self) {
-        self.replace_runtime(|old| {
-            let mut cfg = (*old.cfg).clone();
-            self.proofs.overlay(&mut cfg);
-            let cfg = Arc::new(cfg);
-            let resolver = Arc::new(IdentityResolver::with_crawler_dns(
-                &cfg,
-                Some(Arc::clone(&self.crawler_dns)),
-            ));
-            Runtime {
-                cfg,
-                resolver,
-                lists: Arc::clone(&old.lists),
-            }
-        });
-    }
-
-    /// Every fetched proof source: URL, what it proves, its data in force and its fetches.
-    pub fn proof_sources(&self) -> Vec<SourceStatus> {
-        self.proofs.status()
-    }
+/// What the loop needs from the engine that holds the proofs (implemented there: the engine
+/// sits above this room).
+pub trait Holder: Send + Sync {
+    fn config(&self) -> Arc<Config>;
+    fn proofs(&self) -> &ProofSources;
+    fn now_ms(&self) -> u64;
+    /// Puts the proof sources' last good data in force.
+    fn apply_proofs(&self);
 }
 
 /// The fetcher settings for `kind` (the trust and allow list of `fetch`).
@@ -80,7 +63,7 @@ fn base_options(fetch: &SourceFetch) -> Result<FetchOptions, String> {
 }
 
 /// Fetches every source when due until `stop`.
-pub async fn run(engine: Arc<Engine>, stop: CancellationToken) {
+pub async fn run<H: Holder>(engine: Arc<H>, stop: CancellationToken) {
     let test_refresh = std::env::var(TEST_REFRESH_ENV)
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
@@ -94,14 +77,14 @@ pub async fn run(engine: Arc<Engine>, stop: CancellationToken) {
         }
         let refresh = test_refresh.unwrap_or(fetch.refresh);
         let base = built.as_ref().map(|(_, o)| o.clone()).expect("built above");
-        for (spec, held) in engine.proofs.due(Instant::now()) {
+        for (spec, held) in engine.proofs().due(Instant::now()) {
             // A stop does not wait for a slow download (the ASN table may take minutes).
             tokio::select! {
                 () = stop.cancelled() => return,
                 () = fetch_one(&engine, &spec, &held, &base, refresh) => {}
             }
         }
-        let wait = match engine.proofs.next_due() {
+        let wait = match engine.proofs().next_due() {
             Some(Some(at)) => at.saturating_duration_since(Instant::now()),
             Some(None) => Duration::ZERO,
             None => LOOK_AGAIN,
@@ -114,23 +97,23 @@ pub async fn run(engine: Arc<Engine>, stop: CancellationToken) {
     }
 }
 
-async fn fetch_one(
-    engine: &Arc<Engine>,
+async fn fetch_one<H: Holder>(
+    engine: &Arc<H>,
     spec: &SourceSpec,
     held: &Validators,
     base: &Result<FetchOptions, String>,
     refresh: Duration,
 ) {
     let answer = match base {
-        Ok(base) => https_fetch::get_if_changed(&spec.url, &options(base, &spec.kind), held).await,
+        Ok(base) => https::get_if_changed(&spec.url, &options(base, &spec.kind), held).await,
         Err(e) => Err(format!("crawlers.ca_file: {e}")),
     };
-    let now_ms = engine.clock.now_ms();
+    let now_ms = engine.now_ms();
     let outcome = match answer {
         Err(e) => Err((FetchOutcome::Failed, e)),
         Ok(Conditional::NotModified) => Ok(None),
         Ok(Conditional::Fresh(r)) => {
-            let (spec2, dir) = (spec.clone(), engine.proofs.state_dir());
+            let (spec2, dir) = (spec.clone(), engine.proofs().state_dir());
             tokio::task::spawn_blocking(move || {
                 let parsed = proof_parse::parse(&spec2.kind, &spec2.url, &r.body)?;
                 let meta = Meta {
@@ -169,7 +152,7 @@ async fn fetch_one(
     }
     let failed = outcome.is_err();
     let next = Instant::now() + next_wait(refresh, failed);
-    if engine.proofs.record(spec, outcome, now_ms, next) {
+    if engine.proofs().record(spec, outcome, now_ms, next) {
         engine.apply_proofs();
     }
 }
