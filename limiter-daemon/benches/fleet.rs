@@ -45,8 +45,6 @@ use rand::{Rng, SeedableRng};
 
 #[allow(dead_code, reason = "only bench_secs is used here")]
 mod common;
-#[path = "../tests/valkey_support/mod.rs"]
-mod valkey_support;
 
 const IDENTITIES: usize = 1_000_000;
 const TRACE: usize = 2_000_000;
@@ -334,9 +332,9 @@ struct Server {
 }
 
 fn server_stats(addr: &str) -> Server {
-    let stats = valkey_support::commandstats(&[addr]);
+    let stats = limiter_tests::valkey::commandstats(&[addr]);
     let get = |c: &str| stats.get(c).copied().unwrap_or(0);
-    let cpu = valkey_support::cli_run(addr, &["info", "cpu"])
+    let cpu = limiter_tests::valkey::cli_run(addr, &["info", "cpu"])
         .lines()
         .filter(|l| l.starts_with("used_cpu_sys:") || l.starts_with("used_cpu_user:"))
         .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
