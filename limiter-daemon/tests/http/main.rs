@@ -12,5 +12,4 @@ mod http_front;
 mod http_hold;
 mod http_nginx;
 mod http_proxy;
-mod http_sched;
 mod http_upstream_cap;

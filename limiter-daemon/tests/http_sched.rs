@@ -2,7 +2,7 @@
 //! `batch_scheduling = false`. A test binary of its own, so no other test's proxy threads share
 //! the process while `/proc/self/task` is read.
 
-use crate::http_support;
+mod http_support;
 
 use http_support::*;
 
