@@ -90,7 +90,8 @@ pub fn http(
         .unwrap_or_else(|| panic!("{method} {path} on {addr}: no answer"))
 }
 
-/// A request with a JSON body (`Content-Type: application/json` when there is one).
+/// A request with a JSON body (`Content-Type: application/json` when there is one), `Host:
+/// test` unless `headers` name one (what signed requests sign as `@authority`).
 pub fn request(
     addr: SocketAddr,
     method: &str,
@@ -99,6 +100,9 @@ pub fn request(
     body: &str,
 ) -> Resp {
     let mut all = headers.to_vec();
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        all.push(("host", "test"));
+    }
     if !body.is_empty() || method == "POST" {
         all.push(("content-type", "application/json"));
     }
