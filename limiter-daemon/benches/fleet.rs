@@ -18,7 +18,7 @@
 //!   refused and the tail admitted; the burst at its most (65,535 in 60 s: the head's loop on
 //!   a spent budget is still struck, in every variant alike); the network level off, so each
 //!   identity's admissions can be compared with the exact replay's (a network's strike would
-//!   lock addresses by timing). The burst bound is the property test's (`tests/fleet_leases.rs`).
+//!   lock addresses by timing). The burst bound is the property test's (`tests/fleet/fleet_leases.rs`).
 //! - **Printed:** decisions/s and p99; per decision, first sights (distinct identity-host
 //!   pairs: the fewest counts a host that asks before it admits can make), holder counts (one
 //!   `HGETALL` of the burst each), `EVALSHA` calls and every command (`INFO commandstats`), and
