@@ -18,7 +18,7 @@
 //!   refused and the tail admitted; the burst at its most (65,535 in 60 s: the head's loop on
 //!   a spent budget is still struck, in every variant alike); the network level off, so each
 //!   identity's admissions can be compared with the exact replay's (a network's strike would
-//!   lock addresses by timing). The burst bound is the property test's (`tests/fleet_leases.rs`).
+//!   lock addresses by timing). The burst bound is the property test's (`tests/fleet/fleet_leases.rs`).
 //! - **Printed:** decisions/s and p99; per decision, first sights (distinct identity-host
 //!   pairs: the fewest counts a host that asks before it admits can make), holder counts (one
 //!   `HGETALL` of the burst each), `EVALSHA` calls and every command (`INFO commandstats`), and
@@ -45,8 +45,6 @@ use rand::{Rng, SeedableRng};
 
 #[allow(dead_code, reason = "only bench_secs is used here")]
 mod common;
-#[path = "../tests/valkey_support/mod.rs"]
-mod valkey_support;
 
 const IDENTITIES: usize = 1_000_000;
 const TRACE: usize = 2_000_000;
@@ -334,9 +332,9 @@ struct Server {
 }
 
 fn server_stats(addr: &str) -> Server {
-    let stats = valkey_support::commandstats(&[addr]);
+    let stats = limiter_tests::valkey::commandstats(&[addr]);
     let get = |c: &str| stats.get(c).copied().unwrap_or(0);
-    let cpu = valkey_support::cli_run(addr, &["info", "cpu"])
+    let cpu = limiter_tests::valkey::cli_run(addr, &["info", "cpu"])
         .lines()
         .filter(|l| l.starts_with("used_cpu_sys:") || l.starts_with("used_cpu_user:"))
         .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())

@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use limiter_tests::nginx::free_port;
+use limiter_tests::free_port;
 
 /// Sequential requests per p99 measurement.
 const LATENCY_SAMPLES: usize = 4000;

@@ -29,7 +29,8 @@
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 
-use limiter_tests::nginx::{available, free_port, Nginx};
+use limiter_tests::free_port;
+use limiter_tests::nginx::{available, Nginx};
 
 #[path = "common/edge.rs"]
 mod edge;

@@ -35,8 +35,6 @@ use parking_lot::Mutex;
 
 #[allow(dead_code, reason = "the timing loop is for the thread benches")]
 mod common;
-#[path = "../tests/valkey_support/mod.rs"]
-mod valkey_support;
 #[path = "common/wrk.rs"]
 mod wrk;
 
@@ -132,14 +130,14 @@ fn decisions_per_sec(e: &Arc<Engine>, secs: f64) -> f64 {
 /// of the burst each, by plain commands or inside the count script; `EVALSHA` calls).
 fn store_calls(addrs: &[String]) -> (u64, u64) {
     let addrs: Vec<&str> = addrs.iter().map(String::as_str).collect();
-    let stats = valkey_support::commandstats(&addrs);
+    let stats = limiter_tests::valkey::commandstats(&addrs);
     let get = |c: &str| stats.get(c).copied().unwrap_or(0);
     (get("hgetall"), get("evalsha"))
 }
 
 fn reset(addrs: &[String]) {
     let addrs: Vec<&str> = addrs.iter().map(String::as_str).collect();
-    valkey_support::reset_stats(&addrs);
+    limiter_tests::valkey::reset_stats(&addrs);
 }
 
 /// (holder counts, `EVALSHA` calls, commands sent) per decision.
@@ -157,7 +155,7 @@ fn per_decision(
     reset(addrs);
     let before = store_calls(addrs);
     let watched: Vec<&str> = addrs.iter().map(String::as_str).collect();
-    let sent = valkey_support::client_commands_during(&watched, || {
+    let sent = limiter_tests::valkey::client_commands_during(&watched, || {
         for i in 0..n {
             let h = req(i);
             e.decide(&RequestInfo {
@@ -197,7 +195,7 @@ fn percentile(v: &mut [Duration], p: usize) -> Duration {
 
 fn proxy_rps(store: &str, dir: &std::path::Path, secs: u64) -> wrk::Run {
     let up = limiter_tests::upstream::ok().port();
-    let proxy: SocketAddr = format!("127.0.0.1:{}", limiter_tests::nginx::free_port())
+    let proxy: SocketAddr = format!("127.0.0.1:{}", limiter_tests::free_port())
         .parse()
         .unwrap();
     let cfg = dir.join("limiter.toml");

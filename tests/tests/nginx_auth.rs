@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use limiter_tests::nginx::{auth_example, available, free_port, proxy_example, Nginx};
+use limiter_tests::free_port;
+use limiter_tests::nginx::{auth_example, available, proxy_example, Nginx};
 use limiter_tests::{daemon_binary, poll, require};
 
 /// A minimal HTTP/1.1 upstream on a thread: answers every request `200 upstream:<path>` and

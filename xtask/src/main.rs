@@ -267,16 +267,17 @@ fn run(task: Task) -> Result<()> {
     }
 }
 
-/// The engine suites that make the store conformance suite: `cargo test --workspace` runs them
-/// on the embedded store, and [`conformance`] again on a real Valkey and a real Valkey Cluster.
+/// The modules of the `engine` test binary that make the store conformance suite: `cargo test
+/// --workspace` runs them on the embedded store, and [`conformance`] again on a real Valkey and
+/// a real Valkey Cluster.
 const CONFORMANCE_SUITES: [&str; 7] = [
-    "engine_rules",
-    "engine_networks",
-    "engine_burst_after_budget",
-    "engine_session_quota",
-    "engine_shadow",
-    "engine_admin",
-    "engine_concurrency",
+    "engine_rules::",
+    "engine_networks::",
+    "engine_burst_after_budget::",
+    "engine_session_quota::",
+    "engine_shadow::",
+    "engine_admin::",
+    "engine_concurrency::",
 ];
 
 /// Runs the conformance suite on each remote store (`LIMITER_TEST_STORE`; the tests start the
@@ -284,11 +285,9 @@ const CONFORMANCE_SUITES: [&str; 7] = [
 fn conformance() -> Result<()> {
     for store in ["valkey", "cluster"] {
         let mut c = cargo();
-        c.args(["test", "-p", "limiter-daemon"])
+        c.args(["test", "-p", "limiter-daemon", "--test", "engine", "--"])
+            .args(CONFORMANCE_SUITES)
             .env("LIMITER_TEST_STORE", store);
-        for suite in CONFORMANCE_SUITES {
-            c.args(["--test", suite]);
-        }
         sh(&mut c).with_context(|| format!("the store conformance suite on {store}"))?;
     }
     Ok(())

@@ -24,14 +24,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use limiter_tests::nginx::{free_port, Nginx};
+use limiter_tests::free_port;
+use limiter_tests::nginx::Nginx;
 
 use crate::wrk::{median, spawn_daemon, wait_listening, wrk_with, Daemon, Run};
-
-#[path = "../../tests/h2_support/mod.rs"]
-mod h2_support;
-#[path = "../../tests/tls_support/mod.rs"]
-mod tls_support;
 
 /// WebSocket connections and message size.
 const WS_CONNS: usize = 16;
@@ -163,7 +159,7 @@ fn during_flood<T>(target: SocketAddr, run: impl FnOnce() -> T) -> (T, usize) {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
     let flood = std::thread::spawn(move || {
-        h2_support::rapid_reset(target, "127.0.0.5", usize::MAX, &flag).0
+        limiter_tests::h2::rapid_reset(target, "127.0.0.5", usize::MAX, &flag).0
     });
     let out = run();
     stop.store(true, Ordering::Relaxed);
@@ -210,8 +206,8 @@ pub fn run(
 ) {
     let certs = scratch.join("certs");
     std::fs::create_dir_all(&certs).unwrap();
-    tls_support::ca(&certs, "ca");
-    tls_support::leaf(
+    limiter_tests::tls::ca(&certs, "ca");
+    limiter_tests::tls::leaf(
         &certs,
         "ca",
         "edge",

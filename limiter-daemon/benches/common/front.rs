@@ -27,7 +27,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use limiter_tests::caddy::{self, Caddy};
-use limiter_tests::nginx::free_port;
+use limiter_tests::free_port;
 
 use super::wrk::{median, start_daemon, wrk_with, Daemon, Run};
 

@@ -2,7 +2,7 @@
 //!
 //! Routes are chosen on [`normal`], never on the raw target: the raw target is what the client
 //! typed, the normal form is what nginx serves (checked against nginx 1.22 by
-//! `limiter-daemon/tests/http_nginx.rs`). nginx, for location matching, cuts the path at `?`
+//! `limiter-daemon/tests/http/http_nginx.rs`). nginx, for location matching, cuts the path at `?`
 //! or `#`, decodes every `%XX` once (`%2F` included: it separates segments), merges `//` and
 //! removes `.` and `..` segments (RFC 3986 §5.2.4). Routing on the raw target let
 //! `/healthz/../reader` be metered as the free `/healthz` while nginx served `/reader`.

@@ -1,5 +1,7 @@
-//! Shared by the `http_*` tests: a real upstream server on 127.0.0.1:0, a scripted decider for
-//! the mechanics tests, the daemon's HTTP server started in-process, and a plain client.
+//! What the in-process HTTP tests share (the `http`, `front`, `metrics` and `daemon` areas
+//! include it by path; it needs the daemon's types, so it is not in `limiter-tests`): a real
+//! upstream server on 127.0.0.1:0, a scripted decider for the mechanics tests, the daemon's
+//! HTTP server started in-process, and a hyper client.
 
 #![allow(
     dead_code,

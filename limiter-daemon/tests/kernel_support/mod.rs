@@ -1,6 +1,12 @@
-//! What the daemon's tests on the real dataplane share (included with `mod kernel_support;`):
+//! What the daemon's tests on the real dataplane share (each area's `main.rs` includes it by path):
 //! a private pin directory under bpffs whose programs and maps are detached on drop, and the
-//! veth pair with a listening server that every such test starts from.
+//! veth pair with a listening server that every such test starts from. It needs the daemon's
+//! kernel types, so it lives here rather than in `limiter-tests`.
+
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different part of this module"
+)]
 
 use std::net::TcpListener;
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! A minimal web-bot-auth signer (Ed25519, ring) over the same signature base the verifier
 //! rebuilds: for benches and for tests that need signatures an outside signer will not make
 //! (expired, wrong tag, components left out). That outside signers verify is tested with
-//! Cloudflare's own (`tests/agent_signer_npm.rs`).
+//! Cloudflare's own (`tests/agents/agent_signer_npm.rs`).
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
