@@ -14,13 +14,14 @@ use std::sync::Arc;
 use http::HeaderMap;
 use limiter_daemon::clock::{Clock, SystemClock};
 use limiter_daemon::config::{Config, EnvMap, HashMode};
+use limiter_daemon::embedded::EmbeddedStore;
 use limiter_daemon::engine::sink::NoKernel;
 use limiter_daemon::engine::{Action, Engine, RequestInfo};
 use limiter_daemon::identity::hash::Namespace;
 use limiter_daemon::model::{PerWindow, WindowKind};
 use limiter_daemon::store::count::{CountRequest, Limit};
-use limiter_daemon::store::valkey::ValkeyStore;
-use limiter_daemon::store::{CountStore, EmbeddedStore, RecordStore};
+use limiter_daemon::store::{CountStore, RecordStore};
+use limiter_daemon::valkey::ValkeyStore;
 
 mod common;
 

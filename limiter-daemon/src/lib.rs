@@ -5,7 +5,11 @@
 //! - [`clock`]: injected time, so every window and lockout is tested without sleeping.
 //! - [`config`]: the TOML file and environment overrides, validated in two stages.
 //! - [`identity`]: who a request comes from (client IP, session cookie, JWT, API key).
-//! - [`store`]: where counters, keys and lockouts live (embedded by default).
+//! - [`store`]: the counting rules (windows, one check-and-count, leases) and the store traits.
+//! - [`embedded`]: the in-process store (the default), persisted in `state_dir`.
+//! - [`valkey`]: the same traits on Valkey, shared by a fleet.
+//! - [`fleet`]: a fleet's request path on Valkey (leases, breaker, lockout replica) and opening
+//!   the configured store.
 //! - [`engine`]: the tier ladder, budgets, scan delays, strikes and lockouts; the `Decider` seam.
 //! - [`kernel`]: loads, attaches, pins and drives the XDP/TC dataplane.
 //! - [`http`]: reverse proxy, decision API and nginx `auth_request` surfaces.
@@ -23,7 +27,9 @@ pub mod clock;
 pub mod config;
 pub mod ctl;
 pub mod daemon;
+pub mod embedded;
 pub mod engine;
+pub mod fleet;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzz_entry;
@@ -35,3 +41,4 @@ pub mod metrics;
 pub mod model;
 pub mod replay;
 pub mod store;
+pub mod valkey;

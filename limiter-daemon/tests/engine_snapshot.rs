@@ -6,8 +6,8 @@
 mod engine_support;
 
 use engine_support::*;
+use limiter_daemon::embedded::snapshot::SNAPSHOT_FILE;
 use limiter_daemon::engine::{Action, Decision, Reason, WindowKind};
-use limiter_daemon::store::embedded::snapshot::SNAPSHOT_FILE;
 
 const PEER: &str = "192.0.2.44";
 

@@ -3,10 +3,10 @@
 mod engine_support;
 
 use engine_support::T0;
+use limiter_daemon::embedded::counters::Counters;
 use limiter_daemon::identity::hash::{IdentityHasher, Namespace};
 use limiter_daemon::model::{PerWindow, WindowKind};
 use limiter_daemon::store::count::{CountRequest, Limit};
-use limiter_daemon::store::embedded::counters::Counters;
 
 fn req(h: &IdentityHasher, n: u64, now_ms: u64, daily: bool) -> CountRequest {
     CountRequest {

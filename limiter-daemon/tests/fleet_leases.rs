@@ -13,12 +13,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use limiter_daemon::config::store::OnFailure;
 use limiter_daemon::config::HashMode;
+use limiter_daemon::fleet::{FleetSettings, FleetStore};
 use limiter_daemon::identity::hash::{IdKey, IdentityHasher, Namespace};
 use limiter_daemon::model::{PerWindow, WindowKind};
 use limiter_daemon::store::count::{CountRequest, Limit};
-use limiter_daemon::store::remote::{FleetSettings, FleetStore};
-use limiter_daemon::store::valkey::{ValkeyOptions, ValkeyStore};
 use limiter_daemon::store::{CountStore, Gate, RecordStore};
+use limiter_daemon::valkey::{ValkeyOptions, ValkeyStore};
 use rand::{Rng, SeedableRng};
 use valkey_support::client_commands_during;
 

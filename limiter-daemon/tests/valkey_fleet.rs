@@ -15,11 +15,11 @@ use limiter_daemon::engine::Tier;
 use limiter_daemon::identity::hash::{IdKey, IdentityHasher, Namespace};
 use limiter_daemon::model::{KeyRecord, PerWindow, WindowKind};
 use limiter_daemon::store::count::{CountOutcome, CountRequest, Limit, NetCount};
-use limiter_daemon::store::fleet::{LockoutEvent, LockoutEvents};
-use limiter_daemon::store::valkey::{ValkeyOptions, ValkeyStore, SECRET_FILE};
+use limiter_daemon::store::lockout_events::{LockoutEvent, LockoutEvents};
 use limiter_daemon::store::{
     CountStore, Counting, Gate, LockCause, Lockout, RecordStore, StrikeRecord,
 };
+use limiter_daemon::valkey::{ValkeyOptions, ValkeyStore, SECRET_FILE};
 use limiter_tests::valkey::{free_port, start, start_on, start_with};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -238,7 +238,7 @@ fn the_key_layout_on_the_server() {
     assert!(hour_ttl <= 3_600 + 61 && hour_ttl > 60, "{hour_ttl}");
     // :ts: the first count's time, ISO 8601 (not moved by the second count).
     let ts = cli_run(&server.addr, &["GET", &format!("{base}:ts")]);
-    let iso = limiter_daemon::store::valkey::script::iso8601(now);
+    let iso = limiter_daemon::valkey::script::iso8601(now);
     assert_eq!(ts.trim(), iso);
     assert!(ts.trim().ends_with('Z') && ts.contains('T'), "{ts}");
 
@@ -248,7 +248,7 @@ fn the_key_layout_on_the_server() {
     assert_eq!(cli_run(&server.addr, &["GET", &base]).trim(), "1");
     assert_eq!(
         cli_run(&server.addr, &["GET", &format!("{base}:ts")]).trim(),
-        limiter_daemon::store::valkey::script::iso8601(tomorrow)
+        limiter_daemon::valkey::script::iso8601(tomorrow)
     );
     assert_eq!(
         store.usage(&id, tomorrow).unwrap().unwrap().used[WindowKind::Daily],

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use limiter_daemon::store::valkey::{ValkeyOptions, ValkeyStore};
 use limiter_daemon::store::RecordStore;
+use limiter_daemon::valkey::{ValkeyOptions, ValkeyStore};
 use limiter_tests::valkey::{free_port, start};
 
 fn which(bin: &str) -> Option<PathBuf> {
