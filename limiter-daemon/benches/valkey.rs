@@ -1,6 +1,6 @@
 //! Valkey store benchmark: decisions per second against a real `valkey-server` this bench
 //! starts on a free loopback port, one round trip per decision (one count, by plain commands
-//! with the default `valkey_count`; lockouts
+//! in one pipeline; lockouts
 //! are answered from each host's replica of the lockout stream) beside the baseline measured in the same run, the same work
 //! in two round trips (`lockout` then `check_and_count`, what a decision cost before), and the
 //! engine's whole decision over Valkey and over the embedded store for scale.
