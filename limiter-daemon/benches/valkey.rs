@@ -1,6 +1,6 @@
 //! Valkey store benchmark: decisions per second against a real `valkey-server` this bench
 //! starts on a free loopback port, one round trip per decision (one count, by plain commands
-//! with the default `valkey_count`; lockouts
+//! in one pipeline; lockouts
 //! are answered from each host's replica of the lockout stream) beside the baseline measured in the same run, the same work
 //! in two round trips (`lockout` then `check_and_count`, what a decision cost before), and the
 //! engine's whole decision over Valkey and over the embedded store for scale.
@@ -14,13 +14,14 @@ use std::sync::Arc;
 use http::HeaderMap;
 use limiter_daemon::clock::{Clock, SystemClock};
 use limiter_daemon::config::{Config, EnvMap, HashMode};
+use limiter_daemon::embedded::EmbeddedStore;
 use limiter_daemon::engine::sink::NoKernel;
 use limiter_daemon::engine::{Action, Engine, RequestInfo};
 use limiter_daemon::identity::hash::Namespace;
 use limiter_daemon::model::{PerWindow, WindowKind};
 use limiter_daemon::store::count::{CountRequest, Limit};
-use limiter_daemon::store::valkey::ValkeyStore;
-use limiter_daemon::store::{CountStore, EmbeddedStore, RecordStore};
+use limiter_daemon::store::{CountStore, RecordStore};
+use limiter_daemon::valkey::ValkeyStore;
 
 mod common;
 

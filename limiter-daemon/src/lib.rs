@@ -6,7 +6,11 @@
 //! - [`owned_thread`]: a background thread stopped and joined when its owner drops.
 //! - [`config`]: the TOML file and environment overrides, validated in two stages.
 //! - [`identity`]: who a request comes from (client IP, session cookie, JWT, API key).
-//! - [`store`]: where counters, keys and lockouts live (embedded by default).
+//! - [`store`]: the counting rules (windows, one check-and-count, leases) and the store traits.
+//! - [`embedded`]: the in-process store (the default), persisted in `state_dir`.
+//! - [`valkey`]: the same traits on Valkey, shared by a fleet.
+//! - [`fleet`]: a fleet's request path on Valkey (leases, breaker, lockout replica) and opening
+//!   the configured store.
 //! - [`fetch`]: what is fetched from outside (crawler proof sources, agents' directories) and
 //!   the HTTPS client that fetches it.
 //! - [`engine`]: the tier ladder, budgets, scan delays, strikes and lockouts; the `Decider` seam.
@@ -23,8 +27,10 @@ pub mod app;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod embedded;
 pub mod engine;
 pub mod fetch;
+pub mod fleet;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzz_entry;
@@ -36,3 +42,4 @@ pub mod model;
 pub mod owned_thread;
 pub mod replay;
 pub mod store;
+pub mod valkey;

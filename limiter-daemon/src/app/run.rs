@@ -1,6 +1,6 @@
 //! `limiter-daemon run`: load and validate the whole config (HTTP section included) before
 //! binding anything, start the kernel dataplane as `[kernel] mode` says, open the store that
-//! `[store] backend` names ([`crate::store::open`]), build the engine (which pushes the stored
+//! `[store] backend` names ([`crate::fleet::open`]), build the engine (which pushes the stored
 //! lockouts and allow/deny lists into the kernel: a reboot empties its maps), and serve the HTTP
 //! surfaces (and the metrics listener) until SIGINT or SIGTERM. SIGHUP reloads the config
 //! ([`super::reload::Reloader`]).
@@ -162,9 +162,9 @@ async fn serve(
         metrics.access_log_dropped.clone(),
     )?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let store = crate::store::open(&config.store, clock.now_ms()).context("opening the store")?;
+    let store = crate::fleet::open(&config.store, clock.now_ms()).context("opening the store")?;
     // Counters to disk every snapshot_interval and once more at stop (embedded store only).
-    shutdown.spawn(crate::store::embedded::snapshotter::run(
+    shutdown.spawn(crate::embedded::snapshotter::run(
         Arc::clone(&store),
         Arc::clone(&clock),
         config.store.snapshot_interval,

@@ -66,22 +66,9 @@ pub struct RawStore {
     pub lease_max: Option<u32>,
     /// A lease's longest life (default 5s, at most 5s): unspent units are then given back.
     pub lease_ttl: Option<String>,
-    /// How a holder is counted on Valkey: `commands` (default; plain commands in one
-    /// pipeline, a fifth of a script's server time) or `script` (`check_and_count.lua`).
-    pub valkey_count: Option<ValkeyCount>,
-}
-
-/// `[store] valkey_count`: how a holder's windows are checked and counted on Valkey
-/// (docs/fleet.md). Both admit within every limit fleet-wide.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ValkeyCount {
-    /// Incremented first and checked after, in one pipeline of plain commands; what a refused
-    /// request must not count is taken back.
-    #[default]
-    Commands,
-    /// One atomic `check_and_count.lua` call.
-    Script,
+    /// Removed: one request is always counted by plain commands (docs/fleet.md). Still read,
+    /// so a file that sets it loads, with a warning that it is ignored.
+    pub valkey_count: Option<serde::de::IgnoredAny>,
 }
 
 /// `[store] on_failure`: what a decision does while the remote store is down.
@@ -134,7 +121,6 @@ pub struct StoreSettings {
     pub leases: bool,
     pub lease_max: u32,
     pub lease_ttl: Duration,
-    pub valkey_count: ValkeyCount,
 }
 
 impl std::fmt::Debug for StoreSettings {
@@ -165,7 +151,6 @@ impl std::fmt::Debug for StoreSettings {
             .field("leases", &self.leases)
             .field("lease_max", &self.lease_max)
             .field("lease_ttl", &self.lease_ttl)
-            .field("valkey_count", &self.valkey_count)
             .finish()
     }
 }
@@ -353,11 +338,14 @@ impl StoreSettings {
                 "must be between 1ms and 5s (a lease's burst units die with their 5 s slot)",
             ));
         }
+        if raw.valkey_count.is_some() {
+            // Before logging is set up, so on stderr: the journal and `check-config` show it.
+            eprintln!("warning: store.valkey_count is ignored: it was removed (one request is always counted by plain commands; docs/configuration.md)");
+        }
         Ok(StoreSettings {
             leases: raw.leases.unwrap_or(true),
             lease_max,
             lease_ttl,
-            valkey_count: raw.valkey_count.unwrap_or_default(),
             valkey_username: raw.valkey_username,
             valkey_password,
             valkey_ca_file: raw.valkey_ca_file,
@@ -389,31 +377,6 @@ mod tests {
             valkey_address: Some("rediss://127.0.0.1:6380".into()),
             ..extra
         }
-    }
-
-    #[test]
-    fn valkey_count_is_commands_by_default_and_an_unknown_way_names_the_field() {
-        let parse = |store: &str| {
-            let dir = tempfile::tempdir().unwrap();
-            let text = format!(
-                "[store]\nstate_dir = \"{}\"\nbackend = \"valkey\"\n\
-                 valkey_address = \"127.0.0.1:6379\"\n{store}",
-                dir.path().display()
-            );
-            crate::config::Config::from_toml_str(
-                &text,
-                std::path::Path::new("c.toml"),
-                &crate::config::EnvMap::new(),
-            )
-            .map(|c| c.store.valkey_count)
-        };
-        assert_eq!(parse("").unwrap(), ValkeyCount::Commands);
-        assert_eq!(
-            parse("valkey_count = \"script\"\n").unwrap(),
-            ValkeyCount::Script
-        );
-        let e = parse("valkey_count = \"lua\"\n").unwrap_err().to_string();
-        assert!(e.contains("valkey_count") && e.contains("line 5"), "{e}");
     }
 
     #[test]

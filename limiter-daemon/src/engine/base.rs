@@ -201,7 +201,7 @@ impl Engine {
         sink: Arc<dyn EnforcementSink>,
         clock: Arc<dyn Clock>,
     ) -> Result<Engine, crate::store::StoreError> {
-        let store = crate::store::open(&cfg.store, clock.now_ms())?;
+        let store = crate::fleet::open(&cfg.store, clock.now_ms())?;
         Ok(Engine::new(cfg, store, sink, clock))
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::base::Engine;
 use crate::model::{ListKind, Lockout, StrikeRecord};
-use crate::store::fleet::{LockoutEvent, LockoutEvents};
+use crate::store::lockout_events::{LockoutEvent, LockoutEvents};
 
 pub struct FleetEvents(Weak<Engine>);
 

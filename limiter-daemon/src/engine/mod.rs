@@ -10,7 +10,7 @@
 //! use std::sync::Arc;
 //! use limiter_daemon::{clock::SystemClock, config::{Config, env_from_process}};
 //! use limiter_daemon::engine::{Engine, RequestInfo, sink::NoKernel};
-//! use limiter_daemon::store::EmbeddedStore;
+//! use limiter_daemon::embedded::EmbeddedStore;
 //!
 //! let cfg = Arc::new(Config::load("limiter.toml".as_ref(), &env_from_process())?);
 //! let clock = Arc::new(SystemClock);

@@ -213,7 +213,7 @@ impl Engine {
             };
             let until = now_ms.saturating_add(u64::try_from(holds.as_millis()).unwrap_or(u64::MAX));
             if strikes.0.len() >= MAX_STRIKE_RECORDS {
-                let horizon = now_ms.saturating_sub(crate::store::embedded::STRIKE_RETENTION_MS);
+                let horizon = now_ms.saturating_sub(crate::embedded::STRIKE_RETENTION_MS);
                 strikes.0.retain(|_, s| s.quiet_from_ms > horizon);
                 if strikes.0.len() >= MAX_STRIKE_RECORDS {
                     strikes.0.clear();

@@ -201,7 +201,7 @@ fn lift_in_store(cfg: Option<&crate::config::Config>, ip: IpAddr) -> String {
     };
     let now = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
     let group = crate::identity::client_ip::group(ip, cfg.identity.ipv6_prefix);
-    match crate::store::open(&cfg.store, now).map(|s| s.remove_lockout(group)) {
+    match crate::fleet::open(&cfg.store, now).map(|s| s.remove_lockout(group)) {
         Ok(Ok(Some(_))) => "lifted in the store too".to_string(),
         Ok(Ok(None)) => "the store held no lockout for it".to_string(),
         Ok(Err(e)) | Err(e) => format!(

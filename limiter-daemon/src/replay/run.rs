@@ -37,11 +37,11 @@ use super::report::{CutShort, Input, Report, SkippedLine};
 use super::tally::Tally;
 use crate::clock::ManualClock;
 use crate::config::Config;
+use crate::embedded::EmbeddedStore;
 use crate::engine::sink::NoKernel;
 use crate::engine::{Engine, EngineOptions, KeyRefresh, RequestInfo};
 use crate::identity::client_ip::group;
 use crate::identity::hash::IdentityHasher;
-use crate::store::EmbeddedStore;
 
 static SIGNATURE_AGENT: HeaderName = HeaderName::from_static("signature-agent");
 

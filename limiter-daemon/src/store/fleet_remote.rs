@@ -1,5 +1,5 @@
 //! What a fleet's shared store offers beyond [`Store`] ([`FleetRemote`]): the calls
-//! [`crate::store::remote::FleetStore`] makes of it, none of which blocks a caller's thread.
+//! [`crate::fleet::FleetStore`] makes of it, none of which blocks a caller's thread.
 
 use std::future::Future;
 use std::net::IpAddr;
@@ -9,14 +9,14 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::error::StoreError;
-use super::fleet::{LockoutEvent, LockoutEvents};
 use super::lease::{Asks, Grants, Unspent};
+use super::lockout_events::{LockoutEvent, LockoutEvents};
 use super::traits::{Store, StoreFuture};
 use crate::model::{Lockout, StrikeRecord};
 
 /// What a fleet's shared store offers beyond [`Store`]: connecting in the background, the
 /// lockout writes and the stream, all without blocking a caller's thread. The Valkey store
-/// implements it; [`crate::store::remote::FleetStore`] drives it.
+/// implements it; [`crate::fleet::FleetStore`] drives it.
 pub trait FleetRemote: Store {
     /// This host's name in the events it publishes.
     fn host(&self) -> &str;

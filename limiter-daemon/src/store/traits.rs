@@ -11,8 +11,8 @@ use ipnet::IpNet;
 
 use super::count::{CountOutcome, CountRequest, Usage};
 use super::error::{CorruptFile, StoreError};
-use super::fleet::LockoutEvents;
 use super::gate::Gate;
+use super::lockout_events::LockoutEvents;
 use super::unreadable::{RecordKind, UnreadableRecord};
 use crate::identity::hash::{IdKey, IdentityHasher};
 use crate::model::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
@@ -66,7 +66,7 @@ pub trait CountStore: Send + Sync + 'static {
     }
 
     /// What a fleet store did (metrics); `None` for a store that is not shared.
-    fn remote_stats(&self) -> Option<super::fleet::RemoteStats> {
+    fn remote_stats(&self) -> Option<super::lockout_events::RemoteStats> {
         None
     }
 

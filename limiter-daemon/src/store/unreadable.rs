@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use super::fleet::LockoutEvent;
+use super::lockout_events::LockoutEvent;
 use crate::model::{ListEntry, ListKind, Lockout};
 
 /// A reason (lockout or list entry) longer than the admin API accepts.

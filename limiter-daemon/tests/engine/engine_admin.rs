@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 
 use crate::rig::*;
 use limiter_daemon::clock::{Clock, ManualClock};
+use limiter_daemon::embedded::EmbeddedStore;
 use limiter_daemon::engine::keys::IssueKey;
 use limiter_daemon::engine::sink::NoKernel;
 use limiter_daemon::engine::{Action, Engine, Reason, RequestInfo, Tier, WindowKind};
 use limiter_daemon::model::{ListEntry, ListKind};
-use limiter_daemon::store::EmbeddedStore;
 
 #[test]
 fn explain_counts_nothing() {

@@ -92,6 +92,24 @@ fn a_bad_field_names_the_field_and_line() {
 }
 
 #[test]
+fn the_removed_valkey_count_still_loads_with_a_warning_that_it_is_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("valkey-count.toml");
+    let text = format!(
+        "[kernel]\nmode = \"off\"\n\n[store]\nstate_dir = \"{}\"\nbackend = \"valkey\"\n\
+         valkey_address = \"127.0.0.1:6379\"\nvalkey_count = \"script\"\n",
+        dir.path().display()
+    );
+    std::fs::write(&p, text).unwrap();
+    let (ok, _, err) = check_config(&p, &[]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("warning: store.valkey_count is ignored"),
+        "{err}"
+    );
+}
+
+#[test]
 fn an_empty_state_dir_is_an_error_naming_the_field_and_line() {
     // "" resolved to the working directory: the hash secret was written wherever the daemon
     // was started.

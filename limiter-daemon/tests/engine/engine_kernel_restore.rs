@@ -13,10 +13,10 @@ use std::time::Duration;
 use crate::rig::*;
 use limiter_daemon::clock::ManualClock;
 use limiter_daemon::config::Config;
+use limiter_daemon::embedded::EmbeddedStore;
 use limiter_daemon::engine::sink::{EnforcementSink, NoKernel};
 use limiter_daemon::engine::{Engine, EngineOptions, KeyRefresh};
 use limiter_daemon::model::{ListEntry, ListKind};
-use limiter_daemon::store::EmbeddedStore;
 
 fn engine(cfg: &Arc<Config>, clock: &ManualClock, sink: Arc<dyn EnforcementSink>) -> Engine {
     let store = Arc::new(EmbeddedStore::open(&cfg.store, T0).expect("store opens"));

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use crate::rig::*;
 use limiter_daemon::clock::ManualClock;
+use limiter_daemon::embedded::EmbeddedStore;
 use limiter_daemon::engine::{Engine, EngineOptions, KeyRefresh};
-use limiter_daemon::store::EmbeddedStore;
 
 #[test]
 fn a_runaway_loop_after_its_budget_is_spent_is_locked_out_in_the_kernel() {

@@ -10,11 +10,12 @@ use std::sync::Arc;
 use crate::rig::*;
 use ipnet::IpNet;
 use limiter_daemon::clock::{Clock, ManualClock};
+use limiter_daemon::embedded::EmbeddedStore;
 use limiter_daemon::engine::{Engine, EngineOptions, KeyRefresh, Tier};
 use limiter_daemon::identity::hash::{IdKey, IdentityHasher};
 use limiter_daemon::model::{KeyRecord, KeyStatus, ListEntry, ListKind, Lockout, StrikeRecord};
 use limiter_daemon::store::{
-    CountOutcome, CountRequest, CountStore, EmbeddedStore, Gate, RecordStore, StoreError, Usage,
+    CountOutcome, CountRequest, CountStore, Gate, RecordStore, StoreError, Usage,
 };
 
 /// The embedded store, counting the key lookups the engine makes.

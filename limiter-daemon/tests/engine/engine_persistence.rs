@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use crate::rig::*;
 use limiter_daemon::clock::Clock;
+use limiter_daemon::embedded::EmbeddedStore;
 use limiter_daemon::engine::keys::IssueKey;
 use limiter_daemon::engine::{Action, Reason, Tier};
 use limiter_daemon::model::{ListEntry, ListKind};
-use limiter_daemon::store::{EmbeddedStore, RecordStore};
+use limiter_daemon::store::RecordStore;
 
 #[test]
 fn restart_keeps_keys_and_lockouts() {

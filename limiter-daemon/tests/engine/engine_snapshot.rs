@@ -4,8 +4,8 @@
 //! most one snapshot interval, checked on the injected clock.
 
 use crate::rig::*;
+use limiter_daemon::embedded::snapshot::SNAPSHOT_FILE;
 use limiter_daemon::engine::{Action, Decision, Reason, WindowKind};
-use limiter_daemon::store::embedded::snapshot::SNAPSHOT_FILE;
 
 const PEER: &str = "192.0.2.44";
 

@@ -1,10 +1,10 @@
 //! The embedded store's memory stays bounded while identities churn.
 
 use crate::rig::T0;
+use limiter_daemon::embedded::counters::Counters;
 use limiter_daemon::identity::hash::{IdentityHasher, Namespace};
 use limiter_daemon::model::{PerWindow, WindowKind};
 use limiter_daemon::store::count::{CountRequest, Limit};
-use limiter_daemon::store::embedded::counters::Counters;
 
 fn req(h: &IdentityHasher, n: u64, now_ms: u64, daily: bool) -> CountRequest {
     CountRequest {

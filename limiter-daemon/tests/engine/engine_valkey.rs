@@ -13,27 +13,19 @@ use limiter_daemon::engine::{Action, Engine, EngineOptions, KeyRefresh, Reason, 
 use limiter_daemon::identity::hash::{IdKey, IdentityHasher, Namespace};
 use limiter_daemon::model::{PerWindow, WindowKind};
 use limiter_daemon::store::count::{apply, CountRequest, Entry, Limit};
-use limiter_daemon::store::valkey::Topology;
-use limiter_daemon::store::valkey::{ValkeyOptions, ValkeyStore};
 use limiter_daemon::store::{CountStore, Gate, LockCause, Lockout, RecordStore};
 use limiter_tests::valkey::cluster as start_cluster;
+use limiter_daemon::valkey::Topology;
+use limiter_daemon::valkey::{ValkeyOptions, ValkeyStore};
 use limiter_tests::valkey::{start, start_on, Server};
 use rand::{Rng, SeedableRng};
 
-/// Both ways of counting on Valkey (`[store] valkey_count`: plain commands, the default, and
-/// the script) give the reference semantics' answers, step by step, on one random trace.
+/// Counting on Valkey (plain commands, the script for another day's daily count) gives the
+/// reference semantics' answers, step by step, on one random trace.
 #[test]
-fn script_matches_the_reference_semantics() {
+fn valkey_matches_the_reference_semantics() {
     let Some(server) = start() else { return };
-    for (prefix, by_commands) in [("t1:", true), ("t1s:", false)] {
-        let mut opts = ValkeyOptions::new(&server.addr, prefix);
-        opts.count_by_commands = by_commands;
-        let store = ValkeyStore::open_with(opts).unwrap();
-        matches_the_reference_semantics(&store, by_commands);
-    }
-}
-
-fn matches_the_reference_semantics(store: &ValkeyStore, by_commands: bool) {
+    let store = ValkeyStore::open_with(ValkeyOptions::new(&server.addr, "t1:")).unwrap();
     let h = IdentityHasher::hmac(b"0123456789abcdef0123");
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
     let ids: Vec<IdKey> = (0..3u8).map(|n| h.id(Namespace::Ip, &[n])).collect();
@@ -70,10 +62,7 @@ fn matches_the_reference_semantics(store: &ValkeyStore, by_commands: bool) {
         };
         let want = apply(&mut local[who], &req);
         let got = store.check_and_count(&req).unwrap();
-        assert_eq!(
-            got, want,
-            "step {step} (by commands: {by_commands}): {req:?}"
-        );
+        assert_eq!(got, want, "step {step}: {req:?}");
     }
 }
 

@@ -17,12 +17,13 @@ use ipnet::IpNet;
 use limiter_daemon::clock::{Clock, ManualClock};
 use limiter_daemon::config::store::StoreBackend;
 use limiter_daemon::config::{Config, EnvMap};
+use limiter_daemon::embedded::EmbeddedStore;
 use limiter_daemon::engine::sink::EnforcementSink;
 use limiter_daemon::engine::{
     Action, Decision, Engine, EngineOptions, KeyRefresh, Reason, RequestInfo, Tier, WindowKind,
 };
 use limiter_daemon::model::ListKind;
-use limiter_daemon::store::{EmbeddedStore, Store};
+use limiter_daemon::store::Store;
 use parking_lot::Mutex;
 
 /// 2026-01-01T00:00:00Z.
@@ -201,7 +202,7 @@ pub fn test_store(cfg: &mut Config, now_ms: u64) -> Arc<dyn Store> {
         std::process::id(),
         NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     );
-    let store = limiter_daemon::store::open(&cfg.store, now_ms).expect("store opens");
+    let store = limiter_daemon::fleet::open(&cfg.store, now_ms).expect("store opens");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while store.degraded() {
         assert!(

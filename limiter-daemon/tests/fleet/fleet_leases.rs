@@ -11,13 +11,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use limiter_daemon::config::store::OnFailure;
 use limiter_daemon::config::HashMode;
+use limiter_daemon::fleet::{FleetSettings, FleetStore};
 use limiter_daemon::identity::hash::{IdKey, IdentityHasher, Namespace};
 use limiter_daemon::model::{PerWindow, WindowKind};
 use limiter_daemon::store::count::{CountRequest, Limit};
-use limiter_daemon::store::remote::{FleetSettings, FleetStore};
-use limiter_daemon::store::valkey::{ValkeyOptions, ValkeyStore};
 use limiter_daemon::store::{CountStore, Gate, RecordStore};
 use limiter_tests::valkey::client_commands_during;
+use limiter_daemon::valkey::{ValkeyOptions, ValkeyStore};
 use rand::{Rng, SeedableRng};
 
 const SECRET: &[u8] = b"0123456789abcdef-leases";
@@ -34,19 +34,12 @@ fn now_ms() -> u64 {
 }
 
 fn host(addr: &str, prefix: &str, name: &str) -> Arc<FleetStore> {
-    host_with(addr, prefix, name, Duration::from_secs(1), true)
+    host_with(addr, prefix, name, Duration::from_secs(1))
 }
 
-/// A host with its lease TTL, counting by plain commands (the default) or by the script.
-fn host_with(
-    addr: &str,
-    prefix: &str,
-    name: &str,
-    lease_ttl: Duration,
-    by_commands: bool,
-) -> Arc<FleetStore> {
+/// A host with its lease TTL.
+fn host_with(addr: &str, prefix: &str, name: &str, lease_ttl: Duration) -> Arc<FleetStore> {
     let mut opts = ValkeyOptions::new(addr, prefix);
-    opts.count_by_commands = by_commands;
     opts.hash = HashMode::Hmac;
     opts.hash_secret = Some(SECRET.to_vec());
     opts.host = name.to_string();
@@ -99,31 +92,25 @@ fn admitted(s: &FleetStore, r: &CountRequest) -> bool {
     }
 }
 
-/// Both ways of counting: plain commands (incremented first, taken back when refused) and
-/// the script.
 #[test]
 fn four_hosts_never_admit_past_a_limit_and_admit_it_all_but_hosts_times_k() {
     let Some(server) = limiter_tests::valkey::start() else {
         return;
     };
-    for (prefix, by_commands) in [("fl:", true), ("fls:", false)] {
-        let hosts: Vec<Arc<FleetStore>> = (0..4)
-            .map(|i| {
-                let name = format!("h{i}");
-                host_with(
-                    &server.addr,
-                    prefix,
-                    &name,
-                    Duration::from_secs(1),
-                    by_commands,
-                )
-            })
-            .collect();
-        never_past_a_limit(&hosts, by_commands);
-    }
+    let hosts: Vec<Arc<FleetStore>> = (0..4)
+        .map(|i| {
+            host_with(
+                &server.addr,
+                "fl:",
+                &format!("h{i}"),
+                Duration::from_secs(1),
+            )
+        })
+        .collect();
+    never_past_a_limit(&hosts);
 }
 
-fn never_past_a_limit(hosts: &[Arc<FleetStore>], by_commands: bool) {
+fn never_past_a_limit(hosts: &[Arc<FleetStore>]) {
     let h = IdentityHasher::hmac(SECRET);
     let mut rng = rand::rngs::StdRng::seed_from_u64(22);
     // 40 identities, random hourly limits; a quarter of them with a tight burst too.
@@ -175,13 +162,13 @@ fn never_past_a_limit(hosts: &[Arc<FleetStore>], by_commands: bool) {
         let sent = tries[i].load(Ordering::Relaxed);
         assert!(
             got <= limit,
-            "identity {i}: {got} admitted past its limit {limit} (by commands: {by_commands})"
+            "identity {i}: {got} admitted past its limit {limit}"
         );
         if sent >= 2 * limit {
             exhausted += 1;
             assert!(
                 got + 4 * LEASE_MAX >= limit,
-                "identity {i}: {got} of {limit} admitted: more than hosts × k unspent (by commands: {by_commands})"
+                "identity {i}: {got} of {limit} admitted: more than hosts × k unspent"
             );
         }
     }
@@ -206,6 +193,13 @@ fn a_hot_identity_costs_a_tenth_of_a_call_and_a_cold_one_one_count() {
     assert!(
         calls as f64 / 1000.0 <= 0.1,
         "a hot identity: {calls} store calls for 1,000 decisions ({lines:#?})"
+    );
+    // Its leases are asked by plain commands too: the count script is never run (the only
+    // scripts are give-backs).
+    let count_script = limiter_daemon::valkey::script::count_script();
+    assert!(
+        !lines.iter().any(|l| l.contains(count_script.get_hash())),
+        "a lease asked by the count script: {lines:#?}"
     );
     // Cold: 200 identities, one request each: one script call each. The hot grant is given
     // back first (one more script), so that its give-back is not counted as theirs.
@@ -234,7 +228,7 @@ fn a_grant_lives_to_its_slot_end_by_default() {
         return;
     };
     let ttl = Duration::from_millis(limiter_daemon::config::store::LEASE_TTL_MS);
-    let s = host_with(&server.addr, "ttl:", "h", ttl, true);
+    let s = host_with(&server.addr, "ttl:", "h", ttl);
     let h = IdentityHasher::hmac(SECRET);
     let addrs = [server.addr.as_str()];
     // The start of the next burst slot: the five requests (3.6 s) fall in one slot, and the

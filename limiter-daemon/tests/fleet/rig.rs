@@ -14,14 +14,13 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 use limiter_daemon::config::store::StoreSettings;
+use limiter_daemon::embedded::EmbeddedStore;
 use limiter_daemon::identity::hash::{IdKey, IdentityHasher};
 use limiter_daemon::model::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
 use limiter_daemon::store::count::{CountOutcome, CountRequest, Usage};
-use limiter_daemon::store::fleet::{LockoutEvent, LockoutEvents};
 use limiter_daemon::store::fleet_remote::FleetRemote;
-use limiter_daemon::store::{
-    CountStore, Counting, EmbeddedStore, Gate, RecordStore, StoreError, StoreFuture,
-};
+use limiter_daemon::store::lockout_events::{LockoutEvent, LockoutEvents};
+use limiter_daemon::store::{CountStore, Counting, Gate, RecordStore, StoreError, StoreFuture};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;

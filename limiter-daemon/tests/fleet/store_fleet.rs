@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use crate::rig::{eventually, Delivered, Mode, Remote, Server};
 use limiter_daemon::config::store::OnFailure;
+use limiter_daemon::fleet::{FleetSettings, FleetStore};
 use limiter_daemon::identity::hash::{IdentityHasher, Namespace};
 use limiter_daemon::model::{LockCause, Lockout, PerWindow, StrikeRecord, WindowKind};
 use limiter_daemon::store::count::{CountRequest, Limit};
-use limiter_daemon::store::fleet::LockoutEvent;
-use limiter_daemon::store::remote::{FleetSettings, FleetStore};
+use limiter_daemon::store::lockout_events::LockoutEvent;
 use limiter_daemon::store::{CountStore, Counting, Gate, RecordStore, StoreError};
 
 const T0: u64 = 1_767_225_600_000 + 10 * 60_000;

@@ -548,7 +548,7 @@ pub fn manual_engine(
     now_ms: u64,
 ) -> std::sync::Arc<limiter_daemon::engine::Engine> {
     use limiter_daemon::engine::{Engine, EngineOptions, KeyRefresh};
-    let store = limiter_daemon::store::EmbeddedStore::open(&cfg.store, now_ms).unwrap();
+    let store = limiter_daemon::embedded::EmbeddedStore::open(&cfg.store, now_ms).unwrap();
     std::sync::Arc::new(Engine::with_options(
         std::sync::Arc::new(cfg),
         std::sync::Arc::new(store),

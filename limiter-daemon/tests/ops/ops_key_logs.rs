@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use limiter_daemon::clock::ManualClock;
 use limiter_daemon::config::Config;
+use limiter_daemon::embedded::EmbeddedStore;
 use limiter_daemon::engine::keys::IssueKey;
 use limiter_daemon::engine::sink::NoKernel;
 use limiter_daemon::engine::Engine;
-use limiter_daemon::store::EmbeddedStore;
 
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<Vec<u8>>>);

@@ -9,10 +9,10 @@ use http::HeaderMap;
 use limiter_daemon::app::reload::{ReloadTargets, Reloader};
 use limiter_daemon::clock::ManualClock;
 use limiter_daemon::config::{Config, ConfigError, EnvMap};
+use limiter_daemon::embedded::EmbeddedStore;
 use limiter_daemon::engine::sink::NoKernel;
 use limiter_daemon::engine::{Action, Engine, RequestInfo};
 use limiter_daemon::metrics::Metrics;
-use limiter_daemon::store::EmbeddedStore;
 
 const T0: u64 = 1_795_946_430_000;
 

@@ -13,8 +13,7 @@ use limiter_daemon::engine::Tier;
 use limiter_daemon::identity::hash::{IdKey, IdentityHasher, Namespace};
 use limiter_daemon::model::{KeyRecord, PerWindow, WindowKind};
 use limiter_daemon::store::count::{CountOutcome, CountRequest, Limit, NetCount};
-use limiter_daemon::store::fleet::{LockoutEvent, LockoutEvents};
-use limiter_daemon::store::valkey::{ValkeyOptions, ValkeyStore, SECRET_FILE};
+use limiter_daemon::store::lockout_events::{LockoutEvent, LockoutEvents};
 use limiter_daemon::store::{
     CountStore, Counting, Gate, LockCause, Lockout, RecordStore, StrikeRecord,
 };
@@ -25,6 +24,7 @@ use limiter_tests::valkey::cluster as start_cluster;
 use limiter_tests::valkey::commandstats;
 use limiter_tests::valkey::reset_stats;
 use limiter_tests::valkey::{start, start_on, start_with};
+use limiter_daemon::valkey::{ValkeyOptions, ValkeyStore, SECRET_FILE};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
@@ -113,14 +113,11 @@ async fn sixty_four_tasks_at_once_never_pass_the_limit_standalone_and_cluster() 
     no_more_than_the_limit(Arc::new(s)).await;
 }
 
-/// One count per decision for address, token and key holders on `addrs`: one script call
-/// (`valkey_count = "script"`), or plain commands only, one HGETALL of the burst among them
-/// (the default; that they go in one round trip is
+/// One count per decision for address, token and key holders on `addrs`: plain commands only,
+/// one HGETALL of the burst among them (that they go in one round trip is
 /// `a_caller_and_its_networks_are_counted_in_one_round_trip`'s).
-fn one_count_per_decision(addrs: &[&str], by_commands: bool) {
-    let mut opts = ValkeyOptions::new(addrs[0], "rt:");
-    opts.count_by_commands = by_commands;
-    let store = Arc::new(ValkeyStore::open_with(opts).unwrap());
+fn one_count_per_decision(addrs: &[&str]) {
+    let store = Arc::new(ValkeyStore::open_with(ValkeyOptions::new(addrs[0], "rt:")).unwrap());
     let h = store.hasher();
     let ids = [
         h.id(Namespace::Ip, b"198.51.100.7"),
@@ -146,42 +143,26 @@ fn one_count_per_decision(addrs: &[&str], by_commands: bool) {
         })
     });
     let stats = commandstats(addrs);
-    if by_commands {
-        assert!(
-            lines.iter().all(|l| !l.contains("\"EVALSHA\"")),
-            "{lines:#?}"
-        );
-        assert_eq!(stats.get("hgetall"), Some(&30), "{stats:?}");
-        // HINCRBY, PEXPIRE, HGETALL; GET and SET of `:ts`; INCRBY and PEXPIRE per fixed window.
-        assert!(
-            lines.len() <= 30 * 9,
-            "{} commands: {lines:#?}",
-            lines.len()
-        );
-    } else {
-        assert_eq!(lines.len(), 30, "one round trip per decision: {lines:#?}");
-        assert!(
-            lines.iter().all(|l| l.contains("\"EVALSHA\"")),
-            "{lines:#?}"
-        );
-        assert_eq!(stats.get("evalsha"), Some(&30), "{stats:?}");
-        assert_eq!(
-            stats.get("get").copied().unwrap_or(0) % 30,
-            0,
-            "no lockout GET beside the script: {stats:?}"
-        );
-    }
+    assert!(
+        lines.iter().all(|l| !l.contains("\"EVALSHA\"")),
+        "{lines:#?}"
+    );
+    assert_eq!(stats.get("hgetall"), Some(&30), "{stats:?}");
+    // HINCRBY, PEXPIRE, HGETALL; GET and SET of `:ts`; INCRBY and PEXPIRE per fixed window.
+    assert!(
+        lines.len() <= 30 * 9,
+        "{} commands: {lines:#?}",
+        lines.len()
+    );
 }
 
 #[test]
 fn one_count_per_decision_for_every_kind_of_caller_standalone_and_cluster() {
     let Some(server) = start() else { return };
-    one_count_per_decision(&[&server.addr], true);
-    one_count_per_decision(&[&server.addr], false);
+    one_count_per_decision(&[&server.addr]);
     let Some(nodes) = start_cluster() else { return };
     let addrs: Vec<&str> = nodes.iter().map(|n| n.addr.as_str()).collect();
-    one_count_per_decision(&addrs, true);
-    one_count_per_decision(&addrs, false);
+    one_count_per_decision(&addrs);
 }
 
 #[test]
@@ -241,7 +222,7 @@ fn the_key_layout_on_the_server() {
     assert!(hour_ttl <= 3_600 + 61 && hour_ttl > 60, "{hour_ttl}");
     // :ts: the first count's time, ISO 8601 (not moved by the second count).
     let ts = cli_run(&server.addr, &["GET", &format!("{base}:ts")]);
-    let iso = limiter_daemon::store::valkey::script::iso8601(now);
+    let iso = limiter_daemon::valkey::script::iso8601(now);
     assert_eq!(ts.trim(), iso);
     assert!(ts.trim().ends_with('Z') && ts.contains('T'), "{ts}");
 
@@ -251,7 +232,7 @@ fn the_key_layout_on_the_server() {
     assert_eq!(cli_run(&server.addr, &["GET", &base]).trim(), "1");
     assert_eq!(
         cli_run(&server.addr, &["GET", &format!("{base}:ts")]).trim(),
-        limiter_daemon::store::valkey::script::iso8601(tomorrow)
+        limiter_daemon::valkey::script::iso8601(tomorrow)
     );
     assert_eq!(
         store.usage(&id, tomorrow).unwrap().unwrap().used[WindowKind::Daily],
@@ -753,16 +734,8 @@ impl ScriptGate {
 #[test]
 fn a_caller_and_its_networks_are_counted_in_one_round_trip() {
     let Some(server) = start() else { return };
-    for (by_commands, marker) in [(true, &b"HGETALL"[..]), (false, &b"EVALSHA"[..])] {
-        in_one_round_trip(&server.addr, by_commands, marker);
-    }
-}
-
-fn in_one_round_trip(addr: &str, by_commands: bool, marker: &'static [u8]) {
-    let gate = ScriptGate::start(addr, 3, marker);
-    let mut opts = ValkeyOptions::new(&gate.addr, if by_commands { "nets:" } else { "netss:" });
-    opts.count_by_commands = by_commands;
-    let store = ValkeyStore::open_with(opts).unwrap();
+    let gate = ScriptGate::start(&server.addr, 3, b"HGETALL");
+    let store = ValkeyStore::open_with(ValkeyOptions::new(&gate.addr, "nets:")).unwrap();
     let h = store.hasher();
     let net = |id| NetCount {
         id,
@@ -785,13 +758,10 @@ fn in_one_round_trip(addr: &str, by_commands: bool, marker: &'static [u8]) {
     assert!(o.admitted);
     assert!(o.networks.iter().all(Option::is_some), "{o:?}");
     let (sent, gave_up) = gate.seen();
-    assert_eq!(
-        sent, 3,
-        "the caller's count and two networks' (by commands: {by_commands})"
-    );
+    assert_eq!(sent, 3, "the caller's count and two networks'");
     assert!(
         !gave_up,
-        "all three counts were in flight before the first reply: one round trip (by commands: {by_commands})"
+        "all three counts were in flight before the first reply: one round trip"
     );
 }
 

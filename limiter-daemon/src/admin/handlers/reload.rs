@@ -58,9 +58,9 @@ mod tests {
     use crate::clock::{Clock as _, SystemClock};
     use crate::config::kernel::KernelMode;
     use crate::config::Config;
+    use crate::embedded::EmbeddedStore;
     use crate::engine::sink::NoKernel;
     use crate::engine::Engine;
-    use crate::store::EmbeddedStore;
 
     async fn post_reload(dir: &std::path::Path, hook: Option<ReloadFn>) -> (u16, Value) {
         let cfg = Arc::new(Config::with_state_dir(dir));

@@ -20,7 +20,7 @@ use crate::model::{
 };
 use crate::store::count::Usage;
 use crate::store::error::StoreError;
-use crate::store::fleet::LockoutEvent;
+use crate::store::lockout_events::LockoutEvent;
 use crate::store::unreadable::{check_list_entry, check_lockout, RecordKind, UnreadableRecord};
 use crate::store::windows;
 

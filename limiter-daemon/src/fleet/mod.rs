@@ -1,8 +1,9 @@
-//! A fleet's shared store as the request path sees it ([`FleetStore`]): every counted
-//! decision is at most one awaited round trip under a deadline, and often none.
+//! The fleet: a shared store as the request path sees it ([`FleetStore`]): every counted
+//! decision is at most one awaited round trip under a deadline, and often none. [`open`] opens
+//! whichever store `[store] backend` names.
 //!
 //! - **Lockouts** are answered from this host's [`replica`] of the fleet's active lockouts,
-//!   kept current by the lockout stream ([`crate::store::fleet`]); this host's own lockouts
+//!   kept current by the lockout stream ([`crate::store::lockout_events`]); this host's own lockouts
 //!   and lifts go to the replica at once and to the store through the [`writer`]'s queue, so
 //!   striking never waits on the store and nothing is lost while it is down.
 //! - **Refusals that hold until a known time** are answered from the [`over_limit`] cache.
@@ -21,6 +22,7 @@ mod lease_races;
 mod lease_task;
 mod leased;
 pub mod leases;
+pub mod open;
 pub mod over_limit;
 pub mod replica;
 pub mod replica_sink;
@@ -28,3 +30,4 @@ mod start;
 pub mod writer;
 
 pub use self::fleet_store::{FleetSettings, FleetStats, FleetStore};
+pub use self::open::open;

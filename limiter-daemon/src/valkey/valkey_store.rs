@@ -81,7 +81,7 @@ impl ValkeyStore {
             inner: Arc::new(Inner {
                 target,
                 layout,
-                scripts: script::Scripts::counting_by(opts.count_by_commands),
+                scripts: script::Scripts::new(),
                 lockout_script: records::lockout_script(),
                 hasher,
                 fleet_secret,

@@ -18,14 +18,14 @@ use super::over_limit::OverLimit;
 use super::replica::Replica;
 use super::writer::{Write, Writer};
 use crate::config::store::{OnFailure, StoreSettings};
+use crate::embedded::counters::Counters;
 use crate::identity::hash::{IdKey, IdentityHasher};
 use crate::model::{KeyRecord, ListEntry, ListKind, Lockout, PerWindow, StrikeRecord, WindowKind};
 use crate::store::count::{CountOutcome, CountRequest, Usage};
-use crate::store::embedded::counters::Counters;
 use crate::store::error::{CorruptFile, StoreError};
-use crate::store::fleet::{LockoutEvent, LockoutEvents, RemoteStats};
 use crate::store::fleet_remote::FleetRemote;
 use crate::store::gate::Gate;
+use crate::store::lockout_events::{LockoutEvent, LockoutEvents, RemoteStats};
 use crate::store::traits::{CountStore, Counting, RecordStore};
 use crate::store::unreadable::{RecordKind, UnreadableRecord};
 

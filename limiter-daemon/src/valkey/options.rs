@@ -28,8 +28,6 @@ pub struct ValkeyOptions {
     pub secret_file: Option<PathBuf>,
     /// This host on the lockout stream.
     pub host: String,
-    /// Counts by plain commands (`[store] valkey_count = "commands"`), else by the script.
-    pub count_by_commands: bool,
 }
 
 impl std::fmt::Debug for ValkeyPassword {
@@ -60,7 +58,6 @@ impl ValkeyOptions {
             ca_file: None,
             secret_file: None,
             host: default_host(),
-            count_by_commands: true,
         }
     }
 
@@ -80,7 +77,6 @@ impl ValkeyOptions {
             ca_file: s.valkey_ca_file.clone(),
             secret_file: Some(s.state_dir.join(SECRET_FILE)),
             host: s.host_id.clone().unwrap_or_else(default_host),
-            count_by_commands: s.valkey_count == crate::config::store::ValkeyCount::Commands,
         })
     }
 }

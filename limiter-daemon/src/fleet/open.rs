@@ -5,12 +5,12 @@
 
 use std::sync::Arc;
 
-use super::embedded::EmbeddedStore;
-use super::error::StoreError;
-use super::remote::{FleetSettings, FleetStore};
-use super::traits::Store;
-use super::valkey::ValkeyStore;
+use super::{FleetSettings, FleetStore};
 use crate::config::store::{StoreBackend, StoreSettings};
+use crate::embedded::EmbeddedStore;
+use crate::store::error::StoreError;
+use crate::store::traits::Store;
+use crate::valkey::ValkeyStore;
 
 /// How long `open` waits for a remote store's first connect.
 const STARTUP_CONNECT: std::time::Duration = std::time::Duration::from_secs(2);

@@ -14,7 +14,7 @@
 //!   follower) and wait for it, so they work from any thread, inside a runtime or not.
 //!
 //! What this backend does not do itself: fall back when the server is down (the engine wraps
-//! it in [`crate::store::remote::FleetStore`]).
+//! it in [`crate::fleet::FleetStore`]).
 
 mod checked;
 pub mod commands;

@@ -15,8 +15,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::model::{Lockout, StrikeRecord};
-use crate::store::fleet::LockoutEvent;
 use crate::store::fleet_remote::FleetRemote;
+use crate::store::lockout_events::LockoutEvent;
 
 /// Writes queued at most; past it the oldest is dropped (and counted): the kernel and this
 /// host's replica still hold it, only the fleet does not learn it.

@@ -1,5 +1,5 @@
-//! One holder's check-and-count as plain commands in one pipeline, not a Lua script: the
-//! default way a decision (or a lease) is counted on Valkey (`[store] valkey_count`).
+//! One holder's check-and-count as plain commands in one pipeline, not a Lua script: how a
+//! decision, and a lease of up to `want` requests, is counted on Valkey.
 //!
 //! Why: a script call costs the server about five times what the same work costs as plain
 //! commands (callgrind on valkey-server 8.1: 222k instructions per `check_and_count.lua` call

@@ -1,5 +1,5 @@
 //! The Valkey store as a fleet's shared store ([`FleetRemote`]): what
-//! [`crate::store::remote::FleetStore`] drives, mapped onto the store's own async calls, each
+//! [`crate::fleet::FleetStore`] drives, mapped onto the store's own async calls, each
 //! run on the store's I/O runtime.
 
 use std::future::Future;
@@ -13,9 +13,9 @@ use super::lease;
 use super::valkey_store::ValkeyStore;
 use crate::model::{Lockout, StrikeRecord};
 use crate::store::error::StoreError;
-use crate::store::fleet::{LockoutEvent, LockoutEvents};
 use crate::store::fleet_remote::FleetRemote;
 use crate::store::lease::{Asks, Grants, Unspent};
+use crate::store::lockout_events::{LockoutEvent, LockoutEvents};
 use crate::store::StoreFuture;
 
 impl FleetRemote for ValkeyStore {

@@ -20,14 +20,14 @@ use std::path::PathBuf;
 
 use self::counters::Counters;
 use self::persisted::Persisted;
-use super::count::{CountOutcome, CountRequest, Usage};
-use super::error::{CorruptFile, StoreError};
-use super::gate::Gate;
-use super::state_file;
-use super::traits::{lockout_then_count, CountStore, RecordStore};
 use crate::config::{HashMode, StoreSettings};
 use crate::identity::hash::{IdKey, IdentityHasher};
 use crate::model::{KeyRecord, ListEntry, ListKind, Lockout, StrikeRecord};
+use crate::store::count::{CountOutcome, CountRequest, Usage};
+use crate::store::error::{CorruptFile, StoreError};
+use crate::store::gate::Gate;
+use crate::store::state_file;
+use crate::store::traits::{lockout_then_count, CountStore, RecordStore};
 
 pub const SECRET_FILE: &str = "hash-secret";
 

@@ -9,7 +9,7 @@ use std::sync::{Arc, Weak};
 use super::fleet_store::FleetStore;
 use super::writer::Write;
 use crate::model::{Lockout, StrikeRecord};
-use crate::store::fleet::{LockoutEvent, LockoutEvents};
+use crate::store::lockout_events::{LockoutEvent, LockoutEvents};
 
 impl FleetStore {
     /// Starts following the fleet's lockout stream once the engine is downstream (at most

@@ -27,10 +27,6 @@ pub fn count_script() -> redis::Script {
 
 /// The scripts a decision runs.
 pub struct Scripts {
-    /// Counts one request by plain commands ([`super::commands`]); leases (and a daily count
-    /// another day left) by the count script. `false`: everything by the count script
-    /// (`[store] valkey_count = "script"`).
-    pub by_commands: bool,
     pub count: redis::Script,
     pub refund: redis::Script,
     /// Gives back what a lease did not spend (`lease_return.lua`).
@@ -39,13 +35,7 @@ pub struct Scripts {
 
 impl Scripts {
     pub fn new() -> Scripts {
-        Scripts::counting_by(true)
-    }
-
-    /// The scripts, counting by plain commands or not.
-    pub fn counting_by(by_commands: bool) -> Scripts {
         Scripts {
-            by_commands,
             count: count_script(),
             refund: redis::Script::new(REFUND),
             lease_return: redis::Script::new(include_str!("lease_return.lua")),
@@ -142,16 +132,12 @@ pub async fn grant(
     want: u32,
     refill: bool,
 ) -> Result<(CountOutcome, u32), StoreError> {
-    // Plain commands for one request only: a lease's units are asked for by the script, so
-    // that no host ever counts more than a request's own units ahead of its check (a lease of
-    // k counted first and taken back after could refuse, and strike, another host's request
-    // meanwhile; one request's own arrival is counted either way).
-    let by_commands = if scripts.by_commands && want <= 1 && !refill {
-        super::commands::reply(layout, conn.clone(), &req, want, refill).await?
-    } else {
-        None
-    };
-    let r = match by_commands {
+    // By plain commands, a lease too: a fifth of the script's server time. A lease of k is
+    // counted first and what is not granted taken back after, so a request racing it sees up to
+    // k units more for that moment; k is at most half of what every host may take of what was
+    // left (`lease::size`), so only a holder already near a limit can be refused by it, never
+    // admitted past one (docs/fleet.md, the bounds).
+    let r = match super::commands::reply(layout, conn.clone(), &req, want, refill).await? {
         Some(r) => r,
         None => by_script(&scripts.count, layout, conn, &req, want, refill).await?,
     };

@@ -20,7 +20,7 @@ use super::inner::Inner;
 use super::valkey_store::ValkeyStore;
 use crate::model::{Lockout, StrikeRecord};
 use crate::store::error::StoreError;
-use crate::store::fleet::{LockoutEvent, LockoutEvents};
+use crate::store::lockout_events::{LockoutEvent, LockoutEvents};
 use crate::store::unreadable::{check_event, RecordKind, UnreadableRecord};
 
 /// Entries the stream keeps (approximately: Valkey trims whole nodes).

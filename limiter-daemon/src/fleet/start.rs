@@ -16,7 +16,7 @@ use super::fleet_store::{FleetSettings, FleetStats, FleetStore};
 use super::over_limit::OverLimit;
 use super::replica::Replica;
 use super::writer::Writer;
-use crate::store::embedded::counters::Counters;
+use crate::embedded::counters::Counters;
 use crate::store::fleet_remote::FleetRemote;
 
 /// Identities the over-limit cache holds at most.
