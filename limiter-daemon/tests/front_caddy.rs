@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 
 use front_support::{ip, request, world, world_with};
 use http_support::start_upstream;
-use limiter_tests::caddy::{available, forward_auth_example, Caddy};
+use limiter_tests::caddy::{available, forward_auth_example, with_token, Caddy};
 use limiter_tests::nginx::free_port;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -240,14 +240,7 @@ async fn under_load_the_app_never_sees_the_auth_call_its_token_or_a_placeholder(
     // One address sends all the load: its network's burst must not lock it out.
     let w = world_with("[networks.prefix]\nenabled = false\n", None, &extra).await;
     let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    // The token as the Caddyfile's comment says to add it.
-    let conf = forward_auth_example(listen, app, w.d.api).replace(
-        "\t\t\turi /v1/auth\n",
-        &format!(
-            "\t\t\turi /v1/auth\n\t\t\theader_up X-Original-Authorization \
-             {{http.request.header.Authorization}}\n\t\t\theader_up Authorization \"Bearer {TOKEN}\"\n"
-        ),
-    );
+    let conf = with_token(&forward_auth_example(listen, app, w.d.api), TOKEN);
     let caddy = tokio::task::spawn_blocking(move || Caddy::start(&conf, listen))
         .await
         .unwrap();
