@@ -34,6 +34,8 @@ use limiter_tests::nginx::{available, Nginx};
 
 #[path = "common/edge.rs"]
 mod edge;
+#[path = "common/forward_auth.rs"]
+mod forward_auth;
 #[path = "common/front.rs"]
 mod front;
 #[path = "common/wrk.rs"]
@@ -133,17 +135,18 @@ fn main() {
         1,
     );
 
-    // Caddy forward_auth and ShouldRateLimit rows (`LIMITER_BENCH_ROWS`), their own table.
+    // The forward-auth and ShouldRateLimit rows (`LIMITER_BENCH_ROWS`), their own tables.
     let rounds_env = std::env::var("BENCH_ROUNDS")
         .ok()
         .and_then(|s| s.parse().ok());
-    front::run(
+    forward_auth::run(
         &bin,
         up_addr,
         secs,
         rounds_env.unwrap_or(3).max(1),
         scratch.path(),
     );
+    front::run(&bin, secs, rounds_env.unwrap_or(3).max(1), scratch.path());
     if !front::wanted("proxy") {
         return;
     }

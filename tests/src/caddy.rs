@@ -29,6 +29,20 @@ pub fn forward_auth_example(listen: SocketAddr, app: SocketAddr, daemon: SocketA
         .replace("127.0.0.1:8081", &daemon.to_string())
 }
 
+/// `caddyfile` (the shipped example) sending the daemon's API token `token` as the example's
+/// comment says to (the caller's own `Authorization` in `X-Original-Authorization`).
+pub fn with_token(caddyfile: &str, token: &str) -> String {
+    let uri = "\t\t\turi /v1/auth\n";
+    assert!(caddyfile.contains(uri));
+    caddyfile.replace(
+        uri,
+        &format!(
+            "{uri}\t\t\theader_up X-Original-Authorization {{http.request.header.Authorization}}\n\
+             \t\t\theader_up Authorization \"Bearer {token}\"\n"
+        ),
+    )
+}
+
 /// Caddy proxying straight to `app` on `listen`, no auth: the benchmark's baseline.
 pub fn plain_proxy(listen: SocketAddr, app: SocketAddr) -> String {
     format!(

@@ -1,19 +1,13 @@
-//! The front-end rows of `cargo xtask bench proxy` (included with `#[path]` by `proxy`), each
-//! against a baseline measured in the same run:
+//! The gRPC row of `cargo xtask bench proxy` (included with `#[path]` by `proxy`; the
+//! forward-auth rows are in `forward_auth.rs`), against a baseline measured in the same run:
 //!
-//! - **Caddy `forward_auth`**: Debian's Caddy with the shipped `examples/caddy/Caddyfile`
-//!   asking the daemon's `/v1/auth` before proxying to the upstream, against the same Caddy
-//!   proxying with no auth: what the limiter adds behind Caddy. `wrk --latency -t2 -c64`.
-//!   Caddy names every client as wrk's one address, so the daemon meters one identity (limits
-//!   out of reach, as in the proxy rows, and the network level off: one /24 would be over its
-//!   burst at once).
 //! - **Envoy `ShouldRateLimit`**: calls per second from a tonic client, 64 calls in flight on
 //!   one HTTP/2 connection (as Envoy multiplexes its rate-limit calls), each naming the next
 //!   of 65,536 client addresses as `remote_address`, against `POST /v1/decide` with the same
 //!   addresses from `wrk -t2 -c64`: the same decision through the two wire formats.
 //!
-//! `LIMITER_BENCH_ROWS` picks rows: a comma list of `proxy` (the proxy table), `caddy`,
-//! `grpc`; unset runs all.
+//! `LIMITER_BENCH_ROWS` picks rows: a comma list of `proxy` (the proxy table), `nginx-auth`,
+//! `caddy`, `haproxy` (the forward-auth rows), `grpc`; unset runs all.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -26,7 +20,6 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescript
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
-use limiter_tests::caddy::{self, Caddy};
 use limiter_tests::free_port;
 
 use super::wrk::{median, start_daemon, wrk_with, Daemon, Run};
@@ -139,62 +132,15 @@ fn should_rate_limit_load(grpc: SocketAddr, secs: u64) -> (f64, f64, f64) {
     })
 }
 
-/// Runs the rows `LIMITER_BENCH_ROWS` asks for against the upstream at `up_addr` and prints
-/// their table.
-pub fn run(bin: &Path, up_addr: SocketAddr, secs: u64, rounds: usize, scratch: &Path) {
-    let (caddy_rows, grpc_rows) = (wanted("caddy"), wanted("grpc"));
-    if !caddy_rows && !grpc_rows {
+/// Runs the `ShouldRateLimit` row when `LIMITER_BENCH_ROWS` asks for it and prints its table.
+pub fn run(bin: &Path, secs: u64, rounds: usize, scratch: &Path) {
+    if !wanted("grpc") {
         return;
     }
     let (api, grpc) = (addr(), addr());
     let daemon = daemon(bin, scratch, api, grpc);
     let mut table: Vec<(String, Run, Option<f64>)> = Vec::new();
-    if caddy_rows {
-        assert!(
-            caddy::available(),
-            "caddy is missing: scripts/setup.sh installs it"
-        );
-        let (plain_addr, auth_addr) = (addr(), addr());
-        let plain = Caddy::start(&caddy::plain_proxy(plain_addr, up_addr), plain_addr);
-        let auth = Caddy::start(
-            &caddy::forward_auth_example(auth_addr, up_addr, api),
-            auth_addr,
-        );
-        let urls = [
-            (
-                "Caddy reverse_proxy, no auth",
-                format!("http://{plain_addr}/index.html"),
-            ),
-            (
-                "Caddy forward_auth → limiter-daemon /v1/auth",
-                format!("http://{auth_addr}/index.html"),
-            ),
-        ];
-        for (_, url) in &urls {
-            let _warm = wrk_with(url, 2, None);
-        }
-        let mut samples: Vec<Vec<Run>> = vec![Vec::new(); urls.len()];
-        for _ in 0..rounds {
-            for (i, (name, url)) in urls.iter().enumerate() {
-                let r = wrk_with(url, secs, None);
-                // Under this load about 1% of Caddy forward_auth's answers were not 2xx (cause
-                // not found yet, see docs/http.md): printed in the table; more than 5% fails
-                // the run (refusals would flatter the figures).
-                assert!(
-                    r.non_2xx * 20 <= r.requests,
-                    "{name}: {} of {} answers were not 2xx",
-                    r.non_2xx,
-                    r.requests
-                );
-                samples[i].push(r);
-            }
-        }
-        drop((plain, auth));
-        for ((name, _), s) in urls.iter().zip(samples) {
-            table.push((name.to_string(), median_run(&s), None));
-        }
-    }
-    if grpc_rows {
+    {
         let script = decide_script(scratch);
         let url = format!("http://{api}/v1/decide");
         let _warm = wrk_with(&url, 2, Some(&script));
@@ -250,13 +196,6 @@ pub fn run(bin: &Path, up_addr: SocketAddr, secs: u64, rounds: usize, scratch: &
     }
     println!();
     let find = |prefix: &str| table.iter().find(|(n, _, _)| n.starts_with(prefix));
-    if let (Some(plain), Some(auth)) = (find("Caddy reverse_proxy"), find("Caddy forward_auth")) {
-        println!(
-            "Caddy forward_auth / Caddy alone throughput: {:.2}; p99 added {:+.2} ms",
-            auth.1.rps / plain.1.rps,
-            auth.1.p99_ms - plain.1.p99_ms
-        );
-    }
     if let (Some(decide), Some(rls)) = (find("POST /v1/decide"), find("ShouldRateLimit")) {
         println!(
             "ShouldRateLimit / POST /v1/decide throughput: {:.2}",

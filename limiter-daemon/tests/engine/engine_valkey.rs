@@ -14,9 +14,9 @@ use limiter_daemon::identity::hash::{IdKey, IdentityHasher, Namespace};
 use limiter_daemon::model::{PerWindow, WindowKind};
 use limiter_daemon::store::count::{apply, CountRequest, Entry, Limit};
 use limiter_daemon::store::{CountStore, Gate, LockCause, Lockout, RecordStore};
-use limiter_tests::valkey::cluster as start_cluster;
 use limiter_daemon::valkey::Topology;
 use limiter_daemon::valkey::{ValkeyOptions, ValkeyStore};
+use limiter_tests::valkey::cluster as start_cluster;
 use limiter_tests::valkey::{start, start_on, Server};
 use rand::{Rng, SeedableRng};
 

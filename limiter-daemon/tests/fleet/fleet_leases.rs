@@ -16,8 +16,8 @@ use limiter_daemon::identity::hash::{IdKey, IdentityHasher, Namespace};
 use limiter_daemon::model::{PerWindow, WindowKind};
 use limiter_daemon::store::count::{CountRequest, Limit};
 use limiter_daemon::store::{CountStore, Gate, RecordStore};
-use limiter_tests::valkey::client_commands_during;
 use limiter_daemon::valkey::{ValkeyOptions, ValkeyStore};
+use limiter_tests::valkey::client_commands_during;
 use rand::{Rng, SeedableRng};
 
 const SECRET: &[u8] = b"0123456789abcdef-leases";

@@ -17,6 +17,7 @@ use limiter_daemon::store::lockout_events::{LockoutEvent, LockoutEvents};
 use limiter_daemon::store::{
     CountStore, Counting, Gate, LockCause, Lockout, RecordStore, StrikeRecord,
 };
+use limiter_daemon::valkey::{ValkeyOptions, ValkeyStore, SECRET_FILE};
 use limiter_tests::free_port;
 use limiter_tests::valkey::cli_run;
 use limiter_tests::valkey::client_commands_during;
@@ -24,7 +25,6 @@ use limiter_tests::valkey::cluster as start_cluster;
 use limiter_tests::valkey::commandstats;
 use limiter_tests::valkey::reset_stats;
 use limiter_tests::valkey::{start, start_on, start_with};
-use limiter_daemon::valkey::{ValkeyOptions, ValkeyStore, SECRET_FILE};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 

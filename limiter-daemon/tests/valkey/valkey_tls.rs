@@ -9,9 +9,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use limiter_daemon::store::RecordStore;
+use limiter_daemon::valkey::{ValkeyOptions, ValkeyStore};
 use limiter_tests::free_port;
 use limiter_tests::valkey::start;
-use limiter_daemon::valkey::{ValkeyOptions, ValkeyStore};
 
 fn which(bin: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)

@@ -20,9 +20,9 @@
 use std::net::SocketAddr;
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::response::Response;
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
+use http::{HeaderName, HeaderValue};
 
 use crate::engine::decider::RequestView;
 use crate::http::api::access;
@@ -42,10 +42,11 @@ pub const X_LIMITER_PROBLEM: HeaderName = HeaderName::from_static("x-limiter-pro
 pub async fn auth(
     State(state): State<ApiState>,
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
-    method: Method,
-    uri: Uri,
-    mut headers: HeaderMap,
+    req: Request,
 ) -> Response<Body> {
+    // The request taken whole: extracting its method, URI and headers would clone each.
+    let (parts, _) = req.into_parts();
+    let (method, uri, mut headers) = (parts.method, parts.uri, parts.headers);
     if let Err(err) = state.limits.headers.check(&headers) {
         return too_large(err).map(Body::from);
     }

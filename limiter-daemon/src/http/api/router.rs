@@ -12,7 +12,7 @@ use crate::http::api::state::ApiState;
 pub fn router(state: ApiState) -> Router {
     // axum's default (2 MiB) let 16 concurrent bodies take the daemon from 33 to 268 MB.
     let body_limit = DefaultBodyLimit::max(state.limits.max_body);
-    Router::new()
+    let routes = Router::new()
         .route(
             "/v1/decide",
             post(crate::http::api::decide::decide).layer(body_limit),
@@ -25,11 +25,16 @@ pub fn router(state: ApiState) -> Router {
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::http::api::token::require_token,
-        ))
-        // Outside the token check: a refused caller is logged too.
-        .layer(axum::middleware::from_fn_with_state(
+        ));
+    // Outside the token check: a refused caller is logged too. Only when the log is on: a
+    // layer costs every call a boxed future and a clone of the state.
+    let routes = if state.access_log.is_on() {
+        routes.layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::http::api::access::log,
         ))
-        .with_state(state)
+    } else {
+        routes
+    };
+    routes.with_state(state)
 }
