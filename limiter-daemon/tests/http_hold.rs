@@ -12,8 +12,9 @@ use http::{Request, StatusCode};
 use http_support::*;
 use limiter_daemon::http::api::router::router;
 use limiter_daemon::http::api::state::ApiState;
-use limiter_daemon::http::proxy::hold::HoldGate;
 use limiter_daemon::http::render::response::Hints;
+use limiter_daemon::http::steps::hold::HoldGate;
+use limiter_daemon::http::steps::Steps;
 use limiter_daemon::model::{DelayKind, Tier};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -164,15 +165,18 @@ async fn auth_request_holds_delays_on_a_timer() {
         delay(Tier::Anon, 60_000, DelayKind::Hard, "scanner")
     });
     let state = ApiState {
-        decider,
-        gate: HoldGate::new(10, 2),
-        hints: Arc::new(Hints::default()),
+        steps: Arc::new(Steps {
+            decider,
+            gate: HoldGate::new(10, 2),
+            hints: Hints::default(),
+            grace_over: Default::default(),
+            access_log: Default::default(),
+        }),
         trusted_peers: Arc::new(vec!["127.0.0.0/8".parse().unwrap()]),
         limits: Default::default(),
         token: None,
-        access_log: Default::default(),
     };
-    let gate = Arc::clone(&state.gate);
+    let gate = Arc::clone(&state.steps.gate);
     let app = router(state).layer(MockConnectInfo(SocketAddr::from(([127, 0, 0, 1], 40000))));
     let req = || {
         Request::get("/v1/auth")
