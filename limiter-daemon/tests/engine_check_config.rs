@@ -135,3 +135,20 @@ fn a_bad_http_field_names_the_field_and_line() {
         "{err}"
     );
 }
+
+#[test]
+fn the_removed_proxy_switches_still_load_with_a_warning_naming_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("switches.toml");
+    std::fs::write(
+        &p,
+        "[kernel]\nmode = \"off\"\n\n[http]\nown_loop = false\nbatch_scheduling = false\n",
+    )
+    .unwrap();
+    let (ok, out, err) = check_config(&p, &[]);
+    assert!(ok, "{err}");
+    let said = format!("{out}{err}");
+    for key in ["own_loop", "batch_scheduling"] {
+        assert!(said.contains(&format!("[http] {key} is ignored")), "{said}");
+    }
+}
