@@ -205,7 +205,7 @@ async fn serve_loop(
         access::admitted(&mut line, &admission);
         // Only `up` is needed from here on.
         buf.advance(plan.len);
-        let decision = match admission {
+        let mut decision = match admission {
             Admission::Answer(resp) => {
                 access::answered(&front.state, line.take(), &resp, head_only);
                 write_answer(&mut out, &resp, head_only, plan.close);
@@ -231,18 +231,15 @@ async fn serve_loop(
             }
             Admission::Forward(decision) => Some(decision),
         };
-        let decision = match decision.map(|d| front.state.steps.shed(&d).map(|()| d)) {
-            Some(Err(resp)) => {
-                access::answered(&front.state, line.take(), &resp, head_only);
-                write_answer(&mut out, &resp, head_only, plan.close);
-                if stream.write_all(&out).await.is_err() {
-                    return After::Close;
-                }
-                None
+        let shed = decision.as_ref().and_then(|d| front.state.steps.shed(d));
+        if let Some(resp) = shed {
+            access::answered(&front.state, line.take(), &resp, head_only);
+            write_answer(&mut out, &resp, head_only, plan.close);
+            if stream.write_all(&out).await.is_err() {
+                return After::Close;
             }
-            Some(Ok(d)) => Some(d),
-            None => None,
-        };
+            decision = None;
+        }
         let kept = match decision {
             Some(d) => {
                 let sent = forward(

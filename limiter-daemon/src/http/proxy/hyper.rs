@@ -102,7 +102,7 @@ pub async fn handle(
         },
         Admission::Answer(resp) => return resp.map(full),
     };
-    if let Err(resp) = state.steps.shed(&decision) {
+    if let Some(resp) = state.steps.shed(&decision) {
         return resp.map(full);
     }
     // For the access log's line (finished in `front`), when it is on.

@@ -149,12 +149,12 @@ impl Steps {
         .await
     }
 
-    /// 4. The last word before a request is forwarded: `Err` is the answer instead (nothing
-    ///    refuses yet). Load shedding plugs in here: it admits the request before the
-    ///    upstream sees it, and the guard it returns with `Ok` would be released when the
-    ///    response is done.
-    pub fn shed(&self, _decision: &Decision) -> Result<(), Response<Bytes>> {
-        Ok(())
+    /// 4. The last word before a request is forwarded: `Some` is the answer instead
+    ///    (nothing refuses yet). Load shedding plugs in here: it admits the request before
+    ///    the upstream sees it; a guard it hands back, held by the caller across the forward,
+    ///    is released when the response is done.
+    pub fn shed(&self, _decision: &Decision) -> Option<Response<Bytes>> {
+        None
     }
 
     /// 5. `decision`'s rate-limit fields on an answer's `headers`, replacing any there.
