@@ -27,7 +27,6 @@ use crate::http::api::decide_body::{parse, DescribeError};
 use crate::http::api::state::ApiState;
 use crate::http::render::problem;
 use crate::http::render::response::{problem as rejection_problem, retry_after, write_headers};
-use crate::identity::client_ip::Client;
 use crate::model::Action;
 
 /// The answer to a body that could not be read: 413 past `api_max_body` (axum stops reading
@@ -107,7 +106,7 @@ pub async fn decide(
     // Headers are copied into the map; the body's buffer is not needed any more.
     drop(body);
     let view = RequestView {
-        client: Client::Addr(described.ip),
+        client: state.steps.resolve(described.ip, &described.headers),
         method: &described.method,
         path: &described.path,
         headers: &described.headers,

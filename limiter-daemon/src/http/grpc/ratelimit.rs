@@ -33,7 +33,6 @@ use crate::http::grpc::fields::header_values;
 use crate::http::grpc::invalid::FieldError;
 use crate::http::render::response::{binding_window, retry_after, write_headers};
 use crate::http::steps::Settled;
-use crate::identity::client_ip::Client;
 use crate::model::{Action, Decision};
 
 /// The rate-limit service over the API's state; `route_key` is `[http] grpc_route_key`.
@@ -118,7 +117,7 @@ impl RateLimitService for RateLimits {
         drop(req);
         let a = &call.request;
         let view = RequestView {
-            client: Client::Addr(a.ip),
+            client: self.state.steps.resolve(a.ip, &a.headers),
             method: &a.method,
             path: &a.path,
             headers: &a.headers,
