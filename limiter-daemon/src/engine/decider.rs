@@ -61,36 +61,6 @@ pub trait Decider: Send + Sync + 'static {
     fn abuse_strike(&self, _peer: IpAddr, _why: &str) {}
 }
 
-impl<D: Decider + ?Sized> Decider for std::sync::Arc<D> {
-    fn decide(&self, req: &RequestView<'_>) -> Decision {
-        (**self).decide(req)
-    }
-
-    fn decide_async<'a>(&'a self, req: &RequestView<'_>) -> Decided<'a> {
-        (**self).decide_async(req)
-    }
-
-    fn decide_async_costing<'a>(&'a self, req: &RequestView<'_>, cost: NonZeroU32) -> Decided<'a> {
-        (**self).decide_async_costing(req, cost)
-    }
-
-    fn reads_header(&self, name: &[u8]) -> bool {
-        (**self).reads_header(name)
-    }
-
-    fn standing(&self, req: &RequestView<'_>) -> Option<Standing> {
-        (**self).standing(req)
-    }
-
-    fn abuse_strike(&self, peer: IpAddr, why: &str) {
-        (**self).abuse_strike(peer, why);
-    }
-
-    fn resolve(&self, peer: IpAddr, headers: &HeaderMap) -> Client {
-        (**self).resolve(peer, headers)
-    }
-}
-
 /// The real engine.
 impl Decider for Engine {
     fn decide(&self, req: &RequestView<'_>) -> Decision {
