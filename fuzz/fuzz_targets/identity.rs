@@ -27,7 +27,7 @@ use std::sync::{Arc, OnceLock};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use libfuzzer_sys::fuzz_target;
 use limiter_daemon::config::{Config, EnvMap};
-use limiter_daemon::identity::client_ip::{group, normalize};
+use limiter_daemon::identity::client_ip::{client, group, normalize};
 use limiter_daemon::identity::hash::IdentityHasher;
 use limiter_daemon::identity::key_cache::LookupFailed;
 use limiter_daemon::identity::key_cache::{KeyCache, KeyLookup};
@@ -127,9 +127,11 @@ fn sign(claims: &[u8]) -> Option<String> {
 fn resolve(rig: &Rig, keys: &KeyCache, peer: IpAddr, headers: &HeaderMap) -> Caller {
     // Agents are off in this config (`[agents]` unset): no directory is ever asked.
     let agents = DirectoryCache::new();
+    // The client as a surface resolves it where the request comes in, then the caller.
+    let client = client(peer, headers, &rig.cfg.identity);
     let caller = rig
         .resolver
-        .resolve(&rig.cfg, keys, &agents, peer, false, "GET", "/", headers, NOW_MS, true);
+        .resolve(&rig.cfg, keys, &agents, client, "GET", "/", headers, NOW_MS, true);
     // The store key is derived without trouble whatever the subject.
     let _ = caller.id_key(&rig.hasher);
     caller

@@ -17,7 +17,8 @@ use limiter_daemon::config::{Config, EnvMap};
 use limiter_daemon::embedded::EmbeddedStore;
 use limiter_daemon::engine::keys::IssueKey;
 use limiter_daemon::engine::sink::NoKernel;
-use limiter_daemon::engine::{Action, Engine, EngineOptions, KeyRefresh, RequestInfo, Tier};
+use limiter_daemon::engine::{Action, Engine, EngineOptions, KeyRefresh, RequestView, Tier};
+use limiter_daemon::identity::client_ip::Client;
 use limiter_daemon::identity::web_bot_auth::directory::Fetched;
 use limiter_daemon::identity::web_bot_auth::{directory_url, signer};
 use limiter_daemon::identity::IdentityResolver;
@@ -192,8 +193,7 @@ fn main() {
             &cfg,
             &cache,
             &dirs,
-            c.peer,
-            false,
+            Client::Addr(c.peer),
             "GET",
             "/",
             &c.headers,
@@ -284,12 +284,11 @@ fn main() {
     let before = rss_kib();
     let started = Instant::now();
     for n in 0..1_000_000u32 {
-        let d = engine.decide(&RequestInfo {
-            peer: IpAddr::V4(Ipv4Addr::from(0x2000_0000 + n)),
-            method: "GET",
+        let d = engine.decide(&RequestView {
+            client: Client::Addr(IpAddr::V4(Ipv4Addr::from(0x2000_0000 + n))),
+            method: &http::Method::GET,
             path: "/",
             headers: &empty,
-            unattributed: false,
         });
         std::hint::black_box(d);
     }
@@ -312,11 +311,10 @@ fn main() {
 }
 
 fn decide(engine: &Engine, c: &Caller, path: &str) -> limiter_daemon::engine::Decision {
-    engine.decide(&RequestInfo {
-        peer: c.peer,
-        method: "GET",
+    engine.decide(&RequestView {
+        client: Client::Addr(c.peer),
+        method: &http::Method::GET,
         path,
         headers: &c.headers,
-        unattributed: false,
     })
 }

@@ -40,7 +40,8 @@ use limiter_daemon::clock::SystemClock;
 use limiter_daemon::config::{Config, EnvMap};
 use limiter_daemon::engine::decider::Decided;
 use limiter_daemon::engine::sink::NoKernel;
-use limiter_daemon::engine::{Action, Engine, RequestInfo};
+use limiter_daemon::engine::{Action, Engine, RequestView};
+use limiter_daemon::identity::client_ip::Client;
 use rand::{Rng, SeedableRng};
 
 #[allow(dead_code, reason = "only bench_secs is used here")]
@@ -210,12 +211,11 @@ fn run(hosts: &[Arc<Engine>], entries: &[u32], secs: f64, spread: Spread, load: 
                                 due
                             }
                         };
-                        let req = RequestInfo {
-                            peer: ip(id),
-                            method: "GET",
+                        let req = RequestView {
+                            client: Client::Addr(ip(id)),
+                            method: &http::Method::GET,
                             path: "/",
                             headers: &headers,
-                            unattributed: false,
                         };
                         let began = Instant::now();
                         let d = match e.decide_async(&req) {
@@ -304,12 +304,11 @@ fn exact(entries: &[u32]) -> Vec<u32> {
     let mut admitted = vec![0u32; IDENTITIES];
     let headers = HeaderMap::new();
     for &id in entries {
-        let d = e.decide(&RequestInfo {
-            peer: ip(id),
-            method: "GET",
+        let d = e.decide(&RequestView {
+            client: Client::Addr(ip(id)),
+            method: &http::Method::GET,
             path: "/",
             headers: &headers,
-            unattributed: false,
         });
         if d.action() == Action::Allow {
             admitted[id as usize] += 1;

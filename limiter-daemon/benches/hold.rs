@@ -1,7 +1,8 @@
 //! `cargo xtask bench hold`: what a request held for a scan delay costs the daemon, and what
 //! thousands of them cost everyone else.
 //!
-//! For each path (bodyless GET and POST with a body, with `own_loop` on and off) a fresh
+//! For each path (bodyless GET, served by the own loop, and POST with a body, held before hyper's
+//! server takes the connection) a fresh
 //! `bench-fast` daemon (`limiter-daemon run`, embedded store, kernel off, 2 proxy threads) is
 //! started in front of a small in-process upstream, with a delay route (`/scan`, daily quota 1,
 //! every delay 10 minutes) and an unmetered one (`/free`). Then:
@@ -149,7 +150,7 @@ fn daemon_binary() -> PathBuf {
     target.join("bench-fast/limiter-daemon")
 }
 
-fn start_daemon(bin: &PathBuf, dir: &std::path::Path, up: SocketAddr, own_loop: bool) -> Daemon {
+fn start_daemon(bin: &PathBuf, dir: &std::path::Path, up: SocketAddr) -> Daemon {
     let proxy = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let state = dir.join(format!("state-{}", free_port()));
@@ -168,7 +169,7 @@ fn start_daemon(bin: &PathBuf, dir: &std::path::Path, up: SocketAddr, own_loop: 
          [store]\nstate_dir = \"{}\"\n\n[kernel]\nmode = \"off\"\n\n\
          [metrics]\nlisten = \"{metrics}\"\n\n[admin]\nlisten = \"\"\n\n\
          [http]\nproxy_listen = [\"{proxy}\"]\nupstream = \"http://{up}\"\nworker_threads = 2\n\
-         max_held = {bound}\nmax_held_per_identity = {bound}\nown_loop = {own_loop}\n\
+         max_held = {bound}\nmax_held_per_identity = {bound}\n\
          max_connections = {conns}\nmax_connections_per_client = {conns}\n",
         state.display()
     );
@@ -251,11 +252,10 @@ fn measure(
     dir: &std::path::Path,
     up: SocketAddr,
     path: &'static str,
-    own_loop: bool,
     request: &[u8],
 ) -> Row {
     let n = held_count();
-    let d = start_daemon(bin, dir, up, own_loop);
+    let d = start_daemon(bin, dir, up);
     // The daily quota's one request goes through; every later one is held.
     let mut first = TcpStream::connect(d.proxy).unwrap();
     first.write_all(request).unwrap();
@@ -319,31 +319,8 @@ fn main() {
     const GET: &[u8] = b"GET /scan/x HTTP/1.1\r\nhost: bench\r\n\r\n";
     const POST: &[u8] = b"POST /scan/x HTTP/1.1\r\nhost: bench\r\ncontent-length: 2\r\n\r\nhi";
     let rows = [
-        measure(&bin, scratch.path(), up, "GET, own loop", true, GET),
-        measure(
-            &bin,
-            scratch.path(),
-            up,
-            "POST, own loop (held before hyper)",
-            true,
-            POST,
-        ),
-        measure(
-            &bin,
-            scratch.path(),
-            up,
-            "GET, own_loop = false (hyper)",
-            false,
-            GET,
-        ),
-        measure(
-            &bin,
-            scratch.path(),
-            up,
-            "POST, own_loop = false (hyper)",
-            false,
-            POST,
-        ),
+        measure(&bin, scratch.path(), up, "GET, own loop", GET),
+        measure(&bin, scratch.path(), up, "POST, held before hyper", POST),
     ];
     println!();
     println!(

@@ -17,6 +17,7 @@ use limiter_daemon::embedded::EmbeddedStore;
 use limiter_daemon::engine::sink::NoKernel;
 use limiter_daemon::engine::{Engine, EngineOptions, KeyRefresh};
 use limiter_daemon::http::{Decider, RequestView};
+use limiter_daemon::identity::client_ip::Client;
 use limiter_daemon::metrics::{MeteredDecider, Metrics};
 
 mod common;
@@ -57,11 +58,10 @@ fn run(decider: &Arc<dyn Decider>, threads: usize, secs: f64) -> f64 {
     common::ops_per_sec(threads, secs, |t, n| {
         let ip = (t as u32) << 16 | (n as u32 & 0xffff);
         let view = RequestView {
-            peer: IpAddr::V4(Ipv4Addr::from(0x0a00_0000 | ip)),
+            client: Client::Addr(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 | ip))),
             method: &method,
             path: "/",
             headers: &headers,
-            unattributed: false,
         };
         std::hint::black_box(decider.decide(&view));
     })

@@ -6,7 +6,8 @@
 //!   rejected.
 //! - Daemon: the `bench-fast` binary (`limiter-daemon run`) with a generated config: embedded
 //!   store, kernel off, 2 runtime worker threads, limits high enough that nothing is rejected;
-//!   once with its defaults (SCHED_BATCH proxy threads), once with `batch_scheduling = false`.
+//!   twice: once as it runs (SCHED_BATCH proxy threads), once with its proxy threads put back
+//!   on the normal policy from outside (the policy is no setting).
 //! - A second nginx whose workers are put on SCHED_BATCH, so both policies compare like for like.
 //! - Clients: every request names one of 65,536 client addresses in `X-Forwarded-For` (a wrk
 //!   script; each address in its own /24), as many clients behind one trusted proxy would. The
@@ -179,8 +180,8 @@ fn main() {
         set_batch_policy(worker);
     }
 
-    // The daemon's proxy, embedded store, limits out of reach: once with its defaults
-    // (SCHED_BATCH proxy threads), once with `batch_scheduling = false`. The burst window is
+    // The daemon's proxy, embedded store, limits out of reach: once as it runs (SCHED_BATCH
+    // proxy threads), once with its proxy threads put on the normal policy from outside. The burst window is
     // capped at 65535 per minute, far below this load, so the bench route counts hourly and
     // daily units only (both checked and counted per request in the store, like any other
     // request). The metrics listener is off so a bench never collides on its fixed default port.
@@ -222,7 +223,8 @@ fn main() {
         (Daemon(child), px_addr)
     };
     let (daemon, px_addr) = start_daemon("default", "");
-    let (daemon_normal, pxn_addr) = start_daemon("normal", "batch_scheduling = false\n");
+    let (daemon_normal, pxn_addr) = start_daemon("normal", "");
+    set_normal_policy_of_proxy_threads(daemon_normal.0.id());
 
     let daemon_pid = vec![daemon.0.id()];
     let nginx_pids = |master: u32| {
@@ -252,7 +254,7 @@ fn main() {
             nginx_pids(nginx_batch.pid()),
         ),
         (
-            "limiter-daemon proxy, batch_scheduling = false",
+            "limiter-daemon proxy, normal policy",
             format!("http://{pxn_addr}/index.html"),
             vec![daemon_normal.0.id()],
         ),
@@ -358,9 +360,30 @@ fn main() {
 
 /// Puts process `pid` (an nginx worker) on `SCHED_BATCH`, as the daemon does its proxy threads.
 fn set_batch_policy(pid: u32) {
+    set_policy(pid, libc::SCHED_BATCH);
+}
+
+/// Puts the proxy threads of the daemon `pid` back on the normal policy.
+fn set_normal_policy_of_proxy_threads(pid: u32) {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the daemon's threads");
+    let mut n = 0;
+    for t in tasks.flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if let (true, Some(tid)) = (
+            comm.starts_with("limiter-proxy"),
+            t.file_name().to_str().and_then(|s| s.parse().ok()),
+        ) {
+            set_policy(tid, libc::SCHED_OTHER);
+            n += 1;
+        }
+    }
+    assert!(n > 0, "no proxy thread in daemon {pid}");
+}
+
+fn set_policy(pid: u32, policy: libc::c_int) {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: plain syscall on a pid we started; `param` is valid for the call.
-    let rc = unsafe { libc::sched_setscheduler(pid as i32, libc::SCHED_BATCH, &param) };
+    let rc = unsafe { libc::sched_setscheduler(pid as i32, policy, &param) };
     assert_eq!(
         rc,
         0,

@@ -31,7 +31,8 @@ use limiter_daemon::config::{Config, EnvMap};
 use limiter_daemon::engine::decider::Decided;
 use limiter_daemon::engine::keys::IssueKey;
 use limiter_daemon::engine::sink::{EnforcementSink, NoKernel};
-use limiter_daemon::engine::{Action, Engine, RequestInfo, Tier};
+use limiter_daemon::engine::{Action, Engine, RequestView, Tier};
+use limiter_daemon::identity::client_ip::Client;
 use parking_lot::Mutex;
 
 #[allow(dead_code, reason = "the timing loop is for the thread benches")]
@@ -96,12 +97,11 @@ fn decisions_per_sec(e: &Arc<Engine>, secs: f64) -> f64 {
                     let headers = HeaderMap::new();
                     let mut n = 0u32;
                     while !stop.load(Ordering::Relaxed) {
-                        let req = RequestInfo {
-                            peer: ip(t * 1024 + n % 1024),
-                            method: "GET",
+                        let req = RequestView {
+                            client: Client::Addr(ip(t * 1024 + n % 1024)),
+                            method: &http::Method::GET,
                             path: "/",
                             headers: &headers,
-                            unattributed: false,
                         };
                         let d = match e.decide_async(&req) {
                             Decided::Ready(d) => {
@@ -159,12 +159,11 @@ fn per_decision(
     let sent = limiter_tests::valkey::client_commands_during(&watched, || {
         for i in 0..n {
             let h = req(i);
-            e.decide(&RequestInfo {
-                peer: peer(i),
-                method: "GET",
+            e.decide(&RequestView {
+                client: Client::Addr(peer(i)),
+                method: &http::Method::GET,
                 path: "/",
                 headers: &h,
-                unattributed: false,
             });
         }
     });
@@ -289,12 +288,11 @@ fn main() {
         };
         let deadline = Instant::now() + Duration::from_secs(10);
         while e
-            .decide(&RequestInfo {
-                peer: ip(1),
-                method: "GET",
+            .decide(&RequestView {
+                client: Client::Addr(ip(1)),
+                method: &http::Method::GET,
                 path: "/",
                 headers: &h,
-                unattributed: false,
             })
             .tier
             != Tier::Sponsor

@@ -16,7 +16,8 @@ use limiter_daemon::clock::{Clock, SystemClock};
 use limiter_daemon::config::{Config, EnvMap, HashMode};
 use limiter_daemon::embedded::EmbeddedStore;
 use limiter_daemon::engine::sink::NoKernel;
-use limiter_daemon::engine::{Action, Engine, RequestInfo};
+use limiter_daemon::engine::{Action, Engine, RequestView};
+use limiter_daemon::identity::client_ip::Client;
 use limiter_daemon::identity::hash::Namespace;
 use limiter_daemon::model::{PerWindow, WindowKind};
 use limiter_daemon::store::count::{CountRequest, Limit};
@@ -98,12 +99,11 @@ fn main() {
     };
     let headers = HeaderMap::new();
     let decide = |engine: &Engine, n: u32| {
-        let d = engine.decide(&RequestInfo {
-            peer: ip(n),
-            method: "GET",
+        let d = engine.decide(&RequestView {
+            client: Client::Addr(ip(n)),
+            method: &http::Method::GET,
             path: "/",
             headers: &headers,
-            unattributed: false,
         });
         assert_eq!(d.action(), Action::Allow);
     };

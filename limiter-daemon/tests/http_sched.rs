@@ -1,5 +1,5 @@
-//! The proxy threads' scheduling policy: `SCHED_BATCH` by default, the normal policy with
-//! `batch_scheduling = false`. A test binary of its own, so no other test's proxy threads share
+//! The proxy threads' scheduling policy: always `SCHED_BATCH` (the removed
+//! `batch_scheduling = false` is ignored). A test binary of its own, so no other test's proxy threads share
 //! the process while `/proc/self/task` is read.
 
 mod http_support;
@@ -24,11 +24,10 @@ fn proxy_thread_policies() -> Vec<u32> {
     out
 }
 
-const SCHED_OTHER: u32 = 0;
 const SCHED_BATCH: u32 = 3;
 
 #[tokio::test]
-async fn proxy_threads_run_sched_batch_unless_configured_otherwise() {
+async fn proxy_threads_run_sched_batch_whatever_the_removed_key_says() {
     let up = start_upstream().await;
     let d = start(settings(Some(up.addr), "worker_threads = 2\n"), by_header()).await;
     wait_until("two proxy threads on SCHED_BATCH", || {
@@ -50,6 +49,6 @@ async fn proxy_threads_run_sched_batch_unless_configured_otherwise() {
     )
     .await;
     wait_until("two proxy threads", || proxy_thread_policies().len() == 2).await;
-    assert_eq!(proxy_thread_policies(), [SCHED_OTHER, SCHED_OTHER]);
+    assert_eq!(proxy_thread_policies(), [SCHED_BATCH, SCHED_BATCH]);
     d.stop().await;
 }

@@ -92,8 +92,6 @@ pub fn restart_only(
     same!("http.problem_type_base", http.problem_type_base);
     same!("http.shutdown_grace", http.shutdown_grace);
     same!("http.worker_threads", http.worker_threads);
-    same!("http.batch_scheduling", http.batch_scheduling);
-    same!("http.own_loop", http.own_loop);
     // Read when a proxy thread builds its server (`http::proxy::h2`): a restart applies them.
     same!("http.http2", http.h2.enabled);
     same!(

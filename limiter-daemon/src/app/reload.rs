@@ -19,8 +19,8 @@ use super::config_diff::{changes, restart_only};
 use crate::config::log::LogFormat;
 use crate::config::{env_from_process, Config, ConfigError};
 use crate::engine::Engine;
-use crate::http::proxy::hold::HoldGate;
 use crate::http::proxy::tunnel::registry::Tunnels;
+use crate::http::steps::hold::HoldGate;
 use crate::kernel::KernelMaps;
 use crate::metrics::Metrics;
 

@@ -96,10 +96,9 @@ pub struct RawHttp {
     /// Threads of the daemon's async runtime, which serves every listener (default: one per
     /// CPU).
     pub worker_threads: Option<usize>,
-    /// Proxy threads run `SCHED_BATCH` (default true); see `http::sched`.
+    /// Removed: read so older files still load, and ignored with a warning (the proxy now
+    /// chooses both itself).
     pub batch_scheduling: Option<bool>,
-    /// Bodyless HTTP/1.1 requests are served by the proxy's own loop (default true); see
-    /// `http::front`.
     pub own_loop: Option<bool>,
     /// PROXY protocol on the proxy listeners: "off" (default), "optional", "required"; only
     /// from `[identity] trusted_proxies`.
@@ -167,11 +166,6 @@ pub struct HttpSettings {
     pub shutdown_grace: Duration,
     /// `None`: one per CPU.
     pub worker_threads: Option<NonZeroUsize>,
-    /// Proxy threads ask for `SCHED_BATCH` (see `crate::http::proxy::sched`).
-    pub batch_scheduling: bool,
-    /// Bodyless HTTP/1.1 requests skip hyper's server (see `crate::http::proxy::front`); `false`
-    /// sends every request through hyper.
-    pub own_loop: bool,
     pub proxy_protocol: super::proxy_protocol::ProxyProtocol,
     /// Peers whose PROXY header is believed: `[identity] trusted_proxies`, copied here when the
     /// whole file is read (empty from [`HttpSettings::from_toml`]).
@@ -326,6 +320,16 @@ impl HttpSettings {
                 "the admin API is configured in its own section: move this table to `[admin]` \
                  (fields `listen`, `token_file`)",
             ));
+        }
+        for (key, set) in [
+            ("own_loop", raw.own_loop.is_some()),
+            ("batch_scheduling", raw.batch_scheduling.is_some()),
+        ] {
+            if set {
+                tracing::warn!(
+                    "[http] {key} is ignored: the proxy chooses this itself now (docs/configuration.md, removed keys); remove it"
+                );
+            }
         }
         let upstream = match raw.upstream {
             None => None,
@@ -522,8 +526,6 @@ impl HttpSettings {
                 .map(ApiToken::read)
                 .transpose()?,
             self_service_path: self_service_path(raw.self_service_path)?,
-            batch_scheduling: raw.batch_scheduling.unwrap_or(true),
-            own_loop: raw.own_loop.unwrap_or(true),
             proxy_protocol: super::proxy_protocol::ProxyProtocol::parse(
                 raw.proxy_protocol.as_deref(),
             )?,

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use super::base::{Engine, Runtime};
 use super::decided::Decided;
 use super::networks::CallerNetworks;
-use super::request::RequestInfo;
+use super::request::RequestView;
 use crate::config::{Config, OverQuota, Route};
 use crate::identity::{Caller, Subject};
 use crate::model::{
@@ -178,7 +178,7 @@ enum Step {
 impl Engine {
     /// Decides on `req` now (the injected clock) and counts it. Blocks on a remote store's
     /// round trip: the request path uses [`Engine::decide_async`].
-    pub fn decide(&self, req: &RequestInfo<'_>) -> Decision {
+    pub fn decide(&self, req: &RequestView<'_>) -> Decision {
         let now = self.clock.now_ms();
         self.with_runtime(|rt| match self.begin(rt, req, now, true, None) {
             Step::Done(d) => d,
@@ -194,7 +194,7 @@ impl Engine {
     /// remote call. Both finish the decision with the same code. Answered in place, the
     /// decision stays on the stack and borrows this thread's runtime: no allocation and no
     /// shared reference count per request.
-    pub fn decide_async(&self, req: &RequestInfo<'_>) -> Decided<'_> {
+    pub fn decide_async(&self, req: &RequestView<'_>) -> Decided<'_> {
         self.decide_async_costing(req, None)
     }
 
@@ -202,7 +202,7 @@ impl Engine {
     /// for a front end that states what a request costs (Envoy's `hits_addend`).
     pub fn decide_async_costing(
         &self,
-        req: &RequestInfo<'_>,
+        req: &RequestView<'_>,
         cost: Option<NonZeroU32>,
     ) -> Decided<'_> {
         let now = self.clock.now_ms();
@@ -225,7 +225,7 @@ impl Engine {
     }
 
     /// What `decide` would answer, without counting anything or striking (admin dry-run).
-    pub fn explain(&self, req: &RequestInfo<'_>) -> Decision {
+    pub fn explain(&self, req: &RequestView<'_>) -> Decision {
         let now = self.clock.now_ms();
         match self.with_runtime(|rt| self.begin(rt, req, now, false, None)) {
             Step::Done(d) => d,
@@ -239,22 +239,21 @@ impl Engine {
     fn begin(
         &self,
         rt: &Runtime,
-        req: &RequestInfo<'_>,
+        req: &RequestView<'_>,
         now: u64,
         count: bool,
         cost: Option<NonZeroU32>,
     ) -> Step {
         let cfg = &*rt.cfg;
-        let route = cfg.routes.matching(req.method, req.path);
+        let route = cfg.routes.matching(req.method.as_str(), req.path);
         let cost = cost.unwrap_or(route.cost);
         let shadow = cfg.engine.shadow || route.shadow;
         let caller = rt.resolver.resolve(
             cfg,
             &self.key_cache,
             &self.agent_dirs,
-            req.peer,
-            req.unattributed,
-            req.method,
+            req.client,
+            req.method.as_str(),
             req.path,
             req.headers,
             now,

@@ -6,27 +6,14 @@
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 
-use http::{HeaderMap, Method};
+use http::HeaderMap;
 
 use crate::engine::base::Engine;
 pub use crate::engine::decided::Decided;
-use crate::engine::request::RequestInfo;
+pub use crate::engine::request::RequestView;
 use crate::engine::standing::Standing;
+use crate::identity::client_ip::Client;
 use crate::model::Decision;
-
-/// What a surface knows about a request when it asks for a decision.
-#[derive(Clone, Copy, Debug)]
-pub struct RequestView<'a> {
-    /// Who is asking: the TCP peer for the proxy (the engine may walk `X-Forwarded-For` when the
-    /// peer is a trusted proxy), or the resolved client for `/v1/auth` and `/v1/decide`.
-    pub peer: IpAddr,
-    pub method: &'a Method,
-    /// Path only, without the query string (routes are matched on it).
-    pub path: &'a str,
-    pub headers: &'a HeaderMap,
-    /// `peer` is a trusted proxy that named no usable client (see [`RequestInfo`]).
-    pub unattributed: bool,
-}
 
 /// Decides one request. Implementations must be cheap and must not block for long: surfaces
 /// call this on the request path.
@@ -61,10 +48,11 @@ pub trait Decider: Send + Sync + 'static {
         None
     }
 
-    /// The client behind `peer` as the engine resolves it (a trusted proxy's forwarding field
-    /// walked), for the access log. The default: the peer itself.
-    fn client(&self, peer: IpAddr, _headers: &HeaderMap) -> IpAddr {
-        peer
+    /// Who sent a request arriving from `peer` with `headers`: a trusted proxy's forwarding
+    /// field walked with the engine's trust rules (`[identity]`), once, where the request came
+    /// in. The default: the peer itself.
+    fn resolve(&self, peer: IpAddr, _headers: &HeaderMap) -> Client {
+        Client::Addr(peer)
     }
 
     /// Strikes the caller at `peer` for protocol abuse `why` (an HTTP/2 connection closed for
@@ -73,48 +61,18 @@ pub trait Decider: Send + Sync + 'static {
     fn abuse_strike(&self, _peer: IpAddr, _why: &str) {}
 }
 
-impl<D: Decider + ?Sized> Decider for std::sync::Arc<D> {
-    fn decide(&self, req: &RequestView<'_>) -> Decision {
-        (**self).decide(req)
-    }
-
-    fn decide_async<'a>(&'a self, req: &RequestView<'_>) -> Decided<'a> {
-        (**self).decide_async(req)
-    }
-
-    fn decide_async_costing<'a>(&'a self, req: &RequestView<'_>, cost: NonZeroU32) -> Decided<'a> {
-        (**self).decide_async_costing(req, cost)
-    }
-
-    fn reads_header(&self, name: &[u8]) -> bool {
-        (**self).reads_header(name)
-    }
-
-    fn standing(&self, req: &RequestView<'_>) -> Option<Standing> {
-        (**self).standing(req)
-    }
-
-    fn abuse_strike(&self, peer: IpAddr, why: &str) {
-        (**self).abuse_strike(peer, why);
-    }
-
-    fn client(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
-        (**self).client(peer, headers)
-    }
-}
-
-/// The real engine: the surfaces' view maps onto its [`RequestInfo`] one to one.
+/// The real engine.
 impl Decider for Engine {
     fn decide(&self, req: &RequestView<'_>) -> Decision {
-        Engine::decide(self, &info(req))
+        Engine::decide(self, req)
     }
 
     fn decide_async<'a>(&'a self, req: &RequestView<'_>) -> Decided<'a> {
-        Engine::decide_async(self, &info(req))
+        Engine::decide_async(self, req)
     }
 
     fn decide_async_costing<'a>(&'a self, req: &RequestView<'_>, cost: NonZeroU32) -> Decided<'a> {
-        Engine::decide_async_costing(self, &info(req), Some(cost))
+        Engine::decide_async_costing(self, req, Some(cost))
     }
 
     fn reads_header(&self, name: &[u8]) -> bool {
@@ -122,27 +80,14 @@ impl Decider for Engine {
     }
 
     fn standing(&self, req: &RequestView<'_>) -> Option<Standing> {
-        Some(Engine::standing(self, &info(req)))
+        Some(Engine::standing(self, req))
     }
 
     fn abuse_strike(&self, peer: IpAddr, why: &str) {
         Engine::abuse_strike(self, peer, why);
     }
 
-    fn client(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
-        self.with_runtime(|rt| {
-            crate::identity::client_ip::client_ip(peer, headers, &rt.cfg.identity)
-        })
-    }
-}
-
-/// The surfaces' view as the engine's request: the same fields, borrowed.
-fn info<'a>(req: &'a RequestView<'a>) -> RequestInfo<'a> {
-    RequestInfo {
-        peer: req.peer,
-        method: req.method.as_str(),
-        path: req.path,
-        headers: req.headers,
-        unattributed: req.unattributed,
+    fn resolve(&self, peer: IpAddr, headers: &HeaderMap) -> Client {
+        self.with_runtime(|rt| crate::identity::client_ip::client(peer, headers, &rt.cfg.identity))
     }
 }

@@ -9,7 +9,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use limiter_daemon::{clock::SystemClock, config::{Config, env_from_process}};
-//! use limiter_daemon::engine::{Engine, RequestInfo, sink::NoKernel};
+//! use limiter_daemon::engine::{Engine, RequestView, sink::NoKernel};
 //! use limiter_daemon::embedded::EmbeddedStore;
 //!
 //! let cfg = Arc::new(Config::load("limiter.toml".as_ref(), &env_from_process())?);
@@ -17,9 +17,9 @@
 //! let store = Arc::new(EmbeddedStore::open(&cfg.store, limiter_daemon::clock::Clock::now_ms(&*clock))?);
 //! let engine = Engine::new(cfg, store, Arc::new(NoKernel), clock);
 //! let headers = http::HeaderMap::new();
-//! let d = engine.decide(&RequestInfo {
-//!     peer: "203.0.113.7".parse()?, method: "GET", path: "/api/feeds", headers: &headers,
-//!     unattributed: false,
+//! let client = limiter_daemon::identity::client_ip::Client::Addr("203.0.113.7".parse()?);
+//! let d = engine.decide(&RequestView {
+//!     client, method: &http::Method::GET, path: "/api/feeds", headers: &headers,
 //! });
 //! // d.verdict(): Allow | Delay { delay, .. } (hold, then forward) | Reject { reason, retry_after_secs } (429)
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -70,6 +70,6 @@ pub use crate::model::{
     Action, Decision, DelayKind, KeyStatus, Reason, Tier, WindowKind, WindowState,
 };
 pub use error::EngineError;
-pub use request::RequestInfo;
+pub use request::RequestView;
 
 pub use self::base::{Engine, EngineOptions, KeyRefresh};

@@ -1,18 +1,18 @@
-//! What the engine needs to know about a request, borrowed from whichever HTTP surface has it.
+//! What the engine needs to know about a request, borrowed from whichever surface has it.
 
-use std::net::IpAddr;
+use http::{HeaderMap, Method};
 
-/// A request to decide on. `peer` is the TCP peer; forwarding headers are only believed when
-/// it is a trusted proxy.
+use crate::identity::client_ip::Client;
+
+/// A request to decide on, as every surface describes it.
 #[derive(Clone, Copy, Debug)]
-pub struct RequestInfo<'a> {
-    pub peer: IpAddr,
-    pub method: &'a str,
-    /// Path (a query string is ignored for route matching).
+pub struct RequestView<'a> {
+    /// Who sent it, resolved once where the request came in (the proxy's peer and its
+    /// forwarding fields walked, a front end's `X-Real-IP`, the `ip` a caller states): never
+    /// walked again.
+    pub client: Client,
+    pub method: &'a Method,
+    /// Path only, without the query string (routes are matched on it).
     pub path: &'a str,
-    pub headers: &'a http::HeaderMap,
-    /// `peer` is a trusted proxy whose forwarding field named no usable client, found by a
-    /// surface that resolves the client itself (`/v1/auth`); the proxy path leaves it `false`
-    /// and the engine walks the headers.
-    pub unattributed: bool,
+    pub headers: &'a HeaderMap,
 }

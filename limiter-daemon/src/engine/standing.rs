@@ -7,7 +7,7 @@
 //! decision said the same, and those of its next one say `remaining − cost`.
 
 use super::base::Engine;
-use super::request::RequestInfo;
+use super::request::RequestView;
 use crate::clock::ceil_secs;
 use crate::model::{Action, Decision, Reason, WindowState};
 use crate::store::count::{Entry, Usage};
@@ -26,7 +26,7 @@ pub struct Standing {
 
 impl Engine {
     /// `req`'s caller's standing now; counts nothing, strikes nothing.
-    pub fn standing(&self, req: &RequestInfo<'_>) -> Standing {
+    pub fn standing(&self, req: &RequestView<'_>) -> Standing {
         let next = self.explain(req);
         let now = self.clock.now_ms();
         let usage = self.with_runtime(|rt| {
@@ -34,9 +34,8 @@ impl Engine {
                 &rt.cfg,
                 &self.key_cache,
                 &self.agent_dirs,
-                req.peer,
-                req.unattributed,
-                req.method,
+                req.client,
+                req.method.as_str(),
                 req.path,
                 req.headers,
                 now,

@@ -17,6 +17,8 @@
 //! - [`render`]: how a decision becomes rate-limit fields and a 429, and every error body as
 //!   `application/problem+json`.
 //! - [`access_log`]: one line per request answered, from every surface.
+//! - [`steps`]: a request's phases (resolve the client, decide, hold, forward, render, log),
+//!   written once: every surface above runs them.
 //!
 //! Every surface asks [`crate::engine::decider::Decider`] for its decisions.
 
@@ -27,6 +29,7 @@ pub mod h1;
 pub mod listen;
 pub mod proxy;
 pub mod render;
+pub mod steps;
 pub mod tls;
 pub mod upstream;
 

@@ -63,51 +63,62 @@ pub fn trusted(ip: IpAddr, proxies: &[IpNet]) -> bool {
     proxies.iter().any(|n| n.contains(&ip))
 }
 
-/// The client address for a request from `peer` (not grouped); an unattributed request
-/// answers the proxy's address (see [`client`]).
-pub fn client_ip(peer: IpAddr, headers: &HeaderMap, s: &IdentitySettings) -> IpAddr {
-    client(peer, headers, s).ip()
+/// Who sent a request from `peer` under `s`'s trust rules: see [`forwarded`].
+pub fn client(peer: IpAddr, headers: &HeaderMap, s: &IdentitySettings) -> Client {
+    forwarded(peer, headers, &s.trusted_proxies, s.forwarded_header)
 }
 
-/// Who sent a request from `peer`: the forwarding header is walked when `peer` is a trusted
-/// proxy. No header at all means the proxy itself is the client (its own health checks); a
-/// header naming no usable client makes the request [`Client::Unattributed`].
-pub fn client(peer: IpAddr, headers: &HeaderMap, s: &IdentitySettings) -> Client {
+/// Who sent a request from `peer`: its `header` field is walked when `peer` is one of
+/// `proxies`. No field at all means the proxy itself is the client (its own health checks); a
+/// field naming no usable client makes the request [`Client::Unattributed`].
+pub fn forwarded(
+    peer: IpAddr,
+    headers: &HeaderMap,
+    proxies: &[IpNet],
+    header: ForwardedHeader,
+) -> Client {
     let peer = normalize(peer);
-    if s.trusted_proxies.is_empty() || !trusted(peer, &s.trusted_proxies) {
+    if !trusted(peer, proxies) {
         return Client::Addr(peer);
     }
-    let name = match s.forwarded_header {
+    let name = match header {
         ForwardedHeader::XForwardedFor => "x-forwarded-for",
         ForwardedHeader::Forwarded => "forwarded",
     };
-    // Every instance of the header, in order, split into hops (leftmost = original client).
+    let values = headers.get_all(name).into_iter().map(|v| v.to_str().ok());
+    walk(peer, values, proxies, header)
+}
+
+/// The one walk of a forwarding field: `values` are its instances in order (`None`: bytes that
+/// are no text), split into hops (leftmost = original client) and read right to left from
+/// `peer`, the trusted proxy that handed the request over. The first untrusted address is the
+/// client; a malformed hop ends the walk: the request is an unattributed caller of the last
+/// trusted proxy (the one that handed the hop over).
+pub fn walk<'v>(
+    peer: IpAddr,
+    values: impl IntoIterator<Item = Option<&'v str>>,
+    proxies: &[IpNet],
+    header: ForwardedHeader,
+) -> Client {
+    let peer = normalize(peer);
     let mut hops: Vec<&str> = Vec::new();
-    for value in headers.get_all(name) {
-        let Ok(text) = value.to_str() else {
+    for value in values {
+        let Some(text) = value else {
             // Unreadable bytes: we cannot tell who sent it.
             return Client::Unattributed(peer);
         };
         hops.extend(text.split(','));
     }
-    // Walk right to left; the first untrusted address is the client. A malformed hop ends the
-    // walk: the request is an unattributed caller of the last trusted proxy (the one that
-    // handed the hop over).
     let mut last = peer;
     for hop in hops.iter().rev() {
-        let parsed = match s.forwarded_header {
+        let parsed = match header {
             ForwardedHeader::XForwardedFor => parse_node(hop.trim()),
             ForwardedHeader::Forwarded => forwarded_for(hop),
         };
-        match parsed {
+        match parsed.map(normalize) {
             None => return Client::Unattributed(last),
-            Some(ip) => {
-                let ip = normalize(ip);
-                if !trusted(ip, &s.trusted_proxies) {
-                    return Client::Addr(ip);
-                }
-                last = ip;
-            }
+            Some(ip) if !trusted(ip, proxies) => return Client::Addr(ip),
+            Some(ip) => last = ip,
         }
     }
     Client::Addr(last)
@@ -130,7 +141,7 @@ pub fn real_ip(peer: IpAddr, x_real_ip: Option<&HeaderValue>, trusted_peers: &[I
 }
 
 /// `1.2.3.4`, `1.2.3.4:80`, `2001:db8::1`, `[2001:db8::1]`, `[2001:db8::1]:80`.
-fn parse_node(text: &str) -> Option<IpAddr> {
+pub fn parse_node(text: &str) -> Option<IpAddr> {
     if let Ok(ip) = text.parse::<IpAddr>() {
         return Some(ip);
     }
@@ -192,7 +203,7 @@ mod tests {
             "forwarded",
             &["for=\"[2001:db8:cafe::17]:4711\";proto=https, for=10.1.1.1;by=10.0.0.2"],
         );
-        let ip = client_ip("10.0.0.1".parse().unwrap(), &h, &s);
+        let ip = client("10.0.0.1".parse().unwrap(), &h, &s).ip();
         assert_eq!(ip, "2001:db8:cafe::17".parse::<IpAddr>().unwrap());
     }
 

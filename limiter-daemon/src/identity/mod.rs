@@ -149,10 +149,9 @@ impl IdentityResolver {
         }
     }
 
-    /// Who `peer` with `method`, `path` and `headers` is at `now_ms`. API keys are checked
-    /// against `keys`, agents' signatures against `agents`. `unattributed`: a surface that
-    /// resolved the client itself (`/v1/auth`) found that the trusted `peer` named no usable
-    /// client. `decision`: resolving for a decision, which remembers an agent signature's
+    /// Who `client` (resolved where the request came in) with `method`, `path` and `headers`
+    /// is at `now_ms`. API keys are checked against `keys`, agents' signatures against
+    /// `agents`. `decision`: resolving for a decision, which remembers an agent signature's
     /// nonce; a dry run (explain, standing) does not.
     #[allow(clippy::too_many_arguments)]
     pub fn resolve(
@@ -160,20 +159,14 @@ impl IdentityResolver {
         cfg: &Config,
         keys: &KeyCache,
         agents: &DirectoryCache,
-        peer: IpAddr,
-        unattributed: bool,
+        client: client_ip::Client,
         method: &str,
         path: &str,
         headers: &HeaderMap,
         now_ms: u64,
         decision: bool,
     ) -> Caller {
-        let client = if unattributed {
-            client_ip::Client::Unattributed(client_ip::normalize(peer))
-        } else {
-            client_ip::client(peer, headers, &cfg.identity)
-        };
-        let ip = client.ip();
+        let ip = client_ip::normalize(client.ip());
         let group = client_ip::group(ip, cfg.identity.ipv6_prefix);
         let cookie = session::has_session_cookie(headers, &cfg.identity.session_cookie);
         let mut caller = Caller {

@@ -10,7 +10,7 @@ use std::time::Instant;
 use super::Metrics;
 use crate::engine::decider::{Decided, Decider, RequestView};
 use crate::engine::standing::Standing;
-use crate::identity::client_ip::client_ip;
+use crate::identity::client_ip::{normalize, Client};
 use crate::model::Decision;
 
 pub struct MeteredDecider {
@@ -33,13 +33,10 @@ impl MeteredDecider {
         self.metrics.talkers.observe(d, addr);
     }
 
-    /// The client's address as the engine meters it (the forwarding header walked behind a
-    /// trusted proxy), for the talker table: only an anonymous caller's is kept.
-    fn address(&self, req: &RequestView<'_>) -> IpAddr {
-        match self.metrics.sources.engine.get() {
-            Some(e) => client_ip(req.peer, req.headers, &e.config().identity),
-            None => req.peer,
-        }
+    /// The client's address as the engine meters it, for the talker table: only an anonymous
+    /// caller's is kept.
+    fn address(req: &RequestView<'_>) -> IpAddr {
+        normalize(req.client.ip())
     }
 }
 
@@ -47,20 +44,20 @@ impl Decider for MeteredDecider {
     fn decide(&self, req: &RequestView<'_>) -> Decision {
         let started = Instant::now();
         let d = self.inner.decide(req);
-        self.observe(started, &d, self.address(req));
+        self.observe(started, &d, Self::address(req));
         d
     }
 
     /// Timed from the call to the answer, the remote store's wait included.
     fn decide_async<'a>(&'a self, req: &RequestView<'_>) -> Decided<'a> {
         let started = Instant::now();
-        let addr = self.address(req);
+        let addr = Self::address(req);
         self.observed(started, addr, self.inner.decide_async(req))
     }
 
     fn decide_async_costing<'a>(&'a self, req: &RequestView<'_>, cost: NonZeroU32) -> Decided<'a> {
         let started = Instant::now();
-        let addr = self.address(req);
+        let addr = Self::address(req);
         self.observed(started, addr, self.inner.decide_async_costing(req, cost))
     }
 
@@ -77,8 +74,8 @@ impl Decider for MeteredDecider {
         self.inner.abuse_strike(peer, why);
     }
 
-    fn client(&self, peer: IpAddr, headers: &http::HeaderMap) -> IpAddr {
-        self.inner.client(peer, headers)
+    fn resolve(&self, peer: IpAddr, headers: &http::HeaderMap) -> Client {
+        self.inner.resolve(peer, headers)
     }
 }
 

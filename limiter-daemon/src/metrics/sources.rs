@@ -18,8 +18,8 @@ use prometheus_client::metrics::MetricType;
 
 use crate::config::kernel::KernelMode;
 use crate::engine::Engine;
-use crate::http::proxy::hold::HoldGate;
 use crate::http::proxy::tunnel::registry::Tunnels;
+use crate::http::steps::hold::HoldGate;
 use crate::http::upstream::error::UpstreamCounters;
 use crate::kernel::events::EventStats;
 use crate::kernel::KernelMaps;

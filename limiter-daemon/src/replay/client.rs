@@ -7,15 +7,18 @@
 //! (a log written behind a load balancer the daemon's config does not name). A hop that is not
 //! an address ends the walk at the last address trusted, as in the daemon.
 //!
-//! The replay hands the engine this client as the peer and no forwarding header: the walk
-//! happens once, here, with the rule above.
+//! The walk is the daemon's own ([`walk`]); only whom it believes differs: `--xff` trusts a
+//! peer the config does not list, because the log's producer may sit behind a balancer this
+//! config never names. A hop naming no client ends the walk at the last trusted address (the
+//! replay meters it as that address: a log has no unattributed callers to keep apart). The
+//! replay hands the engine the client it found.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
-use crate::config::IdentitySettings;
-use crate::identity::client_ip::normalize;
+use crate::config::{ForwardedHeader, IdentitySettings};
+use crate::identity::client_ip::{normalize, parse_node, trusted, walk};
 
 /// Networks in the report by default: an IPv4 /24 and an IPv6 /48 (the network budgets'
 /// defaults; a replay uses its config's `[networks]` prefixes).
@@ -24,40 +27,23 @@ pub const V6_NETWORK: u8 = 48;
 
 /// `1.2.3.4`, `1.2.3.4:80`, `2001:db8::1`, `[2001:db8::1]`, `[2001:db8::1]:80`.
 pub fn parse_addr(text: &str) -> Option<IpAddr> {
-    let t = text.trim();
-    if let Ok(ip) = t.parse::<IpAddr>() {
-        return Some(normalize(ip));
-    }
-    if let Ok(sa) = t.parse::<SocketAddr>() {
-        return Some(normalize(sa.ip()));
-    }
-    let inner = t.strip_prefix('[')?.strip_suffix(']')?;
-    inner
-        .parse::<Ipv6Addr>()
-        .ok()
-        .map(|v6| normalize(IpAddr::V6(v6)))
+    parse_node(text.trim()).map(normalize)
 }
 
-fn trusted(ip: IpAddr, proxies: &[IpNet]) -> bool {
-    proxies.iter().any(|n| n.contains(&ip))
-}
-
-/// The client of a request logged from `peer` with `xff`; `always_xff`: believe the field
-/// whoever the peer is (`--xff`).
+/// The client of a request logged from `peer` with `xff`, by the daemon's own walk; `always_xff`:
+/// believe the field whoever the peer is (`--xff`).
 pub fn client(peer: IpAddr, xff: Option<&str>, s: &IdentitySettings, always_xff: bool) -> IpAddr {
     let Some(xff) = xff else { return peer };
     if !always_xff && !trusted(peer, &s.trusted_proxies) {
         return peer;
     }
-    let mut last = peer;
-    for hop in xff.rsplit(',') {
-        match parse_addr(hop) {
-            None => return last,
-            Some(ip) if !trusted(ip, &s.trusted_proxies) => return ip,
-            Some(ip) => last = ip,
-        }
-    }
-    last
+    walk(
+        peer,
+        [Some(xff)],
+        &s.trusted_proxies,
+        ForwardedHeader::XForwardedFor,
+    )
+    .ip()
 }
 
 /// The network `ip` is reported under, with the default prefixes.

@@ -39,8 +39,9 @@ use crate::clock::ManualClock;
 use crate::config::Config;
 use crate::embedded::EmbeddedStore;
 use crate::engine::sink::NoKernel;
-use crate::engine::{Engine, EngineOptions, KeyRefresh, RequestInfo};
+use crate::engine::{Engine, EngineOptions, KeyRefresh, RequestView};
 use crate::identity::client_ip::group;
+use crate::identity::client_ip::Client;
 use crate::identity::hash::IdentityHasher;
 
 static SIGNATURE_AGENT: HeaderName = HeaderName::from_static("signature-agent");
@@ -130,12 +131,13 @@ impl Side {
         self.clock.set_ms(now_ms);
         let id = &self.cfg.identity;
         let ip = client(peer, line.xff.as_deref(), id, always_xff);
-        let d = self.engine.decide(&RequestInfo {
-            peer: ip,
-            method: &line.method,
+        // A method no request could carry is metered as a GET, on its path's route.
+        let method = http::Method::from_bytes(line.method.as_bytes()).unwrap_or_default();
+        let d = self.engine.decide(&RequestView {
+            client: Client::Addr(ip),
+            method: &method,
             path: &line.target,
             headers: &self.headers,
-            unattributed: false,
         });
         let nets = &self.cfg.networks;
         let net = network_of(ip, nets.ipv4_prefix, nets.ipv6_prefix);

@@ -1,5 +1,5 @@
 //! The real `limiter-daemon` binary, started from outside with a config file and driven over
-//! sockets, on both proxy paths (the own HTTP/1.1 loop and hyper's, `own_loop = false`):
+//! sockets, on both proxy paths (the own HTTP/1.1 loop and hyper's, `max_header_count = 128`, more fields than the loop parses):
 //! shadow mode (`[engine] shadow = true`) admits everything and says what would have happened
 //! (proxy header, `/v1/decide`'s `shadow`, metrics labelled `shadow="true"`); enforcing, a
 //! forged cookie is delayed at `L_anon + 1`, and a `locked` 429 says what every 429 says.
@@ -23,6 +23,12 @@ struct Addrs {
 
 /// Starts the binary on `extra` plus the listeners, the upstream and the state directory.
 async fn daemon(dir: &Path, upstream: SocketAddr, own_loop: bool, extra: &str) -> (Daemon, Addrs) {
+    // More fields than the own loop parses: every request takes hyper's server.
+    let hyper_only = if own_loop {
+        ""
+    } else {
+        "max_header_count = 128\n"
+    };
     let a = Addrs {
         api: free_addr(),
         proxy: free_addr(),
@@ -31,7 +37,7 @@ async fn daemon(dir: &Path, upstream: SocketAddr, own_loop: bool, extra: &str) -
     let text = format!(
         "{extra}\n[kernel]\nmode = \"off\"\n[store]\nstate_dir = \"{state}\"\n\
          [admin]\nlisten = \"\"\n[http]\napi_listen = [\"{api}\"]\nproxy_listen = [\"{proxy}\"]\n\
-         upstream = \"http://{upstream}\"\nown_loop = {own_loop}\n\
+         upstream = \"http://{upstream}\"\n{hyper_only}\
          [metrics]\nlisten = \"{metrics}\"\n",
         state = dir.join("state").display(),
         api = a.api,

@@ -10,19 +10,19 @@ use limiter_daemon::clock::{Clock, ManualClock};
 use limiter_daemon::embedded::EmbeddedStore;
 use limiter_daemon::engine::keys::IssueKey;
 use limiter_daemon::engine::sink::NoKernel;
-use limiter_daemon::engine::{Action, Engine, Reason, RequestInfo, Tier, WindowKind};
+use limiter_daemon::engine::{Action, Engine, Reason, RequestView, Tier, WindowKind};
+use limiter_daemon::identity::client_ip::Client;
 use limiter_daemon::model::{ListEntry, ListKind};
 
 #[test]
 fn explain_counts_nothing() {
     let r = rig("[tiers.anon]\nhourly = 2\n");
     let h = headers(&[]);
-    let req = RequestInfo {
-        peer: ip("192.0.2.1"),
-        method: "GET",
+    let req = RequestView {
+        client: Client::Addr(ip("192.0.2.1")),
+        method: &http::Method::GET,
         path: "/",
         headers: &h,
-        unattributed: false,
     };
     for _ in 0..5 {
         let d = r.engine.explain(&req);
@@ -236,12 +236,11 @@ fn background_refresher_lands_lookups_behind_the_request() {
     let engine = Engine::new(cfg, store, Arc::new(NoKernel), Arc::new(clock.clone()));
     let key = engine.keys().issue(IssueKey::default()).unwrap();
     let h = headers(&[("x-api-key", &key.token)]);
-    let req = RequestInfo {
-        peer: ip("198.51.100.2"),
-        method: "GET",
+    let req = RequestView {
+        client: Client::Addr(ip("198.51.100.2")),
+        method: &http::Method::GET,
         path: "/",
         headers: &h,
-        unattributed: false,
     };
     assert_eq!(engine.decide(&req).tier, Tier::Session, "pending at first");
     // Poll with a deadline (the lookup runs on the refresher thread).

@@ -249,4 +249,19 @@ fn an_old_style_config_loads_as_its_new_shape_with_one_warning_per_old_key() {
         !new_err.contains("WARN"),
         "the current shape warns of nothing: {new_err}"
     );
+#[test]
+fn the_removed_proxy_switches_still_load_with_a_warning_naming_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("switches.toml");
+    std::fs::write(
+        &p,
+        "[kernel]\nmode = \"off\"\n\n[http]\nown_loop = false\nbatch_scheduling = false\n",
+    )
+    .unwrap();
+    let (ok, out, err) = check_config(&p, &[]);
+    assert!(ok, "{err}");
+    let said = format!("{out}{err}");
+    for key in ["own_loop", "batch_scheduling"] {
+        assert!(said.contains(&format!("[http] {key} is ignored")), "{said}");
+    }
 }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use crate::rig::*;
 use limiter_daemon::engine::decider::Decided;
-use limiter_daemon::engine::{Action, Reason, RequestInfo};
+use limiter_daemon::engine::{Action, Reason, RequestView};
+use limiter_daemon::identity::client_ip::Client;
 
 #[test]
 fn sixty_four_tasks_on_one_identity_never_admit_more_than_the_limit() {
@@ -29,12 +30,11 @@ fn sixty_four_tasks_on_one_identity_never_admit_more_than_the_limit() {
             tasks.push(tokio::spawn(async move {
                 let headers = http::HeaderMap::new();
                 for _ in 0..10 {
-                    let req = RequestInfo {
-                        peer: ip("198.51.100.64"),
-                        method: "GET",
+                    let req = RequestView {
+                        client: Client::Addr(ip("198.51.100.64")),
+                        method: &http::Method::GET,
                         path: "/",
                         headers: &headers,
-                        unattributed: false,
                     };
                     let d = match r.engine.decide_async(&req) {
                         Decided::Ready(d) => d,

@@ -12,6 +12,7 @@ use ipnet::IpNet;
 use limiter_daemon::clock::{Clock, ManualClock};
 use limiter_daemon::embedded::EmbeddedStore;
 use limiter_daemon::engine::{Engine, EngineOptions, KeyRefresh, Tier};
+use limiter_daemon::identity::client_ip::Client;
 use limiter_daemon::identity::hash::{IdKey, IdentityHasher};
 use limiter_daemon::model::{KeyRecord, KeyStatus, ListEntry, ListKind, Lockout, StrikeRecord};
 use limiter_daemon::store::{
@@ -107,12 +108,11 @@ fn invented(n: u32) -> String {
 
 fn present(engine: &Engine, peer: &str, key: &str) -> limiter_daemon::engine::Decision {
     let h = headers(&[("x-api-key", key)]);
-    engine.decide(&limiter_daemon::engine::RequestInfo {
-        peer: ip(peer),
-        method: "GET",
+    engine.decide(&limiter_daemon::engine::RequestView {
+        client: Client::Addr(ip(peer)),
+        method: &http::Method::GET,
         path: "/",
         headers: &h,
-        unattributed: false,
     })
 }
 

@@ -10,6 +10,7 @@ use limiter_daemon::clock::ManualClock;
 use limiter_daemon::config::{Config, HashMode};
 use limiter_daemon::engine::keys::IssueKey;
 use limiter_daemon::engine::{Action, Engine, EngineOptions, KeyRefresh, Reason, Tier};
+use limiter_daemon::identity::client_ip::Client;
 use limiter_daemon::identity::hash::{IdKey, IdentityHasher, Namespace};
 use limiter_daemon::model::{PerWindow, WindowKind};
 use limiter_daemon::store::count::{apply, CountRequest, Entry, Limit};
@@ -103,12 +104,11 @@ fn engine_rules_hold_over_valkey_and_hosts_share_state() {
     let clock = ManualClock::new(T0);
     let (a, _) = engine_on(&server, &clock, dir.path());
     let h = http::HeaderMap::new();
-    let req = |peer: &str| limiter_daemon::engine::RequestInfo {
-        peer: ip(peer),
-        method: "GET",
+    let req = |peer: &str| limiter_daemon::engine::RequestView {
+        client: Client::Addr(ip(peer)),
+        method: &http::Method::GET,
         path: "/",
         headers: &h,
-        unattributed: false,
     };
     // Burst: 120 admitted, the 121st is a strike and a lockout of 60 s, lengthened to 65 s:
     // until the burst's slot (taken at the slot-aligned T0) leaves the window.
@@ -148,12 +148,11 @@ fn engine_rules_hold_over_valkey_and_hosts_share_state() {
 
     let key = a.keys().issue(IssueKey::default()).unwrap();
     let kh = headers(&[("x-api-key", &key.token)]);
-    let kreq = limiter_daemon::engine::RequestInfo {
-        peer: ip("198.51.100.1"),
-        method: "GET",
+    let kreq = limiter_daemon::engine::RequestView {
+        client: Client::Addr(ip("198.51.100.1")),
+        method: &http::Method::GET,
         path: "/",
         headers: &kh,
-        unattributed: false,
     };
     assert_eq!(b.decide(&kreq).tier, Tier::Session, "pending on host b");
     b.keys().process_pending();
@@ -193,12 +192,11 @@ fn engine_open_uses_the_configured_backend() {
         Arc::new(clock),
     )
     .expect("opens over valkey");
-    let d = engine.decide(&limiter_daemon::engine::RequestInfo {
-        peer: ip("192.0.2.9"),
-        method: "GET",
+    let d = engine.decide(&limiter_daemon::engine::RequestView {
+        client: Client::Addr(ip("192.0.2.9")),
+        method: &http::Method::GET,
         path: "/",
         headers: &http::HeaderMap::new(),
-        unattributed: false,
     });
     assert_eq!(d.action(), Action::Allow);
     // The counters are in the server, under the configured prefix and the identity's hash tag.
@@ -227,12 +225,11 @@ fn store_down_falls_back_to_local_counting_and_resumes() {
     let sink = Arc::new(RecordingSink::default());
     let engine = Engine::open(cfg, sink.clone(), Arc::new(clock.clone())).unwrap();
     let h = http::HeaderMap::new();
-    let req = limiter_daemon::engine::RequestInfo {
-        peer: ip("192.0.2.44"),
-        method: "GET",
+    let req = limiter_daemon::engine::RequestView {
+        client: Client::Addr(ip("192.0.2.44")),
+        method: &http::Method::GET,
         path: "/",
         headers: &h,
-        unattributed: false,
     };
     for _ in 0..10 {
         assert_eq!(engine.decide(&req).action(), Action::Allow);
@@ -270,8 +267,8 @@ fn store_down_falls_back_to_local_counting_and_resumes() {
     // The store returns: after the retry interval counting resumes there.
     let Some(_again) = start_on(port) else { return };
     clock.advance_ms(61_000);
-    let other = limiter_daemon::engine::RequestInfo {
-        peer: ip("192.0.2.45"),
+    let other = limiter_daemon::engine::RequestView {
+        client: Client::Addr(ip("192.0.2.45")),
         ..req
     };
     assert_eq!(engine.decide(&other).action(), Action::Allow);
@@ -381,12 +378,11 @@ fn engine_over_a_cluster_locks_out_and_a_second_host_restores_it() {
     )
     .unwrap();
     let h = http::HeaderMap::new();
-    let req = |peer: &str| limiter_daemon::engine::RequestInfo {
-        peer: ip(peer),
-        method: "GET",
+    let req = |peer: &str| limiter_daemon::engine::RequestView {
+        client: Client::Addr(ip(peer)),
+        method: &http::Method::GET,
         path: "/",
         headers: &h,
-        unattributed: false,
     };
     for n in 0..120 {
         assert_eq!(a.decide(&req("192.0.2.90")).action(), Action::Allow, "{n}");
@@ -454,12 +450,11 @@ fn a_frozen_server_costs_one_timeout_then_counting_goes_local() {
     )
     .unwrap();
     let h = http::HeaderMap::new();
-    let req = limiter_daemon::engine::RequestInfo {
-        peer: ip("192.0.2.70"),
-        method: "GET",
+    let req = limiter_daemon::engine::RequestView {
+        client: Client::Addr(ip("192.0.2.70")),
+        method: &http::Method::GET,
         path: "/",
         headers: &h,
-        unattributed: false,
     };
     assert_eq!(engine.decide(&req).action(), Action::Allow);
     assert!(!engine.store().degraded());

@@ -18,10 +18,12 @@ use limiter_daemon::clock::{Clock, ManualClock};
 use limiter_daemon::config::store::StoreBackend;
 use limiter_daemon::config::{Config, EnvMap};
 use limiter_daemon::embedded::EmbeddedStore;
+use limiter_daemon::engine::decider::Decider;
 use limiter_daemon::engine::sink::EnforcementSink;
 use limiter_daemon::engine::{
-    Action, Decision, Engine, EngineOptions, KeyRefresh, Reason, RequestInfo, Tier, WindowKind,
+    Action, Decision, Engine, EngineOptions, KeyRefresh, Reason, RequestView, Tier, WindowKind,
 };
+use limiter_daemon::identity::client_ip::Client;
 use limiter_daemon::model::ListKind;
 use limiter_daemon::store::Store;
 use parking_lot::Mutex;
@@ -108,12 +110,11 @@ impl EnforcementSink for RecordingSink {
 pub fn burst_retry_after_is_the_truth(engine: &Engine, clock: &ManualClock, peer: &str) {
     let headers = HeaderMap::new();
     let decide = || {
-        engine.decide(&RequestInfo {
-            peer: ip(peer),
-            method: "GET",
+        engine.decide(&RequestView {
+            client: Client::Addr(ip(peer)),
+            method: &http::Method::GET,
             path: "/",
             headers: &headers,
-            unattributed: false,
         })
     };
     let rejected = (0..10_000)
@@ -260,12 +261,14 @@ impl Rig {
 
     pub fn request(&self, peer: &str, method: &str, path: &str, headers: &HeaderMap) -> Decision {
         settle(&self.engine);
-        self.engine.decide(&RequestInfo {
-            peer: ip(peer),
-            method,
+        let method = http::Method::from_bytes(method.as_bytes()).expect("method");
+        // Resolved as the proxy resolves a request's client where it comes in.
+        let client = Decider::resolve(&self.engine, ip(peer), headers);
+        self.engine.decide(&RequestView {
+            client,
+            method: &method,
             path,
             headers,
-            unattributed: false,
         })
     }
 
@@ -327,12 +330,11 @@ pub fn drive(engine: &Engine, clock: &ManualClock, peer: &str, schedule: &[u64])
         .map(|&gap| {
             clock.advance_ms(gap);
             settle(engine);
-            engine.decide(&RequestInfo {
-                peer: ip(peer),
-                method: "GET",
+            engine.decide(&RequestView {
+                client: Client::Addr(ip(peer)),
+                method: &http::Method::GET,
                 path: "/",
                 headers: &headers,
-                unattributed: false,
             })
         })
         .collect()

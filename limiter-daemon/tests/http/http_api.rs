@@ -15,8 +15,9 @@ use http_body_util::BodyExt;
 use http_support::*;
 use limiter_daemon::http::api::router::router;
 use limiter_daemon::http::api::state::ApiState;
-use limiter_daemon::http::proxy::hold::HoldGate;
 use limiter_daemon::http::render::response::Hints;
+use limiter_daemon::http::steps::hold::HoldGate;
+use limiter_daemon::http::steps::Steps;
 use limiter_daemon::http::RequestView;
 use limiter_daemon::model::{Reason, Tier};
 use tower::ServiceExt;
@@ -414,16 +415,19 @@ async fn auth_refuses_a_dot_segment_in_every_convention() {
 async fn auth_peer_seen(peer: SocketAddr, real_ip: &str) -> (IpAddr, bool) {
     let decider = scripted(|_r: &RequestView<'_>| allow(Tier::Anon, "x"));
     let state = ApiState {
-        decider: decider.clone(),
-        gate: HoldGate::new(10, 2),
-        hints: Arc::new(Hints::default()),
+        steps: Arc::new(Steps {
+            decider: decider.clone(),
+            gate: HoldGate::new(10, 2),
+            hints: Hints::default(),
+            grace_over: Default::default(),
+            access_log: Default::default(),
+        }),
         trusted_peers: Arc::new(vec![
             "10.0.0.0/8".parse().unwrap(),
             "::1/128".parse().unwrap(),
         ]),
         limits: Default::default(),
         token: None,
-        access_log: Default::default(),
     };
     let app = router(state).layer(MockConnectInfo(peer));
     let resp = app

@@ -5,7 +5,7 @@
 //! requests (forwarding headers single, chained, repeated and malformed, including fields that
 //! name no usable client (`unknown`, `_hidden`, empty); session cookies; JWTs
 //! good and bad; keys verified, invented and malformed; field names in any case), sends each
-//! sequence over raw sockets to a proxy with the own loop and to one with `own_loop = false`
+//! sequence over raw sockets to a proxy with the own loop and to one with `max_header_count = 128`, more fields than the loop parses
 //! (a `POST` with a body on the first is decided before the hand-over to hyper, a third way),
 //! each in front of its own real engine at the same manual clock, and requires the same
 //! decision (tier, identity, action, reason, windows, delay) and the same status and
@@ -348,7 +348,7 @@ async fn run_case(setup: Setup, reqs: Vec<Req>, up: std::net::SocketAddr) {
     let mut sides = Vec::new();
     for (engine, state, path) in [
         (engine_a, dir_a, ""),
-        (engine_b, dir_b, "own_loop = false\n"),
+        (engine_b, dir_b, "max_header_count = 128\n"),
     ] {
         let recorder = Arc::new(Recorder {
             engine,
@@ -445,7 +445,7 @@ proptest! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_noisy_client_behind_a_trusted_proxy_locks_out_only_itself() {
     let up = start_upstream().await;
-    for path in ["", "own_loop = false\n"] {
+    for path in ["", "max_header_count = 128\n"] {
         let dir = tempfile::tempdir().unwrap();
         let text = format!(
             "[tiers.anon]\nburst = 5\n[identity]\ntrusted_proxies = [\"127.0.0.1\"]\n\

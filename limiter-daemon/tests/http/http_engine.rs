@@ -609,7 +609,7 @@ async fn a_field_naming_no_client_never_locks_the_trusted_proxy() {
     use limiter_daemon::engine::error::EngineError;
     use limiter_daemon::engine::lockouts::LockTarget;
     use limiter_daemon::model::{ListEntry, ListKind};
-    for http_extra in ["", "own_loop = false\n"] {
+    for http_extra in ["", "max_header_count = 128\n"] {
         let w = world(BEHIND_A_PROXY, http_extra).await;
         let locked = || -> Vec<String> {
             w.engine

@@ -25,9 +25,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use limiter_daemon::config::http::HttpSettings;
-use limiter_daemon::http::proxy::hold::HoldGate;
 use limiter_daemon::http::proxy::server::HttpServer;
 use limiter_daemon::http::render::response::Hints;
+use limiter_daemon::http::steps::hold::HoldGate;
 use limiter_daemon::http::upstream::error::UpstreamCounters;
 use limiter_daemon::http::{Decider, RequestView};
 use limiter_daemon::model::{Decision, DelayKind, Reason, Tier, WindowKind, WindowState};
@@ -366,11 +366,14 @@ pub struct Scripted<F> {
 impl<F: Fn(&RequestView<'_>) -> Decision + Send + Sync + 'static> Decider for Scripted<F> {
     fn decide(&self, req: &RequestView<'_>) -> Decision {
         self.seen.lock().push(Seen {
-            peer: req.peer,
+            peer: req.client.ip(),
             method: req.method.to_string(),
             path: req.path.to_string(),
             headers: req.headers.clone(),
-            unattributed: req.unattributed,
+            unattributed: matches!(
+                req.client,
+                limiter_daemon::identity::client_ip::Client::Unattributed(_)
+            ),
         });
         (self.f)(req)
     }

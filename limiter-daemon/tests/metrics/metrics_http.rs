@@ -58,7 +58,7 @@ struct World {
 struct Surfaces {
     proxy: Option<SocketAddr>,
     api: SocketAddr,
-    gate: Arc<limiter_daemon::http::proxy::hold::HoldGate>,
+    gate: Arc<limiter_daemon::http::steps::hold::HoldGate>,
     _task: tokio::task::JoinHandle<()>,
 }
 

@@ -11,7 +11,8 @@ use limiter_daemon::clock::ManualClock;
 use limiter_daemon::config::{Config, ConfigError, EnvMap};
 use limiter_daemon::embedded::EmbeddedStore;
 use limiter_daemon::engine::sink::NoKernel;
-use limiter_daemon::engine::{Action, Engine, RequestInfo};
+use limiter_daemon::engine::{Action, Engine, RequestView};
+use limiter_daemon::identity::client_ip::Client;
 use limiter_daemon::metrics::Metrics;
 
 const T0: u64 = 1_795_946_430_000;
@@ -52,12 +53,11 @@ fn the_hook_applies_lists_changes_and_refuses_with_field_and_line() {
     let hook = reloader.hook();
     let headers = HeaderMap::new();
     let ask = || {
-        engine.decide(&RequestInfo {
-            peer: "203.0.113.8".parse().unwrap(),
-            method: "GET",
+        engine.decide(&RequestView {
+            client: Client::Addr("203.0.113.8".parse().unwrap()),
+            method: &http::Method::GET,
             path: "/",
             headers: &headers,
-            unattributed: false,
         })
     };
     for _ in 0..3 {

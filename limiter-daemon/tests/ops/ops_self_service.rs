@@ -1,5 +1,5 @@
 //! The self-service endpoint against the real daemon binary, on both proxy paths (the own
-//! HTTP/1.1 loop and hyper's server, `own_loop = false`): its figures are those of the
+//! HTTP/1.1 loop and hyper's server, `max_header_count = 128`, more fields than the loop parses): its figures are those of the
 //! caller's last decision and its next decision's fields say one less; it is never forwarded
 //! (the upstream sees nothing of it) and never counted (a thousand calls leave the budget as
 //! it was); both paths answer alike; `self_service_path = ""` turns it off.
@@ -21,12 +21,18 @@ fn start(
     own_loop: bool,
     extra: &str,
 ) -> (Daemon, SocketAddr) {
+    // More fields than the own loop parses: every request takes hyper's server.
+    let hyper_only = if own_loop {
+        ""
+    } else {
+        "max_header_count = 128\n"
+    };
     let proxy = free_addr();
     let text = config_text(
         dir,
         &format!(
             "[tiers.anon]\nburst = 50\n[admin]\nlisten = \"\"\n[http]\nproxy_listen = [\"{proxy}\"]\nupstream = \"http://{}\"\n\
-             own_loop = {own_loop}\n{extra}[metrics]\nlisten = \"\"\n",
+             {hyper_only}{extra}[metrics]\nlisten = \"\"\n",
             up.addr
         ),
     );

@@ -10,9 +10,10 @@ use super::blocking::blocking;
 use crate::admin::body::RawJson;
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;
-use crate::engine::RequestInfo;
+use crate::engine::RequestView;
 use crate::http::api::decide_body::parse;
 use crate::http::api::state::ApiLimits;
+use crate::identity::client_ip::Client;
 use crate::model::{Action, Decision};
 
 fn decided_by(d: &Decision) -> Value {
@@ -42,12 +43,11 @@ pub async fn explain(
     })?;
     drop::<Bytes>(body);
     let d = blocking(&state, move |e| {
-        e.explain(&RequestInfo {
-            peer: described.ip,
-            method: described.method.as_str(),
+        e.explain(&RequestView {
+            client: Client::Addr(described.ip),
+            method: &described.method,
             path: &described.path,
             headers: &described.headers,
-            unattributed: false,
         })
     })
     .await?;

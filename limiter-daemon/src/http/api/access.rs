@@ -43,7 +43,7 @@ pub fn described<B>(
     path: &str,
     d: &Decision,
 ) -> http::Response<B> {
-    if state.access_log.is_on() {
+    if state.steps.access_log.is_on() {
         resp.extensions_mut().insert(Described {
             client,
             method: method.clone(),
@@ -58,7 +58,7 @@ pub fn described<B>(
 /// The original request's host in a forward-auth request's `headers` (Caddy and Traefik name
 /// it in `X-Forwarded-Host`; nginx passes the original `Host`), with the log on.
 pub fn host_of(state: &ApiState, headers: &http::HeaderMap) -> Option<Vec<u8>> {
-    if !state.access_log.is_on() {
+    if !state.steps.access_log.is_on() {
         return None;
     }
     headers
@@ -69,7 +69,7 @@ pub fn host_of(state: &ApiState, headers: &http::HeaderMap) -> Option<Vec<u8>> {
 
 /// The middleware: one line per API request.
 pub async fn log(State(state): State<ApiState>, req: Request, next: Next) -> Response {
-    if !state.access_log.is_on() {
+    if !state.steps.access_log.is_on() {
         return next.run(req).await;
     }
     let peer = req
@@ -83,7 +83,7 @@ pub async fn log(State(state): State<ApiState>, req: Request, next: Next) -> Res
         Surface::Auth
     };
     let (user_agent, host) = agent_and_host(req.headers());
-    let mut line = state.access_log.start(&Seen {
+    let mut line = state.steps.access_log.start(&Seen {
         surface,
         peer,
         client: peer,
@@ -103,6 +103,6 @@ pub async fn log(State(state): State<ApiState>, req: Request, next: Next) -> Res
         l.verdict = Some(d.verdict.clone());
     }
     let bytes = resp.body().size_hint().exact().unwrap_or(0);
-    state.access_log.finish(line, status, bytes);
+    state.steps.access_log.finish(line, status, bytes);
     resp
 }

@@ -24,8 +24,8 @@ use std::net::IpAddr;
 use http::{HeaderMap, HeaderName, Method, StatusCode, Uri};
 use ipnet::IpNet;
 
-use crate::config::{ForwardedHeader, IdentitySettings};
-use crate::identity::client_ip::{client, real_ip, Client};
+use crate::config::ForwardedHeader;
+use crate::identity::client_ip::{forwarded, real_ip, Client};
 
 pub const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 pub const X_ORIGINAL_URI: HeaderName = HeaderName::from_static("x-original-uri");
@@ -161,13 +161,7 @@ pub fn caller(front: Front, peer: IpAddr, headers: &HeaderMap, trusted_peers: &[
     if front == Front::Nginx && headers.contains_key(&X_REAL_IP) {
         return real_ip(peer, headers.get(&X_REAL_IP), trusted_peers);
     }
-    let walk = IdentitySettings {
-        trusted_proxies: trusted_peers.to_vec(),
-        forwarded_header: ForwardedHeader::XForwardedFor,
-        ipv6_prefix: 128,
-        session_cookie: String::new(),
-    };
-    client(peer, headers, &walk)
+    forwarded(peer, headers, trusted_peers, ForwardedHeader::XForwardedFor)
 }
 
 /// Removes every convention's fields, so the engine sees only the original request's own.

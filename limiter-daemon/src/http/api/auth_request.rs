@@ -27,12 +27,11 @@ use http::{HeaderName, HeaderValue};
 use crate::engine::decider::RequestView;
 use crate::http::api::access;
 use crate::http::api::auth_convention::{caller, original, strip};
-use crate::http::api::settle::{settle, Settled};
 use crate::http::api::state::{drop_forwarding, ApiState};
 use crate::http::proxy::limits::too_large;
 use crate::http::render::problem;
 use crate::http::render::response::{problem as rejection_problem, write_headers};
-use crate::identity::client_ip::Client;
+use crate::http::steps::Settled;
 use crate::model::Action;
 
 pub use crate::http::api::auth_convention::{X_ORIGINAL_METHOD, X_ORIGINAL_URI, X_REAL_IP};
@@ -79,13 +78,12 @@ pub async fn auth(
     strip(&mut headers);
 
     let view = RequestView {
-        peer: client.ip(),
+        client,
         method: &method,
         path: &path,
         headers: &headers,
-        unattributed: matches!(client, Client::Unattributed(_)),
     };
-    let d = match settle(&state, &view, None).await {
+    let d = match state.steps.settle(&view, None).await {
         Settled::Allowed(d) => d,
         Settled::Refused {
             decision,
@@ -94,7 +92,7 @@ pub async fn auth(
             // nginx replays a 429 from the captured headers, so the problem document travels
             // in one.
             if decision.action() == Action::Reject {
-                let compact = rejection_problem(&decision, &state.hints).to_bytes();
+                let compact = rejection_problem(&decision, &state.steps.hints).to_bytes();
                 if let Ok(v) = HeaderValue::from_bytes(&compact) {
                     response.headers_mut().insert(X_LIMITER_PROBLEM, v);
                 }

@@ -24,7 +24,6 @@ use crate::engine::decider::RequestView;
 use crate::http::api::access;
 use crate::http::api::browser::{cross_site, json_content_type};
 use crate::http::api::decide_body::{parse, DescribeError};
-use crate::http::api::settle::decision;
 use crate::http::api::state::ApiState;
 use crate::http::render::problem;
 use crate::http::render::response::{problem as rejection_problem, retry_after, write_headers};
@@ -107,13 +106,12 @@ pub async fn decide(
     // Headers are copied into the map; the body's buffer is not needed any more.
     drop(body);
     let view = RequestView {
-        peer: described.ip,
+        client: state.steps.resolve(described.ip, &described.headers),
         method: &described.method,
         path: &described.path,
         headers: &described.headers,
-        unattributed: false,
     };
-    let d = decision(&*state.decider, &view, None).await;
+    let d = state.steps.decide(&view, None).await;
     let mut h = HeaderMap::new();
     write_headers(&d, &mut h);
     let headers: Map<String, Value> = h
@@ -135,7 +133,7 @@ pub async fn decide(
         "headers": headers,
     });
     if rejected {
-        out["problem"] = rejection_problem(&d, &state.hints).to_value();
+        out["problem"] = rejection_problem(&d, &state.steps.hints).to_value();
     }
     if let (Some(crate::model::Reason::Network), Some(n)) = (d.reason(), &d.network) {
         out["network"] = Value::String(n.name.to_string());

@@ -1,5 +1,5 @@
-//! What every API handler shares: the decider, the hold bounds, the rendering hints, the trusted
-//! peers and the request limits; and the forwarding fields the API never believes.
+//! What every API handler shares: the request's steps ([`Steps`]), the trusted peers and the
+//! request limits; and the forwarding fields the API never believes.
 
 use std::sync::Arc;
 
@@ -8,10 +8,8 @@ use ipnet::IpNet;
 
 use crate::config::api_token::ApiToken;
 use crate::config::http::HttpSettings;
-use crate::engine::decider::Decider;
-use crate::http::proxy::hold::HoldGate;
 use crate::http::proxy::limits::HeaderLimits;
-use crate::http::render::response::Hints;
+use crate::http::steps::Steps;
 
 /// Bounds on what an API request may make the daemon hold: the headers a `/v1/decide` body
 /// describes or `/v1/auth` carries (the same limits as the proxy's), and the body itself.
@@ -42,16 +40,12 @@ impl Default for ApiLimits {
 
 #[derive(Clone)]
 pub struct ApiState {
-    pub decider: Arc<dyn Decider>,
-    pub gate: Arc<HoldGate>,
-    pub hints: Arc<Hints>,
+    pub steps: Arc<Steps>,
     /// Peers whose client field (`X-Real-IP`, `X-Forwarded-For`) is believed on `/v1/auth`.
     pub trusted_peers: Arc<Vec<IpNet>>,
     pub limits: ApiLimits,
     /// `[http] api_token_file`: required on every route when set (see [`super::token`]).
     pub token: Option<ApiToken>,
-    /// `[log] access`: one line per request (off by default).
-    pub access_log: crate::http::access_log::AccessLog,
 }
 
 /// Header fields that say who the client is. On `/v1/decide` and `/v1/auth` the client is

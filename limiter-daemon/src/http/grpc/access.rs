@@ -9,8 +9,8 @@ use crate::engine::decider::RequestView;
 use crate::http::access_log::handle::{agent_and_host, UNKNOWN};
 use crate::http::access_log::record::Seen;
 use crate::http::access_log::{Record, Surface};
-use crate::http::api::settle::Settled;
 use crate::http::api::state::ApiState;
+use crate::http::steps::Settled;
 
 /// Starts the line for the request `view` describes, asked by `remote`.
 pub fn start(
@@ -18,14 +18,14 @@ pub fn start(
     remote: Option<SocketAddr>,
     view: &RequestView<'_>,
 ) -> Option<Box<Record>> {
-    if !state.access_log.is_on() {
+    if !state.steps.access_log.is_on() {
         return None;
     }
     let (user_agent, host) = agent_and_host(view.headers);
-    state.access_log.start(&Seen {
+    state.steps.access_log.start(&Seen {
         surface: Surface::Grpc,
         peer: remote.map_or(UNKNOWN, |r| r.ip()),
-        client: state.decider.client(view.peer, view.headers),
+        client: view.client.ip(),
         method: view.method,
         version: http::Version::HTTP_2,
         host,
@@ -50,5 +50,5 @@ pub fn finish(state: &ApiState, mut line: Option<Box<Record>>, settled: &Settled
             (response.status().as_u16(), response.body().len() as u64)
         }
     };
-    state.access_log.finish(line, status, bytes);
+    state.steps.access_log.finish(line, status, bytes);
 }

@@ -33,7 +33,6 @@ use http::{HeaderMap, Method, StatusCode};
 use tonic::{Request, Response, Status};
 
 use crate::engine::decider::RequestView;
-use crate::http::api::settle::{settle, Settled};
 use crate::http::api::state::ApiState;
 use crate::http::grpc::access;
 use crate::http::grpc::fields::{header_options, Fields};
@@ -41,6 +40,7 @@ use crate::http::grpc::invalid::FieldError;
 use crate::http::proxy::limits::HeaderLimits;
 use crate::http::render::problem::Problem;
 use crate::http::render::response::write_headers;
+use crate::http::steps::Settled;
 use crate::model::request_path;
 
 /// The ext_authz service over the API's state (decider, hold bounds, limits).
@@ -204,14 +204,13 @@ impl Authorization for Check {
             return Ok(Response::new(denied(p.into_response())));
         }
         let view = RequestView {
-            peer: a.peer,
+            client: self.state.steps.decider.resolve(a.peer, &a.headers),
             method: &a.method,
             path: &a.path,
             headers: &a.headers,
-            unattributed: false,
         };
         let line = access::start(&self.state, remote, &view);
-        let settled = settle(&self.state, &view, None).await;
+        let settled = self.state.steps.settle(&view, None).await;
         access::finish(&self.state, line, &settled);
         Ok(Response::new(answer(settled)))
     }

@@ -26,13 +26,13 @@ use http::HeaderMap;
 use tonic::{Request, Response, Status};
 
 use crate::engine::decider::RequestView;
-use crate::http::api::settle::{settle, Settled};
 use crate::http::api::state::ApiState;
 use crate::http::grpc::access;
 use crate::http::grpc::descriptors::read;
 use crate::http::grpc::fields::header_values;
 use crate::http::grpc::invalid::FieldError;
 use crate::http::render::response::{binding_window, retry_after, write_headers};
+use crate::http::steps::Settled;
 use crate::model::{Action, Decision};
 
 /// The rate-limit service over the API's state; `route_key` is `[http] grpc_route_key`.
@@ -117,14 +117,13 @@ impl RateLimitService for RateLimits {
         drop(req);
         let a = &call.request;
         let view = RequestView {
-            peer: a.ip,
+            client: self.state.steps.resolve(a.ip, &a.headers),
             method: &a.method,
             path: &a.path,
             headers: &a.headers,
-            unattributed: false,
         };
         let line = access::start(&self.state, remote, &view);
-        let settled = settle(&self.state, &view, call.cost).await;
+        let settled = self.state.steps.settle(&view, call.cost).await;
         access::finish(&self.state, line, &settled);
         Ok(Response::new(answer(settled, n)))
     }

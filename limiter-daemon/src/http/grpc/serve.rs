@@ -18,7 +18,6 @@
 use std::io;
 use std::num::NonZeroUsize;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -26,7 +25,7 @@ use envoy_types::pb::envoy::service::auth::v3::authorization_server::Authorizati
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::{Connected, TcpConnectInfo};
@@ -37,7 +36,7 @@ use crate::http::api::state::ApiState;
 use crate::http::grpc::check::Check;
 use crate::http::grpc::ratelimit::RateLimits;
 use crate::http::grpc::token::TokenCheck;
-use crate::http::listen::accept::{AcceptErrors, Throttled};
+use crate::http::listen::accept::{accept_until, Cap};
 use crate::http::listen::budget::ConnectionBudget;
 use crate::http::listen::peek::peek_at_least;
 
@@ -130,33 +129,10 @@ async fn accept_loop(
     ready: mpsc::Sender<GrpcConn>,
     stop: CancellationToken,
 ) {
-    let slots = Arc::new(Semaphore::new(options.max_connections.get()));
-    let mut errors = AcceptErrors::new(ROLE);
-    let mut full = Throttled::default();
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(err) => {
-                    errors.failed(&err).await;
-                    continue;
-                }
-            },
-            () = stop.cancelled() => return,
-        };
-        errors.accepted();
-        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-            tracing::debug!(%peer, listener = ROLE, "connection refused: at the connection cap");
-            if let Some(unlogged) = full.take() {
-                tracing::warn!(
-                    listener = ROLE,
-                    max_connections = options.max_connections.get(),
-                    unlogged,
-                    "connection cap reached: new connections are closed until some close \
-                     (http.api_max_connections)"
-                );
-            }
-            continue;
+    let mut cap = Cap::new(options.max_connections, ROLE);
+    accept_until(&listener, ROLE, stop.cancelled(), |stream, peer| {
+        let Some(slot) = cap.take(peer, "closed") else {
+            return;
         };
         if let Err(err) = stream.set_nodelay(true) {
             tracing::debug!(error = %err, "cannot set TCP_NODELAY");
@@ -188,7 +164,8 @@ async fn accept_loop(
                 ),
             }
         });
-    }
+    })
+    .await;
 }
 
 /// A connection tonic serves, holding its place under the cap for its life.

@@ -1,15 +1,23 @@
-//! What an accept loop does when `accept` fails, or when it refuses a connection at a cap:
-//! back off (growing, so a descriptor shortage is not turned into a busy loop) and log at most
-//! one line per [`LOG_EVERY`] with the count of what it did not log.
+//! The accept loop every listener runs ([`accept_until`]), and what it does when `accept`
+//! fails, or when it refuses a connection at a cap ([`Cap`]): back off (growing, so a
+//! descriptor shortage is not turned into a busy loop) and log at most one line per
+//! [`LOG_EVERY`] with the count of what it did not log.
 //!
 //! Why: a listening socket with a connection waiting stays readable while `accept` fails
 //! (`EMFILE`: no descriptor for it), so a loop that retries at once spins, and a loop that logs
 //! each failure wrote hundreds of lines a second (issue 35, D1). The caps
 //! ([`super::budget`]) keep descriptors free so this is rare; it is the last line.
 
+use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::pin::pin;
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 /// At most one line per this long from one loop, per kind of event.
@@ -80,6 +88,70 @@ impl AcceptErrors {
         }
         tokio::time::sleep(self.pause).await;
         self.pause = (self.pause * 2).min(MAX_PAUSE);
+    }
+}
+
+/// Accepts on `listener` until `stop` resolves, handing each connection to `take`; a failed
+/// `accept` pauses the loop ([`AcceptErrors`]). `role` names the listener in logs.
+pub async fn accept_until(
+    listener: &TcpListener,
+    role: &'static str,
+    stop: impl Future<Output = ()>,
+    mut take: impl FnMut(TcpStream, SocketAddr),
+) {
+    let mut errors = AcceptErrors::new(role);
+    let mut stop = pin!(stop);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    errors.accepted();
+                    take(stream, peer);
+                }
+                Err(err) => errors.failed(&err).await,
+            },
+            () = &mut stop => return,
+        }
+    }
+}
+
+/// A listener's connection cap: at most `max` connections at once, a refusal past it logged
+/// (throttled).
+#[derive(Debug)]
+pub struct Cap {
+    slots: Arc<Semaphore>,
+    max: NonZeroUsize,
+    role: &'static str,
+    full: Throttled,
+}
+
+impl Cap {
+    pub fn new(max: NonZeroUsize, role: &'static str) -> Self {
+        Cap {
+            slots: Arc::new(Semaphore::new(max.get())),
+            max,
+            role,
+            full: Throttled::default(),
+        }
+    }
+
+    /// A place under the cap for `peer`'s connection, held until dropped; `None` (logged) at
+    /// the cap, where the connection is `refused` (how the caller answers it).
+    pub fn take(&mut self, peer: SocketAddr, refused: &str) -> Option<OwnedSemaphorePermit> {
+        let slot = Arc::clone(&self.slots).try_acquire_owned().ok();
+        if slot.is_none() {
+            tracing::debug!(%peer, listener = self.role, "connection refused: at the connection cap");
+            if let Some(unlogged) = self.full.take() {
+                tracing::warn!(
+                    listener = self.role,
+                    max_connections = self.max.get(),
+                    unlogged,
+                    "connection cap reached: new connections are {refused} until some close \
+                     (http.api_max_connections)"
+                );
+            }
+        }
+        slot
     }
 }
 

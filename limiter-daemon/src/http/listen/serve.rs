@@ -26,12 +26,12 @@ use http::{HeaderValue, Request, StatusCode};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt as _;
 
-use crate::http::listen::accept::{AcceptErrors, Throttled};
+use crate::http::listen::accept::{accept_until, Cap};
 use crate::http::listen::body::DeadlineBody;
 use crate::http::listen::limits::ListenLimits;
 use crate::http::render::problem::Problem;
@@ -51,7 +51,7 @@ pub async fn serve(
     role: &'static str,
     stop: impl Future<Output = ()>,
 ) {
-    let slots = Arc::new(Semaphore::new(limits.max_connections.get()));
+    let mut cap = Cap::new(limits.max_connections, role);
     let mut hyper = hyper::server::conn::http1::Builder::new();
     hyper
         .timer(TokioTimer::new())
@@ -60,49 +60,24 @@ pub async fn serve(
     let closing = CancellationToken::new();
     let dropping = CancellationToken::new();
     let connections = TaskTracker::new();
-    let mut stop = pin!(stop);
-    let mut errors = AcceptErrors::new(role);
-    let mut full = Throttled::default();
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let (stream, peer) = match accepted {
-                    Ok(pair) => pair,
-                    Err(err) => {
-                        errors.failed(&err).await;
-                        continue;
-                    }
-                };
-                errors.accepted();
-                let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-                    tracing::debug!(%peer, listener = role, "connection refused: at the connection cap");
-                    if let Some(unlogged) = full.take() {
-                        tracing::warn!(
-                            listener = role,
-                            max_connections = limits.max_connections.get(),
-                            unlogged,
-                            "connection cap reached: new connections are refused (503) until \
-                             some close (http.api_max_connections)"
-                        );
-                    }
-                    // Best effort: the socket's buffer is empty, so this does not block.
-                    let _ = stream.try_write(FULL);
-                    continue;
-                };
-                connections.spawn(connection(Conn {
-                    hyper: hyper.clone(),
-                    stream,
-                    peer,
-                    app: app.clone(),
-                    body_read_timeout: limits.body_read_timeout,
-                    closing: closing.clone(),
-                    dropping: dropping.clone(),
-                    _slot: slot,
-                }));
-            }
-            () = &mut stop => break,
-        }
-    }
+    accept_until(&listener, role, stop, |stream, peer| {
+        let Some(slot) = cap.take(peer, "refused (503)") else {
+            // Best effort: the socket's buffer is empty, so this does not block.
+            let _ = stream.try_write(FULL);
+            return;
+        };
+        connections.spawn(connection(Conn {
+            hyper: hyper.clone(),
+            stream,
+            peer,
+            app: app.clone(),
+            body_read_timeout: limits.body_read_timeout,
+            closing: closing.clone(),
+            dropping: dropping.clone(),
+            _slot: slot,
+        }));
+    })
+    .await;
     drop(listener);
     closing.cancel();
     connections.close();

@@ -14,8 +14,9 @@ use crate::http::access_log::body::Logged;
 use crate::http::access_log::handle::agent_and_host;
 use crate::http::access_log::record::Seen;
 use crate::http::access_log::{Record, Surface, Verdict};
-use crate::http::proxy::admit::Admission;
 use crate::http::proxy::hyper::ProxyState;
+use crate::http::steps::Admission;
+use crate::identity::client_ip::Client;
 
 /// The value of field `name` in the raw request head `head` (empty when absent).
 fn head_field<'h>(head: &'h [u8], name: &[u8]) -> &'h [u8] {
@@ -31,19 +32,20 @@ fn head_field<'h>(head: &'h [u8], name: &[u8]) -> &'h [u8] {
         .unwrap_or(b"")
 }
 
-/// Starts the own loop's line for the request whose raw head is `head`.
+/// Starts the own loop's line for the request from `peer` whose raw head is `head`.
 pub(crate) fn start_head(
     state: &ProxyState,
+    peer: IpAddr,
     view: &RequestView<'_>,
     head: &[u8],
 ) -> Option<Box<Record>> {
-    if !state.access_log.is_on() {
+    if !state.steps.access_log.is_on() {
         return None;
     }
-    state.access_log.start(&Seen {
+    state.steps.access_log.start(&Seen {
         surface: Surface::Proxy,
-        peer: view.peer,
-        client: state.decider.client(view.peer, view.headers),
+        peer,
+        client: view.client.ip(),
         method: view.method,
         version: http::Version::HTTP_11,
         host: head_field(head, b"host"),
@@ -55,7 +57,7 @@ pub(crate) fn start_head(
 /// Logs the own loop's refusal of a head it could not serve (malformed, over the limits):
 /// method and path as far as the request line tells them, no decision (none was made).
 pub(crate) fn refused(state: &ProxyState, peer: IpAddr, head: &[u8], resp: &Response<Bytes>) {
-    if !state.access_log.is_on() {
+    if !state.steps.access_log.is_on() {
         return;
     }
     let line = head.split(|&b| b == b'\n').next().unwrap_or(b"");
@@ -68,7 +70,7 @@ pub(crate) fn refused(state: &ProxyState, peer: IpAddr, head: &[u8], resp: &Resp
     let target = words.next().unwrap_or(b"");
     let target = target.split(|&b| b == b'?').next().unwrap_or(b"");
     let path = std::str::from_utf8(target).unwrap_or("");
-    let record = state.access_log.start(&Seen {
+    let record = state.steps.access_log.start(&Seen {
         surface: Surface::Proxy,
         peer,
         client: peer,
@@ -81,13 +83,13 @@ pub(crate) fn refused(state: &ProxyState, peer: IpAddr, head: &[u8], resp: &Resp
     answered(state, record, resp, false);
 }
 
-/// Starts the line for a request served by hyper's server.
+/// Starts the line for a request served by hyper's server, from `peer`, sent by `client`.
 pub(crate) fn start_request<B>(
     state: &ProxyState,
-    peer: IpAddr,
+    (peer, client): (IpAddr, Client),
     req: &Request<B>,
 ) -> Option<Box<Record>> {
-    if !state.access_log.is_on() {
+    if !state.steps.access_log.is_on() {
         return None;
     }
     let (user_agent, host) = agent_and_host(req.headers());
@@ -99,10 +101,10 @@ pub(crate) fn start_request<B>(
     } else {
         host
     };
-    state.access_log.start(&Seen {
+    state.steps.access_log.start(&Seen {
         surface: Surface::Proxy,
         peer,
-        client: state.decider.client(peer, req.headers()),
+        client: client.ip(),
         method: req.method(),
         version: req.version(),
         host,
@@ -134,7 +136,10 @@ pub(crate) fn answered(
     } else {
         resp.body().len() as u64
     };
-    state.access_log.finish(line, resp.status().as_u16(), bytes);
+    state
+        .steps
+        .access_log
+        .finish(line, resp.status().as_u16(), bytes);
 }
 
 /// hyper's response with a body that finishes `line` when it ends.
@@ -147,7 +152,7 @@ pub(crate) fn logged<B>(
         l.verdict = resp.extensions().get::<Verdict>().cloned();
     }
     let status = resp.status().as_u16();
-    resp.map(|b| Logged::new(b, &state.access_log, line, status))
+    resp.map(|b| Logged::new(b, &state.steps.access_log, line, status))
 }
 
 #[cfg(test)]

@@ -47,6 +47,7 @@ use crate::http::proxy::hyper::{admit, handle, Admission, ProxyState};
 use crate::http::proxy::inspect::{inspect, Inspected, Scope, MAX_FIELDS};
 use crate::http::proxy::limits::{too_large, HeaderLimitError};
 use crate::http::proxy::request_rules;
+use crate::identity::client_ip::Client;
 
 /// Read-buffer growth per read.
 const READ_SIZE: usize = 8 * 1024;
@@ -67,16 +68,15 @@ pub(crate) struct Front {
     /// HTTP/1.1, and HTTP/2 unless `[http] http2 = false` (see [`crate::http::proxy::h2`]).
     pub(crate) hyper: hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
     pub(crate) header_read_timeout: Duration,
-    /// `[http] own_loop`.
-    pub(crate) own_loop: bool,
     /// Cancelled at shutdown: idle connections close, busy ones after their current request.
     pub(crate) stop: CancellationToken,
 }
 
 impl Front {
-    /// Whether this module's loop may serve requests (else every connection goes to hyper).
+    /// Whether this module's loop may serve requests (else every connection goes to hyper):
+    /// always, unless the head limits allow more fields than it parses.
     fn loop_enabled(&self) -> bool {
-        self.own_loop && self.state.limits.max_count < MAX_FIELDS
+        self.state.limits.max_count < MAX_FIELDS
     }
 }
 
@@ -142,7 +142,7 @@ async fn serve_loop(
                     buf,
                     &Scope {
                         limits: front.state.limits,
-                        decider: &*front.state.decider,
+                        decider: &*front.state.steps.decider,
                         peer,
                     },
                     &mut up,
@@ -195,18 +195,17 @@ async fn serve_loop(
         let head_only = plan.method == Method::HEAD;
         out.clear();
         let view = RequestView {
-            peer,
+            client: front.state.steps.resolve(peer, &plan.fields),
             method: &plan.method,
             path: plan.path(buf),
             headers: &plan.fields,
-            unattributed: false,
         };
-        let mut line = access::start_head(&front.state, &view, &buf[..plan.len]);
+        let mut line = access::start_head(&front.state, peer, &view, &buf[..plan.len]);
         let admission = admit(&front.state, &view).await;
         access::admitted(&mut line, &admission);
         // Only `up` is needed from here on.
         buf.advance(plan.len);
-        let decision = match admission {
+        let mut decision = match admission {
             Admission::Answer(resp) => {
                 access::answered(&front.state, line.take(), &resp, head_only);
                 write_answer(&mut out, &resp, head_only, plan.close);
@@ -232,6 +231,15 @@ async fn serve_loop(
             }
             Admission::Forward(decision) => Some(decision),
         };
+        let shed = decision.as_ref().and_then(|d| front.state.steps.shed(d));
+        if let Some(resp) = shed {
+            access::answered(&front.state, line.take(), &resp, head_only);
+            write_answer(&mut out, &resp, head_only, plan.close);
+            if stream.write_all(&out).await.is_err() {
+                return After::Close;
+            }
+            decision = None;
+        }
         let kept = match decision {
             Some(d) => {
                 let sent = forward(
@@ -244,7 +252,7 @@ async fn serve_loop(
                     &mut out,
                 )
                 .await;
-                (front.state.access_log).finish(line, sent.status, sent.bytes);
+                (front.state.steps.access_log).finish(line, sent.status, sent.bytes);
                 sent.kept
             }
             None => true,
@@ -279,7 +287,7 @@ pub(crate) async fn hand_over<S>(
     mut stream: S,
     read: Bytes,
     peer: IpAddr,
-    decided: Option<Admission>,
+    decided: Option<(Client, Admission)>,
     https: bool,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -310,9 +318,13 @@ pub(crate) async fn hand_over<S>(
         let h2 = req.version() == http::Version::HTTP_2;
         count_stream(&state.h2, h2);
         let open = h2.then(|| streams.open());
-        let line = access::start_request(&state, peer, &req);
+        let (client, decided) = match decided {
+            Some((client, admission)) => (client, Some(admission)),
+            None => (state.steps.resolve(peer, req.headers()), None),
+        };
+        let line = access::start_request(&state, (peer, client), &req);
         async move {
-            let resp = handle(&state, peer, req, decided, https).await;
+            let resp = handle(&state, (peer, client), req, decided, https).await;
             let resp = access::logged(&state, line, resp);
             Ok::<_, Infallible>(resp.map(|body| Tracked::new(body, open)))
         }
@@ -367,7 +379,7 @@ pub(crate) async fn hand_over<S>(
         front.state.h2.abuse_closes.fetch_add(1, Ordering::Relaxed);
         tracing::info!(%peer, reason = why, "HTTP/2 connection closed for abuse");
         // A strike may wait on the store: not on this thread.
-        let decider = Arc::clone(&front.state.decider);
+        let decider = Arc::clone(&front.state.steps.decider);
         tokio::task::spawn_blocking(move || decider.abuse_strike(peer, why));
     }
 }
@@ -580,31 +592,32 @@ mod tests {
             .unwrap();
         let settings = HttpSettings::default();
         let state = Arc::new(ProxyState {
-            decider: Arc::new(CookieOnly),
+            steps: crate::http::steps::Steps {
+                decider: Arc::new(CookieOnly),
+                gate: crate::http::steps::hold::HoldGate::new(1, 1),
+                hints: crate::http::render::response::Hints::default(),
+                grace_over: CancellationToken::new(),
+                access_log: Default::default(),
+            },
             upstream: crate::http::upstream::client::Upstream::new(
                 "127.0.0.1:9".parse().unwrap(),
                 &settings,
                 Arc::default(),
             ),
-            gate: crate::http::proxy::hold::HoldGate::new(1, 1),
-            hints: crate::http::render::response::Hints::default(),
             limits: HeaderLimits {
                 max_count: 64,
                 max_bytes: 4096,
             },
-            grace_over: CancellationToken::new(),
             self_service: None,
             tunnels: crate::http::proxy::tunnel::registry::Tunnels::new(1, 1),
             tunnel_idle: Duration::from_secs(1),
             h2: Arc::default(),
-            access_log: Default::default(),
         });
         let hyper = crate::http::proxy::h2::server_builder(&settings, state.limits);
         let front = Arc::new(Front {
             state,
             hyper,
             header_read_timeout: Duration::from_secs(1),
-            own_loop: true,
             stop: CancellationToken::new(),
         });
         let conn = serve(front, stream, "127.0.0.1:1".parse().unwrap());

@@ -10,7 +10,7 @@
 //!   request instead of deciding again.
 //!
 //! A request still held when the shutdown grace period ends is answered 503 (see
-//! [`crate::http::proxy::hyper::hold`]) and its connection closed; a client that hangs up while held frees
+//! [`crate::http::steps::Steps::hold`]) and its connection closed; a client that hangs up while held frees
 //! its slot at once.
 
 use std::net::IpAddr;
@@ -23,10 +23,11 @@ use tokio::net::TcpStream;
 
 use crate::engine::decider::RequestView;
 use crate::http::h1::write::write_answer;
-use crate::http::proxy::hold::HoldPermit;
-use crate::http::proxy::hyper::{admit, hold, Admission, ProxyState};
+use crate::http::proxy::hyper::{admit, Admission, ProxyState};
 use crate::http::proxy::inspect::MAX_FIELDS;
 use crate::http::proxy::request_rules;
+use crate::http::steps::hold::HoldPermit;
+use crate::identity::client_ip::Client;
 use crate::model::Decision;
 
 /// How long the request bytes still in flight are read off after a closing answer (see
@@ -51,7 +52,7 @@ pub(crate) async fn wait(
     head_only: bool,
 ) -> Waited {
     let held = tokio::select! {
-        held = hold(state, &decision, permit) => held,
+        held = state.steps.hold(&decision, permit) => held,
         () = hung_up(stream) => return Waited::Closed,
     };
     match held {
@@ -92,13 +93,14 @@ async fn answer_and_close(stream: &mut TcpStream, resp: &Response<bytes::Bytes>,
 
 /// Decides the request at the front of `buf`, which the own loop hands to hyper, and waits out
 /// its hold here. `Some(None)`: hyper decides it as before (a head hyper will refuse with 431 or
-/// 400); `Some(Some(_))`: what hyper does with it; `None`: the connection is done.
+/// 400); `Some(Some(_))`: its client and what hyper does with it; `None`: the connection is
+/// done.
 pub(crate) async fn decide_before_hyper(
     state: &ProxyState,
     stream: &mut TcpStream,
     buf: &mut BytesMut,
     peer: IpAddr,
-) -> Option<Option<Admission>> {
+) -> Option<Option<(Client, Admission)>> {
     let Some((method, uri, headers)) = parse_head(buf) else {
         return Some(None);
     };
@@ -107,22 +109,22 @@ pub(crate) async fn decide_before_hyper(
     {
         return Some(None);
     }
+    let client = state.steps.resolve(peer, &headers);
     let view = RequestView {
-        peer,
+        client,
         method: &method,
         path: uri.path(),
         headers: &headers,
-        unattributed: false,
     };
     let admission = admit(state, &view).await;
     let Admission::Hold(decision, permit) = admission else {
-        return Some(Some(admission));
+        return Some(Some((client, admission)));
     };
     drop((headers, uri));
     // Only the bytes read so far are kept (head and any body), in an allocation of their size.
     *buf = BytesMut::from(&buf[..]);
     match wait(state, stream, decision, permit, method == Method::HEAD).await {
-        Waited::Forward(d) => Some(Some(Admission::Forward(d))),
+        Waited::Forward(d) => Some(Some((client, Admission::Forward(d)))),
         Waited::Closed => None,
     }
 }

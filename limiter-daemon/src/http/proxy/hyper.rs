@@ -1,7 +1,8 @@
-//! The reverse proxy's request path under hyper's server (for requests [`crate::http::proxy::front`]'s own
-//! loop does not serve), and the admission step both share: check the head's limits, decide,
-//! then reject (429), hold for a scan delay (bounded; 503 past the bound), or forward to the
-//! upstream with hop-by-hop fields stripped and `X-Forwarded-For` appended. Bodies are streamed, never buffered; the
+//! The reverse proxy's request path under hyper's server (for requests
+//! [`crate::http::proxy::front`]'s own loop does not serve), through the steps every surface
+//! shares ([`crate::http::steps`]): check the head's limits, decide, then reject (429), hold
+//! for a scan delay (bounded; 503 past the bound), or forward to the upstream with hop-by-hop
+//! fields stripped and `X-Forwarded-For` appended. Bodies are streamed, never buffered; the
 //! upstream's status, headers and body pass through, with the rate-limit headers added.
 
 use std::net::IpAddr;
@@ -11,17 +12,12 @@ use bytes::Bytes;
 use http::header::{CONNECTION, HOST};
 use http::{Request, Response, Version};
 use hyper::body::Incoming;
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
-use crate::engine::decider::{Decided, Decider, RequestView};
+use crate::engine::decider::RequestView;
 use crate::http::access_log::record::mark;
 use crate::http::access_log::Verdict;
 use crate::http::h1::hop::{append_forwarded_for, strip_hop_by_hop};
-use crate::http::proxy::admit::admission;
-pub use crate::http::proxy::admit::Admission;
 use crate::http::proxy::body::{full, streamed, ProxyBody};
-use crate::http::proxy::hold::{HoldGate, HoldPermit};
 use crate::http::proxy::limits::{too_large, HeaderLimits};
 use crate::http::proxy::request_rules;
 use crate::http::proxy::self_service;
@@ -29,20 +25,19 @@ use crate::http::proxy::tunnel::registry::Tunnels;
 use crate::http::proxy::tunnel::{self, Upgrade};
 use crate::http::render::negotiate::Format;
 use crate::http::render::problem;
-use crate::http::render::response::{hold_cut_short, write_headers, Hints};
+use crate::http::render::response::write_headers;
+pub use crate::http::steps::Admission;
+use crate::http::steps::Steps;
 use crate::http::upstream::client::Upstream;
 use crate::http::upstream::error::UpstreamError;
+use crate::identity::client_ip::Client;
 use crate::model::Decision;
 
-/// Everything the proxy needs per request, shared by all connections.
+/// Everything the proxy needs per request, shared by all of one thread's connections.
 pub struct ProxyState {
-    pub decider: Arc<dyn Decider>,
+    pub steps: Steps,
     pub upstream: Arc<Upstream>,
-    pub gate: Arc<HoldGate>,
-    pub hints: Hints,
     pub limits: HeaderLimits,
-    /// Cancelled when the shutdown grace period ends: requests still held are answered 503.
-    pub grace_over: CancellationToken,
     /// `[http] self_service_path` (`None`: off).
     pub self_service: Option<Arc<str>>,
     /// Open tunnels (upgraded connections), shared by every proxy thread.
@@ -51,58 +46,30 @@ pub struct ProxyState {
     pub tunnel_idle: std::time::Duration,
     /// HTTP/2 stream counters, shared by every proxy thread.
     pub h2: Arc<crate::http::proxy::h2::H2Counters>,
-    /// `[log] access`: one line per request (off by default).
-    pub access_log: crate::http::access_log::AccessLog,
 }
 
-/// Decides on `view`: reject, hold (within the bounds) or forward; the self-service path is
-/// answered here instead, undecided.
-/// The decision is awaited, never blocked on: a remote store's round trip costs this task,
-/// not the thread.
+/// Phases 2 and 3 on a proxied request: decided, then refused, held (within the bounds) or
+/// let through; the self-service path is answered here instead, undecided.
 pub async fn admit(state: &ProxyState, view: &RequestView<'_>) -> Admission {
-    if let Some(resp) = self_service::answer(state.self_service.as_deref(), &*state.decider, view) {
+    let steps = &state.steps;
+    if let Some(resp) = self_service::answer(state.self_service.as_deref(), &*steps.decider, view) {
         return Admission::Answer(resp);
     }
-    let d = match state.decider.decide_async(view) {
-        Decided::Ready(d) => d,
-        Decided::Pending(f) => f.await,
-    };
+    let d = steps.decide(view, None).await;
     // A refusal carries its verdict to the access log's line (with the log on).
-    let verdict = state.access_log.is_on().then(|| Verdict::of(&d));
-    match admission(d, &state.gate, &state.hints, Format::of(view.headers)) {
+    let verdict = steps.access_log.is_on().then(|| Verdict::of(&d));
+    match steps.admit(d, Format::of(view.headers)) {
         Admission::Answer(resp) => Admission::Answer(mark(resp, verdict)),
         admitted => admitted,
     }
 }
 
-/// Waits out a held request's delay on an async timer: it costs a task, not a thread. `Err` is
-/// the 503 for a request still held when the shutdown grace period ended.
-/// Boxed: a held request is the rare case, and an inline timer would be copied with every
-/// request's future.
-pub async fn hold(
-    state: &ProxyState,
-    decision: &Decision,
-    permit: HoldPermit,
-) -> Result<(), Response<Bytes>> {
-    Box::pin(async move {
-        let until = Instant::now() + decision.delay();
-        let held = tokio::select! {
-            () = tokio::time::sleep_until(until) => Ok(()),
-            () = state.grace_over.cancelled() => {
-                Err(hold_cut_short(decision, until.saturating_duration_since(Instant::now())))
-            }
-        };
-        drop(permit);
-        held
-    })
-    .await
-}
-
-/// Answers one request from `peer` (the TCP peer's address). `decided`: the request was
-/// already checked and decided (and any hold waited out) before the connection reached hyper.
+/// Answers one request from `peer` (the TCP peer's address), sent by `client` (resolved from
+/// it). `decided`: the request was already checked and decided (and any hold waited out)
+/// before the connection reached hyper.
 pub async fn handle(
     state: &ProxyState,
-    peer: IpAddr,
+    (peer, client): (IpAddr, Client),
     mut req: Request<Incoming>,
     decided: Option<Admission>,
     https: bool,
@@ -118,11 +85,10 @@ pub async fn handle(
                 return too_large(err).map(full);
             }
             let view = RequestView {
-                peer,
+                client,
                 method: req.method(),
                 path: req.uri().path(),
                 headers: req.headers(),
-                unattributed: false,
             };
             admit(state, &view).await
         }
@@ -130,14 +96,21 @@ pub async fn handle(
     let decision = match admission {
         Admission::Forward(d) => d,
         // If the client goes away, hyper drops this future and the permit with it.
-        Admission::Hold(d, permit) => match hold(state, &d, permit).await {
+        Admission::Hold(d, permit) => match state.steps.hold(&d, permit).await {
             Ok(()) => d,
             Err(resp) => return resp.map(full),
         },
         Admission::Answer(resp) => return resp.map(full),
     };
+    if let Some(resp) = state.steps.shed(&decision) {
+        return resp.map(full);
+    }
     // For the access log's line (finished in `front`), when it is on.
-    let verdict = state.access_log.is_on().then(|| Verdict::of(&decision));
+    let verdict = state
+        .steps
+        .access_log
+        .is_on()
+        .then(|| Verdict::of(&decision));
     if https {
         // Set, not appended: only this hop knows how the client came in.
         req.headers_mut().insert(
@@ -149,7 +122,7 @@ pub async fn handle(
     // HTTP/1.1, never tunnelled.
     if tunnel::upgrade_of(&req) == Upgrade::Tunnel {
         return mark(
-            tunnel::open::open(state, peer, decision, req).await,
+            tunnel::open::open(state, (peer, client), decision, req).await,
             verdict,
         );
     }
@@ -176,7 +149,7 @@ pub async fn handle(
             // Answer in the client's protocol version, whatever the upstream spoke.
             parts.version = client_version;
             strip_hop_by_hop(&mut parts.headers);
-            write_headers(&decision, &mut parts.headers);
+            state.steps.render(&decision, &mut parts.headers);
             Response::from_parts(parts, streamed(body))
         }
         Err(err) => upstream_failure(err, &decision).map(full),

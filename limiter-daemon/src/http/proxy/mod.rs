@@ -1,13 +1,13 @@
 //! The reverse proxy. [`server`] binds the listeners and runs the workers; each connection
-//! starts in [`front`] (the own HTTP/1.1 loop) and is handed to [`hyper`] for what the loop
-//! does not serve. Both decide through [`hyper::admit`], wait out holds in [`held`] within the
-//! bounds of [`hold`] (slots counted by [`slots`], as tunnels' are), refuse what breaks [`request_rules`] or [`limits`], and stream bodies
-//! ([`body`], [`request_body`]). [`sched`] sets the workers' scheduling policy.
-//! [`self_service`] answers callers asking for their own limits, on both paths; [`access`]
-//! writes both paths' access log lines.
+//! starts in [`front`] (the own HTTP/1.1 loop, a wire codec for bodyless requests) and is
+//! handed to [`hyper`] for what the loop does not serve. Both run the steps every surface
+//! shares ([`crate::http::steps`]) and wait out holds on the raw connection in [`held`],
+//! refuse what breaks [`request_rules`] or [`limits`], and stream bodies ([`body`],
+//! [`request_body`]). [`sched`] sets the workers' scheduling policy. [`self_service`] answers
+//! callers asking for their own limits, on both paths; [`access`] writes both paths' access
+//! log lines.
 
 pub mod access;
-pub mod admit;
 pub mod body;
 pub mod forward;
 pub mod front;
@@ -15,7 +15,6 @@ pub mod h2;
 pub mod h2_deadline;
 pub mod h2_watch;
 pub mod held;
-pub mod hold;
 pub mod hyper;
 pub mod inspect;
 pub mod limits;
@@ -24,5 +23,4 @@ pub mod request_rules;
 pub mod sched;
 pub mod self_service;
 pub mod server;
-pub mod slots;
 pub mod tunnel;

@@ -36,17 +36,18 @@ use crate::http::access_log::AccessLog;
 use crate::http::api::router::router;
 use crate::http::api::state::{ApiLimits, ApiState};
 use crate::http::listen;
-use crate::http::listen::accept::AcceptErrors;
+use crate::http::listen::accept::accept_until;
 use crate::http::listen::budget::ConnectionBudget;
 use crate::http::listen::client_caps::{ClientCaps, Refusals};
 use crate::http::listen::limits::ListenLimits;
 use crate::http::listen::proxy_protocol::{self, Mode as ProxyProtocol};
 use crate::http::proxy::front::{self, Front};
-use crate::http::proxy::hold::HoldGate;
 use crate::http::proxy::hyper::ProxyState;
 use crate::http::proxy::limits::HeaderLimits;
 use crate::http::proxy::tunnel::registry::Tunnels;
 use crate::http::render::response::Hints;
+use crate::http::steps::hold::HoldGate;
+use crate::http::steps::Steps;
 use crate::http::tls::TlsCerts;
 use crate::http::upstream::client::Upstream;
 use crate::http::upstream::error::UpstreamCounters;
@@ -86,10 +87,8 @@ pub struct HttpServer {
     api_listeners: Vec<TcpListener>,
     /// `grpc_listen`'s: Envoy's gRPC services over the API's state.
     grpc_listeners: Vec<TcpListener>,
-    decider: Arc<dyn Decider>,
-    hints: Hints,
-    api: ApiState,
-    gate: Arc<HoldGate>,
+    /// What each request's steps need; every proxy thread takes a copy.
+    steps: Steps,
     tunnels: Arc<Tunnels>,
     /// HTTP/2 stream counters of every proxy thread.
     h2: Arc<crate::http::proxy::h2::H2Counters>,
@@ -167,25 +166,20 @@ impl HttpServer {
         for &addr in &settings.grpc.listen {
             grpc_listeners.push(bind_one(addr, "http.grpc_listen")?);
         }
-        let api = ApiState {
-            decider: Arc::clone(&decider),
-            gate: Arc::clone(&gate),
-            hints: Arc::new(hints.clone()),
-            trusted_peers: Arc::new(settings.trusted_peers.clone()),
-            limits: ApiLimits::from_settings(settings),
-            token: settings.api_token.clone(),
-            access_log: AccessLog::off(),
-        };
         Ok(HttpServer {
             proxy_listeners,
             tls_listeners,
             tls: TlsCerts::new(settings.tls.clone()),
             api_listeners,
             grpc_listeners,
-            decider,
-            hints,
-            api,
-            gate,
+            steps: Steps {
+                decider,
+                gate,
+                hints,
+                // The API's holds are never cut short (each proxy thread has its own token).
+                grace_over: CancellationToken::new(),
+                access_log: AccessLog::off(),
+            },
             h2: Arc::default(),
             tunnels: Tunnels::new(
                 settings.max_tunnels.get(),
@@ -234,13 +228,13 @@ impl HttpServer {
 
     /// Writes `log`'s lines for every surface (the access log is off until this is called).
     pub fn with_access_log(mut self, log: AccessLog) -> Self {
-        self.api.access_log = log;
+        self.steps.access_log = log;
         self
     }
 
     /// Held-request gauge and refusal counter, for metrics.
     pub fn hold_gate(&self) -> Arc<HoldGate> {
-        Arc::clone(&self.gate)
+        Arc::clone(&self.steps.gate)
     }
 
     /// Open tunnels and their counters, for metrics and reloads.
@@ -278,7 +272,13 @@ impl HttpServer {
         self.proxy_listeners.clear();
         self.tls_listeners.clear();
         let api_tasks = TaskTracker::new();
-        let app = router(self.api.clone());
+        let api = ApiState {
+            steps: Arc::new(self.steps.clone()),
+            trusted_peers: Arc::new(self.settings.trusted_peers.clone()),
+            limits: ApiLimits::from_settings(&self.settings),
+            token: self.settings.api_token.clone(),
+        };
+        let app = router(api.clone());
         let limits = ListenLimits::from_settings(&self.settings);
         for listener in self.api_listeners {
             api_tasks.spawn(listen::serve::serve(
@@ -293,7 +293,7 @@ impl HttpServer {
         for listener in self.grpc_listeners {
             api_tasks.spawn(crate::http::grpc::serve::serve(
                 listener,
-                self.api.clone(),
+                api.clone(),
                 grpc.clone(),
                 stop.clone(),
             ));
@@ -301,7 +301,7 @@ impl HttpServer {
         api_tasks.close();
         let sweeper = tokio::spawn(crate::http::proxy::tunnel::lockout::sweep(
             Arc::clone(&self.tunnels),
-            Arc::clone(&self.decider),
+            Arc::clone(&self.steps.decider),
             stop.clone(),
         ));
         shutdown.await;
@@ -363,13 +363,13 @@ impl HttpServer {
                         .map_err(|source| ServeError::Worker { index, source })
                 })
                 .collect::<Result<Vec<_>, ServeError>>()?;
-            let decider = Arc::clone(&self.decider);
-            let gate = Arc::clone(&self.gate);
+            let steps = Steps {
+                grace_over: CancellationToken::new(),
+                ..self.steps.clone()
+            };
             let tunnels = Arc::clone(&self.tunnels);
             let h2 = Arc::clone(&self.h2);
-            let access_log = self.api.access_log.clone();
             let certs = Arc::clone(&self.tls);
-            let hints = self.hints.clone();
             let counters = Arc::clone(&self.upstream_counters);
             let caps = Arc::clone(&self.caps);
             let settings = self.settings.clone();
@@ -382,24 +382,18 @@ impl HttpServer {
             let handle = std::thread::Builder::new()
                 .name(format!("limiter-proxy-{index}"))
                 .spawn(move || {
-                    if settings.batch_scheduling {
-                        if let Err(err) = crate::http::proxy::sched::use_batch_policy() {
-                            tracing::warn!(error = %err, "proxy thread keeps the default scheduling policy");
-                        }
+                    if let Err(err) = crate::http::proxy::sched::use_batch_policy() {
+                        tracing::warn!(error = %err, "proxy thread keeps the default scheduling policy");
                     }
                     rt.block_on(async move {
                         let state = Arc::new(ProxyState {
-                            decider,
+                            steps,
                             upstream: Upstream::new(authority, &settings, counters),
-                            gate,
-                            hints,
                             limits,
-                            grace_over: CancellationToken::new(),
                             self_service: settings.self_service_path.as_deref().map(Arc::from),
                             tunnels,
                             tunnel_idle: settings.tunnel_idle_timeout,
                             h2: Arc::clone(&h2),
-                            access_log,
                         });
                         let loops = TaskTracker::new();
                         for (l, tls) in listeners {
@@ -491,66 +485,48 @@ async fn proxy_loop(
         state,
         hyper,
         header_read_timeout: settings.header_read_timeout,
-        own_loop: settings.own_loop,
         stop: CancellationToken::new(),
     });
     let connections = TaskTracker::new();
-    let mut errors = AcceptErrors::new(PROXY_ROLE);
     let mut refusals = Refusals::default();
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let (stream, peer) = match accepted {
-                    Ok(pair) => pair,
-                    Err(err) => {
-                        errors.failed(&err).await;
-                        continue;
-                    }
-                };
-                errors.accepted();
-                // Under the caps before anything is read; past one, closed at once (dropped).
-                let slot = match caps.admit(peer.ip()) {
-                    Ok(slot) => slot,
-                    Err(why) => {
-                        refusals.log(&caps, why);
-                        continue;
-                    }
-                };
-                if let Err(err) = stream.set_nodelay(true) {
-                    tracing::debug!(error = %err, "cannot set TCP_NODELAY");
-                }
-                // The PROXY header (when on) names the client and comes before anything else,
-                // TLS included; a refused header closes the connection.
-                let pp = (settings.proxy_protocol != ProxyProtocol::Off).then(|| settings.clone());
-                let (front, tls) = (Arc::clone(&front), tls.clone());
-                connections.spawn(async move {
-                    let mut slot = slot;
-                    let (stream, client) = match pp {
-                        None => (stream, peer),
-                        Some(s) => {
-                            let (t, p) = (s.header_read_timeout, &s.proxy_protocol_peers);
-                            let mode = s.proxy_protocol;
-                            match proxy_protocol::client(stream, peer, mode, p, t).await {
-                                Some(found) => found,
-                                None => return,
-                            }
-                        }
-                    };
-                    if client != peer && !slot.claimed_by(client) {
-                        return;
-                    }
-                    match tls {
-                        None => front::serve(front, stream, client).await,
-                        Some((acceptor, certs)) => {
-                            crate::http::tls::serve::serve(front, acceptor, certs, stream, client)
-                                .await
-                        }
-                    }
-                });
-            }
-            () = stop.cancelled() => break,
+    accept_until(&listener, PROXY_ROLE, stop.cancelled(), |stream, peer| {
+        // Under the caps before anything is read; past one, closed at once (dropped).
+        let slot = match caps.admit(peer.ip()) {
+            Ok(slot) => slot,
+            Err(why) => return refusals.log(&caps, why),
+        };
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::debug!(error = %err, "cannot set TCP_NODELAY");
         }
-    }
+        // The PROXY header (when on) names the client and comes before anything else,
+        // TLS included; a refused header closes the connection.
+        let pp = (settings.proxy_protocol != ProxyProtocol::Off).then(|| settings.clone());
+        let (front, tls) = (Arc::clone(&front), tls.clone());
+        connections.spawn(async move {
+            let mut slot = slot;
+            let (stream, client) = match pp {
+                None => (stream, peer),
+                Some(s) => {
+                    let (t, p) = (s.header_read_timeout, &s.proxy_protocol_peers);
+                    let mode = s.proxy_protocol;
+                    match proxy_protocol::client(stream, peer, mode, p, t).await {
+                        Some(found) => found,
+                        None => return,
+                    }
+                }
+            };
+            if client != peer && !slot.claimed_by(client) {
+                return;
+            }
+            match tls {
+                None => front::serve(front, stream, client).await,
+                Some((acceptor, certs)) => {
+                    crate::http::tls::serve::serve(front, acceptor, certs, stream, client).await
+                }
+            }
+        });
+    })
+    .await;
     drop(listener);
     front.stop.cancel();
     connections.close();
@@ -567,7 +543,7 @@ async fn proxy_loop(
     }
     // Held requests are answered 503 rather than cut off: their clients learn when to come
     // back instead of seeing an empty reply.
-    front.state.grace_over.cancel();
+    front.state.steps.grace_over.cancel();
     tokio::select! {
         () = drained() => {}
         () = tokio::time::sleep(ANSWER_AFTER_GRACE) => {

@@ -32,11 +32,10 @@ pub async fn sweep(tunnels: Arc<Tunnels>, decider: Arc<dyn Decider>, stop: Cance
         let checked = tokio::task::spawn_blocking(move || {
             for (caller, kill) in callers {
                 let view = RequestView {
-                    peer: caller.peer,
+                    client: caller.client,
                     method: &caller.method,
                     path: &caller.path,
                     headers: &caller.headers,
-                    unattributed: false,
                 };
                 if decider
                     .standing(&view)

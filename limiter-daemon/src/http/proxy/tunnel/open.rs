@@ -22,6 +22,7 @@ use crate::http::proxy::tunnel::join::join;
 use crate::http::proxy::tunnel::registry::Caller;
 use crate::http::render::problem::Problem;
 use crate::http::render::response::write_headers;
+use crate::identity::client_ip::Client;
 use crate::model::Decision;
 
 /// Seconds a caller refused a tunnel is told to wait: tunnels are long-lived, slots free slowly.
@@ -31,15 +32,16 @@ const MAX_REFUSAL_BODY: usize = 64 * 1024;
 /// Time to read that body.
 const REFUSAL_BODY_TIME: Duration = Duration::from_secs(5);
 
-/// Answers the decided upgrade request `req` from `peer`.
+/// Answers the decided upgrade request `req` from `peer`, sent by `client`.
 pub async fn open(
     state: &ProxyState,
-    peer: IpAddr,
+    (peer, client): (IpAddr, Client),
     decision: Decision,
     mut req: Request<Incoming>,
 ) -> Response<ProxyBody> {
     let caller = Caller {
         peer,
+        client,
         method: req.method().clone(),
         path: req.uri().path().to_owned(),
         headers: req.headers().clone(),
@@ -109,7 +111,7 @@ pub async fn open(
         .insert(CONNECTION, HeaderValue::from_static("upgrade"));
     write_headers(&decision, &mut parts.headers);
     let idle = state.tunnel_idle;
-    let grace_over = state.grace_over.clone();
+    let grace_over = state.steps.grace_over.clone();
     let tunnels = Arc::clone(&state.tunnels);
     tunnels.tasks.spawn(async move {
         match tokio::join!(client_side, upstream_side) {

@@ -15,7 +15,8 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::http::proxy::slots::Slots;
+use crate::http::steps::slots::Slots;
+use crate::identity::client_ip::Client;
 
 /// Why a tunnel closed (a metrics label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +52,8 @@ impl CloseReason {
 #[derive(Debug)]
 pub struct Caller {
     pub peer: IpAddr,
+    /// Who sent the upgrade request, as resolved when it came in.
+    pub client: Client,
     pub method: Method,
     pub path: String,
     pub headers: HeaderMap,
@@ -175,6 +178,7 @@ mod tests {
     fn caller() -> Caller {
         Caller {
             peer: "127.0.0.1".parse().unwrap(),
+            client: Client::Addr("127.0.0.1".parse().unwrap()),
             method: Method::GET,
             path: "/".into(),
             headers: HeaderMap::new(),
