@@ -96,10 +96,6 @@ pub struct RawHttp {
     /// Threads of the daemon's async runtime, which serves every listener (default: one per
     /// CPU).
     pub worker_threads: Option<usize>,
-    /// Removed: read so older files still load, and ignored with a warning (the proxy now
-    /// chooses both itself).
-    pub batch_scheduling: Option<bool>,
-    pub own_loop: Option<bool>,
     /// PROXY protocol on the proxy listeners: "off" (default), "optional", "required"; only
     /// from `[identity] trusted_proxies`.
     pub proxy_protocol: Option<String>,
@@ -320,16 +316,6 @@ impl HttpSettings {
                 "the admin API is configured in its own section: move this table to `[admin]` \
                  (fields `listen`, `token_file`)",
             ));
-        }
-        for (key, set) in [
-            ("own_loop", raw.own_loop.is_some()),
-            ("batch_scheduling", raw.batch_scheduling.is_some()),
-        ] {
-            if set {
-                tracing::warn!(
-                    "[http] {key} is ignored: the proxy chooses this itself now (docs/configuration.md, removed keys); remove it"
-                );
-            }
         }
         let upstream = match raw.upstream {
             None => None,

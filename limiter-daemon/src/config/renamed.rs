@@ -25,6 +25,9 @@ const REMOVED: &[(&str, &str)] = &[
     ("store.sweep_interval", "identities with nothing live are dropped every 60 s"),
     ("http.h2_max_pending_accept_reset_streams", "the rapid-reset guard stays at hyper's 20"),
     ("http.h2_max_local_error_reset_streams", "the rapid-reset guard stays at hyper's 1024"),
+    ("http.own_loop", "bodyless HTTP/1.1 requests take the own loop, the rest hyper's server"),
+    ("http.batch_scheduling", "the proxy's threads always run SCHED_BATCH"),
+    ("store.valkey_count", "a decision is always counted by one pipeline of plain commands"),
 ];
 
 /// What [`migrate`] found besides moving keys.

@@ -66,9 +66,6 @@ pub struct RawStore {
     pub lease_max: Option<u32>,
     /// A lease's longest life (default 5s, at most 5s): unspent units are then given back.
     pub lease_ttl: Option<String>,
-    /// Removed: one request is always counted by plain commands (docs/fleet.md). Still read,
-    /// so a file that sets it loads, with a warning that it is ignored.
-    pub valkey_count: Option<serde::de::IgnoredAny>,
 }
 
 /// `[store] on_failure`: what a decision does while the remote store is down.
@@ -337,10 +334,6 @@ impl StoreSettings {
                 "store.lease_ttl",
                 "must be between 1ms and 5s (a lease's burst units die with their 5 s slot)",
             ));
-        }
-        if raw.valkey_count.is_some() {
-            // Before logging is set up, so on stderr: the journal and `check-config` show it.
-            eprintln!("warning: store.valkey_count is ignored: it was removed (one request is always counted by plain commands; docs/configuration.md)");
         }
         Ok(StoreSettings {
             leases: raw.leases.unwrap_or(true),

@@ -92,24 +92,6 @@ fn a_bad_field_names_the_field_and_line() {
 }
 
 #[test]
-fn the_removed_valkey_count_still_loads_with_a_warning_that_it_is_ignored() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("valkey-count.toml");
-    let text = format!(
-        "[kernel]\nmode = \"off\"\n\n[store]\nstate_dir = \"{}\"\nbackend = \"valkey\"\n\
-         valkey_address = \"127.0.0.1:6379\"\nvalkey_count = \"script\"\n",
-        dir.path().display()
-    );
-    std::fs::write(&p, text).unwrap();
-    let (ok, _, err) = check_config(&p, &[]);
-    assert!(ok, "{err}");
-    assert!(
-        err.contains("warning: store.valkey_count is ignored"),
-        "{err}"
-    );
-}
-
-#[test]
 fn an_empty_state_dir_is_an_error_naming_the_field_and_line() {
     // "" resolved to the working directory: the hash secret was written wherever the daemon
     // was started.
@@ -249,19 +231,31 @@ fn an_old_style_config_loads_as_its_new_shape_with_one_warning_per_old_key() {
         !new_err.contains("WARN"),
         "the current shape warns of nothing: {new_err}"
     );
+}
+
+/// The implementation switches a file may still set load, each with one warning naming it.
 #[test]
-fn the_removed_proxy_switches_still_load_with_a_warning_naming_each() {
+fn the_removed_switches_still_load_with_a_warning_naming_each() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("switches.toml");
-    std::fs::write(
-        &p,
-        "[kernel]\nmode = \"off\"\n\n[http]\nown_loop = false\nbatch_scheduling = false\n",
-    )
-    .unwrap();
-    let (ok, out, err) = check_config(&p, &[]);
+    let text = format!(
+        "[kernel]\nmode = \"off\"\n\n[http]\nown_loop = false\nbatch_scheduling = false\n\
+         [store]\nstate_dir = \"{}\"\nbackend = \"valkey\"\n\
+         valkey_address = \"127.0.0.1:6379\"\nvalkey_count = \"script\"\n",
+        dir.path().display()
+    );
+    std::fs::write(&p, text).unwrap();
+    let (ok, _, err) = check_config(&p, &[]);
     assert!(ok, "{err}");
-    let said = format!("{out}{err}");
-    for key in ["own_loop", "batch_scheduling"] {
-        assert!(said.contains(&format!("[http] {key} is ignored")), "{said}");
+    for key in [
+        "http.own_loop",
+        "http.batch_scheduling",
+        "store.valkey_count",
+    ] {
+        let said: Vec<_> = err
+            .lines()
+            .filter(|l| l.contains("WARN") && l.contains(&format!("`{key}` is ignored")))
+            .collect();
+        assert_eq!(said.len(), 1, "{key}: {err}");
     }
 }

@@ -28,7 +28,7 @@ pub fn router(state: ApiState) -> Router {
         ));
     // Outside the token check: a refused caller is logged too. Only when the log is on: a
     // layer costs every call a boxed future and a clone of the state.
-    let routes = if state.access_log.is_on() {
+    let routes = if state.steps.access_log.is_on() {
         routes.layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::http::api::access::log,
