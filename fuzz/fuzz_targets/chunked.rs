@@ -12,7 +12,7 @@
 use arbitrary::{Arbitrary, Unstructured};
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use limiter_daemon::http::h1::chunked::{ChunkError, Chunked, Step};
+use limiter_daemon::edge::h1::chunked::{ChunkError, Chunked, Step};
 
 #[derive(Debug, PartialEq, Eq)]
 enum End {

@@ -9,8 +9,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use limiter_daemon::http::api::decide_body::{parse, DescribeError, Described};
-use limiter_daemon::http::proxy::limits::HeaderLimits;
+use limiter_daemon::surfaces::api::decide_body::{parse, DescribeError, Described};
+use limiter_daemon::edge::limits::HeaderLimits;
 use serde_json::{json, Map, Value};
 
 fn written_back(d: &Described) -> Vec<u8> {

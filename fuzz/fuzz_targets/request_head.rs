@@ -17,9 +17,9 @@ use std::net::IpAddr;
 use http::{HeaderMap, HeaderValue, Method};
 use libfuzzer_sys::fuzz_target;
 use limiter_daemon::fuzz_entry::{inspect, RequestHead, Served};
-use limiter_daemon::http::h1::hop::is_hop_by_hop_name;
-use limiter_daemon::http::proxy::limits::HeaderLimits;
-use limiter_daemon::http::{Decider, RequestView};
+use limiter_daemon::edge::h1::hop::is_hop_by_hop_name;
+use limiter_daemon::edge::limits::HeaderLimits;
+use limiter_daemon::engine::decider::{Decider, RequestView};
 use limiter_daemon::model::Decision;
 
 /// Reads what the identity resolver reads with a key header and a trusted proxy configured,

@@ -21,8 +21,8 @@ use std::time::Duration;
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
 use limiter_daemon::fuzz_entry::{response_head, BodyKind};
-use limiter_daemon::http::h1::hop::is_hop_by_hop_name;
-use limiter_daemon::http::render::response::{is_rate_limit_field, write_header_lines};
+use limiter_daemon::edge::h1::hop::is_hop_by_hop_name;
+use limiter_daemon::edge::render::response::{is_rate_limit_field, write_header_lines};
 use limiter_daemon::model::{Decision, DelayKind, Reason, Tier, WindowKind, WindowState};
 
 fn window(kind: WindowKind, limit: u64, remaining: u64, window_secs: u64) -> WindowState {

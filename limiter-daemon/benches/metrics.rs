@@ -14,9 +14,9 @@ use http::{HeaderMap, Method};
 use limiter_daemon::clock::{Clock, SystemClock};
 use limiter_daemon::config::{Config, EnvMap};
 use limiter_daemon::embedded::EmbeddedStore;
+use limiter_daemon::engine::decider::{Decider, RequestView};
 use limiter_daemon::engine::sink::NoKernel;
 use limiter_daemon::engine::{Engine, EngineOptions, KeyRefresh};
-use limiter_daemon::http::{Decider, RequestView};
 use limiter_daemon::identity::client_ip::Client;
 use limiter_daemon::metrics::{MeteredDecider, Metrics};
 

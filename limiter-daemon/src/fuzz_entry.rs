@@ -1,7 +1,7 @@
 //! Exists only for the cargo-fuzz targets in `fuzz/` (built with the `fuzzing` feature; the
 //! daemon never uses it): thin wrappers around the proxy's own-loop parsers, which stay private
-//! to [`crate::http`]. The other network-facing parsers the targets drive are public already
-//! ([`crate::http::h1::chunked`], [`crate::http::api::decide_body::parse`],
+//! to the HTTP rooms ([`crate::edge`], [`crate::proxy`]). The other network-facing parsers the targets drive are public already
+//! ([`crate::edge::h1::chunked`], [`crate::surfaces::api::decide_body::parse`],
 //! [`crate::identity::IdentityResolver::resolve`], [`crate::config::Config::from_toml_str`]).
 //!
 //! The wrappers translate the internal results into plain values and add no logic, so what a
@@ -12,12 +12,12 @@ use std::net::IpAddr;
 use bytes::BytesMut;
 use http::{HeaderMap, Method};
 
+use crate::edge::h1::framing::Framing;
+use crate::edge::limits::HeaderLimits;
 use crate::engine::decider::Decider;
-use crate::http::h1::framing::Framing;
-use crate::http::proxy::forward;
-use crate::http::proxy::inspect::{self, Inspected, Scope};
-use crate::http::proxy::limits::HeaderLimits;
 use crate::model::Decision;
+use crate::proxy::forward;
+use crate::proxy::inspect::{self, Inspected, Scope};
 
 /// What the own loop made of the bytes at the front of a client connection.
 #[derive(Debug)]

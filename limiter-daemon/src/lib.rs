@@ -15,7 +15,10 @@
 //!   the HTTPS client that fetches it.
 //! - [`engine`]: the tier ladder, budgets, scan delays, strikes and lockouts; the `Decider` seam.
 //! - [`kernel`]: loads, attaches, pins and drives the XDP/TC dataplane.
-//! - [`http`]: reverse proxy, decision API and nginx `auth_request` surfaces.
+//! - [`edge`]: the listener runtime and what every HTTP surface shares (a request's steps,
+//!   head limits, HTTP/1 wire code, rendering, the access log).
+//! - [`surfaces`]: the decision API, forward auth and Envoy's gRPC services.
+//! - [`proxy`]: the reverse proxy, its upstream client and TLS.
 //! - [`metrics`]: Prometheus metrics, `/healthz` and `/readyz` on the operator listener.
 //! - [`app`]: `run` wiring: config → kernel → store → engine → HTTP until a signal, with one
 //!   [`app::shutdown::Shutdown`] handed to every background task.
@@ -27,6 +30,7 @@ pub mod app;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod edge;
 pub mod embedded;
 pub mod engine;
 pub mod fetch;
@@ -34,12 +38,13 @@ pub mod fleet;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzz_entry;
-pub mod http;
 pub mod identity;
 pub mod kernel;
 pub mod metrics;
 pub mod model;
 pub mod owned_thread;
+pub mod proxy;
 pub mod replay;
 pub mod store;
+pub mod surfaces;
 pub mod valkey;

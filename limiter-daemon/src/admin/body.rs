@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 
 use super::problem::AdminError;
 use crate::config::field_path::field_of;
-use crate::http::api::browser::json_content_type;
+use crate::surfaces::api::browser::json_content_type;
 
 /// Largest request body accepted (the biggest legitimate one, an explain with its headers,
 /// stays far below).

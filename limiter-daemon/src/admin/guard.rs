@@ -1,7 +1,7 @@
 //! The two layers around the admin router besides the token: every response carries the
 //! marker its clients recognise it by ([`crate::model::admin_marker`]), and a request that a
 //! browser sent from another origin is refused (403) before the token is even looked at, by
-//! the rule the decision API follows too ([`crate::http::api::browser`]). The operator page
+//! the rule the decision API follows too ([`crate::surfaces::api::browser`]). The operator page
 //! calls its own origin, so its requests pass.
 
 use axum::extract::Request;
@@ -10,8 +10,8 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderName, HeaderValue, StatusCode};
 
 use super::problem::AdminError;
-use crate::http::api::browser::cross_site;
 use crate::model::admin_marker::{MARKER, MARKER_VALUE};
+use crate::surfaces::api::browser::cross_site;
 
 /// Puts the marker on `resp`.
 pub async fn mark(mut resp: Response) -> Response {

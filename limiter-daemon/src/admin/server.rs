@@ -1,6 +1,6 @@
 //! The admin listener: bound before the daemon reports ready (a taken port is a start-up
 //! error), served until the app's shutdown fires, within the `[http]` listener bounds (see
-//! [`crate::http::listen`]).
+//! [`crate::edge::listen`]).
 
 use std::net::SocketAddr;
 
@@ -9,7 +9,7 @@ use tokio::net::TcpListener;
 
 use super::routes::router;
 use super::state::AdminState;
-use crate::http::listen::limits::ListenLimits;
+use crate::edge::listen::limits::ListenLimits;
 
 pub struct AdminServer {
     listener: TcpListener,
@@ -44,7 +44,7 @@ impl AdminServer {
         self,
         stop: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
-        crate::http::listen::serve::serve(
+        crate::edge::listen::serve::serve(
             self.listener,
             router(self.state),
             self.limits,

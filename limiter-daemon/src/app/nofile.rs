@@ -4,7 +4,7 @@
 //! Why: every connection on every listener, every upstream and store connection, the state
 //! files and the kernel's maps are descriptors. systemd's default soft limit is 1,024 (the
 //! hard one 524,288), so a daemon that kept its soft limit could be starved by one client's
-//! idle connections; the listeners' caps ([`crate::http::listen::budget`]) are derived from
+//! idle connections; the listeners' caps ([`crate::edge::listen::budget`]) are derived from
 //! the limit in force once it is raised.
 
 use std::io;
@@ -106,7 +106,7 @@ mod tests {
         let again = raise().unwrap();
         assert_eq!(again.soft, again.soft_before);
         assert_eq!(
-            crate::http::listen::budget::nofile_soft_limit().unwrap(),
+            crate::edge::listen::budget::nofile_soft_limit().unwrap(),
             first.soft
         );
     }

@@ -18,11 +18,11 @@ use sha2::{Digest, Sha256};
 use super::config_diff::{changes, restart_only};
 use crate::config::log::LogFormat;
 use crate::config::{env_from_process, Config, ConfigError};
+use crate::edge::steps::hold::HoldGate;
 use crate::engine::Engine;
-use crate::http::proxy::tunnel::registry::Tunnels;
-use crate::http::steps::hold::HoldGate;
 use crate::kernel::KernelMaps;
 use crate::metrics::Metrics;
+use crate::proxy::tunnel::registry::Tunnels;
 
 /// What the admin API's reload endpoint calls: `Ok` with the changes applied, or the
 /// validation error (field and line) with the old config still in force.
@@ -38,7 +38,7 @@ pub struct ReloadTargets {
     /// `None`: no HTTP server (no tunnels).
     pub tunnels: Option<Arc<Tunnels>>,
     /// `None`: no HTTP server (no TLS listeners).
-    pub tls: Option<Arc<crate::http::tls::TlsCerts>>,
+    pub tls: Option<Arc<crate::proxy::tls::TlsCerts>>,
     pub metrics: Arc<Metrics>,
 }
 

@@ -25,16 +25,16 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::http::HttpSettings;
 use crate::config::log::LogFormat;
 use crate::config::{env_from_process, Config};
+use crate::edge::listen::budget::ConnectionBudget;
+use crate::edge::listen::limits::ListenLimits;
+use crate::edge::render::response::Hints;
 use crate::engine::sink::{EnforcementSink, NoKernel};
 use crate::engine::{Engine, EngineOptions, KeyRefresh};
-use crate::http::listen::budget::ConnectionBudget;
-use crate::http::listen::limits::ListenLimits;
-use crate::http::proxy::server::HttpServer;
-use crate::http::render::response::Hints;
 use crate::kernel::dataplane::Dataplane;
 use crate::metrics::server::MetricsServer;
 use crate::metrics::sources::AttachedKernel;
 use crate::metrics::{KernelSource, MeteredDecider, Metrics};
+use crate::proxy::server::HttpServer;
 
 /// Everything `run` needs, validated: the process exits before binding if any of it is wrong.
 pub struct DaemonConfig {
@@ -156,7 +156,7 @@ async fn serve(
     });
     let metrics_listen = config.metrics.listen;
     // Opened before anything is bound: a path the daemon cannot write stops it here.
-    let access_log = crate::http::access_log::writer::start(
+    let access_log = crate::edge::access_log::writer::start(
         &config.log.access,
         config.log.access_format,
         metrics.access_log_dropped.clone(),
@@ -281,6 +281,6 @@ async fn serve(
         }
         None => tracing::warn!("metrics listener disabled (metrics.listen = \"\")"),
     }
-    crate::http::proxy::server::serve_bound(server, &http, shutdown.cancelled()).await?;
+    crate::proxy::server::serve_bound(server, &http, shutdown.cancelled()).await?;
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! `[http] grpc_listen` and `grpc_route_key`: where Envoy's gRPC services listen (ext_authz
-//! `Check` and the rate-limit service's `ShouldRateLimit`, see `crate::http::grpc`), and which
+//! `Check` and the rate-limit service's `ShouldRateLimit`, see `crate::surfaces::grpc`), and which
 //! `ShouldRateLimit` descriptor entry carries the route path.
 //!
 //! Off unless listed, like `api_listen`; loopback is the place for it unless

@@ -2,7 +2,7 @@
 //! `proxy_listen`, ALPN `h2` on `tls_listen`) and the bounds a connection gets: concurrent
 //! streams, the rapid-reset guards (CVE-2023-44487) and the keep-alive ping. The header-list
 //! size is not a field: it follows `max_header_bytes`, and the header and idle timeout is
-//! `header_read_timeout`, as on HTTP/1.1 (see `crate::http::proxy::h2_deadline`). Checked with
+//! `header_read_timeout`, as on HTTP/1.1 (see `crate::proxy::h2_deadline`). Checked with
 //! the rest of `[http]`.
 
 use std::time::Duration;

@@ -73,7 +73,7 @@ pub struct RawHttp {
     /// its head (default 10s) → 408 and the connection closed.
     pub body_read_timeout: Option<String>,
     // Connection bounds (issue 35, D1/D3): kept in one block. The defaults are derived from the
-    // process's descriptor limit at start (`crate::http::listen::budget`).
+    // process's descriptor limit at start (`crate::edge::listen::budget`).
     /// Connections open at once on each API, admin, metrics and gRPC listener (default: a
     /// sixteenth of the descriptors left after a reserve, at most 1024); one more is refused
     /// at once.
@@ -147,7 +147,7 @@ pub struct HttpSettings {
     /// Time for a body on the API, admin and metrics listeners, from its head.
     pub body_read_timeout: Duration,
     // Connection bounds (issue 35, D1/D3): kept in one block. `None`: derived from the
-    // descriptor limit when the listeners start (`crate::http::listen::budget`).
+    // descriptor limit when the listeners start (`crate::edge::listen::budget`).
     /// Connections open at once on each API, admin, metrics and gRPC listener.
     pub api_max_connections: Option<NonZeroUsize>,
     /// Connections open at once over all proxy listeners.

@@ -1,7 +1,7 @@
 //! The `[log]` section: how the daemon writes its log lines to stderr. `format = "text"` (the
 //! default, for people) or `"json"` (one JSON object per line, for collectors). The
 //! `--log-format` flag wins over the file. `access` and `access_format` say where and how the
-//! access log is written (one line per request, see [`crate::http::access_log`]).
+//! access log is written (one line per request, see [`crate::edge::access_log`]).
 //!
 //! Logging starts before the config is validated (so a config error can itself be logged), so
 //! [`format_in_file`] reads just this section from the file, best effort; the full validation

@@ -1,5 +1,5 @@
 //! `[http] proxy_protocol`: whether the proxy listeners read a PROXY protocol header (v1 or v2)
-//! ahead of each connection's bytes (see `crate::http::listen::proxy_protocol`).
+//! ahead of each connection's bytes (see `crate::edge::listen::proxy_protocol`).
 
 use super::error::ConfigError;
 

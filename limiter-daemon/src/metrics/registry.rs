@@ -13,8 +13,8 @@ use super::negotiate::Format;
 use super::reloads::ReloadMetrics;
 use super::sources::{HttpSource, KernelSource, SourceCollector, Sources};
 use crate::engine::Engine;
-use crate::http::proxy::server::HttpServer;
 use crate::model::Decision;
+use crate::proxy::server::HttpServer;
 
 /// Content type of [`Metrics::render`]'s OpenMetrics output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

@@ -3,7 +3,7 @@
 //! serves) and `GET /readyz` (200, or 503 with a JSON body naming what is not ready).
 //!
 //! Its own listener, loopback by default (`[metrics] listen`), so metrics never share the
-//! public proxy port; served within the `[http]` listener bounds ([`crate::http::listen`]).
+//! public proxy port; served within the `[http]` listener bounds ([`crate::edge::listen`]).
 
 use std::future::Future;
 use std::io;
@@ -20,7 +20,7 @@ use tokio::net::TcpListener;
 use super::negotiate::negotiate;
 use super::readiness::Readiness;
 use super::Metrics;
-use crate::http::listen::limits::ListenLimits;
+use crate::edge::listen::limits::ListenLimits;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsServerError {
@@ -119,7 +119,7 @@ impl MetricsServer {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), MetricsServerError> {
-        crate::http::listen::serve::serve(
+        crate::edge::listen::serve::serve(
             self.listener,
             router(self.metrics),
             self.limits,

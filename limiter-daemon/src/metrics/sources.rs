@@ -17,12 +17,12 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
 use crate::config::kernel::KernelMode;
+use crate::edge::steps::hold::HoldGate;
 use crate::engine::Engine;
-use crate::http::proxy::tunnel::registry::Tunnels;
-use crate::http::steps::hold::HoldGate;
-use crate::http::upstream::error::UpstreamCounters;
 use crate::kernel::events::EventStats;
 use crate::kernel::KernelMaps;
+use crate::proxy::tunnel::registry::Tunnels;
+use crate::proxy::upstream::error::UpstreamCounters;
 
 /// The kernel dataplane as the daemon started it.
 #[derive(Clone)]
@@ -55,8 +55,8 @@ pub struct HttpSource {
     pub gate: Arc<HoldGate>,
     pub upstream: Arc<UpstreamCounters>,
     pub tunnels: Arc<Tunnels>,
-    pub tls: Arc<crate::http::tls::TlsCerts>,
-    pub h2: Arc<crate::http::proxy::h2::H2Counters>,
+    pub tls: Arc<crate::proxy::tls::TlsCerts>,
+    pub h2: Arc<crate::proxy::h2::H2Counters>,
 }
 
 /// Every scrape-time source, each set once.

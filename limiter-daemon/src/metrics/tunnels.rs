@@ -11,8 +11,8 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
-use crate::http::proxy::tunnel::registry::CloseReason;
 use crate::metrics::sources::Sources;
+use crate::proxy::tunnel::registry::CloseReason;
 
 /// The registry's view of the tunnel registry in [`Sources`].
 #[derive(Debug)]

@@ -13,13 +13,13 @@ use axum::extract::connect_info::MockConnectInfo;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use http_support::*;
-use limiter_daemon::http::api::router::router;
-use limiter_daemon::http::api::state::ApiState;
-use limiter_daemon::http::render::response::Hints;
-use limiter_daemon::http::steps::hold::HoldGate;
-use limiter_daemon::http::steps::Steps;
-use limiter_daemon::http::RequestView;
+use limiter_daemon::edge::render::response::Hints;
+use limiter_daemon::edge::steps::hold::HoldGate;
+use limiter_daemon::edge::steps::Steps;
+use limiter_daemon::engine::decider::RequestView;
 use limiter_daemon::model::{Reason, Tier};
+use limiter_daemon::surfaces::api::router::router;
+use limiter_daemon::surfaces::api::state::ApiState;
 use tower::ServiceExt;
 
 async fn post_json(url: &str, text: &str) -> (http::response::Parts, bytes::Bytes) {

@@ -288,10 +288,10 @@ async fn upstream_hop_fields_go_and_its_rate_limit_fields_are_replaced() {
 #[tokio::test]
 async fn the_decision_sees_only_the_fields_it_reads_on_the_own_loop() {
     struct WhoOnly(std::sync::Arc<Scripted<DecideFn>>);
-    impl limiter_daemon::http::Decider for WhoOnly {
+    impl limiter_daemon::engine::decider::Decider for WhoOnly {
         fn decide(
             &self,
-            req: &limiter_daemon::http::RequestView<'_>,
+            req: &limiter_daemon::engine::decider::RequestView<'_>,
         ) -> limiter_daemon::model::Decision {
             self.0.decide(req)
         }
@@ -387,10 +387,10 @@ async fn protocol_violations_are_refused_before_the_upstream() {
 #[tokio::test]
 async fn the_decision_sees_forwarded_for_and_hop_named_fields_it_reads_on_both_paths() {
     struct Reads(std::sync::Arc<Scripted<DecideFn>>);
-    impl limiter_daemon::http::Decider for Reads {
+    impl limiter_daemon::engine::decider::Decider for Reads {
         fn decide(
             &self,
-            req: &limiter_daemon::http::RequestView<'_>,
+            req: &limiter_daemon::engine::decider::RequestView<'_>,
         ) -> limiter_daemon::model::Decision {
             self.0.decide(req)
         }

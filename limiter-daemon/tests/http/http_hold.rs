@@ -10,12 +10,12 @@ use axum::body::Body;
 use axum::extract::connect_info::MockConnectInfo;
 use http::{Request, StatusCode};
 use http_support::*;
-use limiter_daemon::http::api::router::router;
-use limiter_daemon::http::api::state::ApiState;
-use limiter_daemon::http::render::response::Hints;
-use limiter_daemon::http::steps::hold::HoldGate;
-use limiter_daemon::http::steps::Steps;
+use limiter_daemon::edge::render::response::Hints;
+use limiter_daemon::edge::steps::hold::HoldGate;
+use limiter_daemon::edge::steps::Steps;
 use limiter_daemon::model::{DelayKind, Tier};
+use limiter_daemon::surfaces::api::router::router;
+use limiter_daemon::surfaces::api::state::ApiState;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tower::ServiceExt;
@@ -161,7 +161,7 @@ async fn abandoned_held_request_frees_its_slot() {
 /// `/v1/auth` holds a delayed request before answering 204; under paused time nothing waits.
 #[tokio::test(start_paused = true)]
 async fn auth_request_holds_delays_on_a_timer() {
-    let decider = scripted(|_req: &limiter_daemon::http::RequestView<'_>| {
+    let decider = scripted(|_req: &limiter_daemon::engine::decider::RequestView<'_>| {
         delay(Tier::Anon, 60_000, DelayKind::Hard, "scanner")
     });
     let state = ApiState {

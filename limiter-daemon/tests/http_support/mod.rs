@@ -25,12 +25,12 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use limiter_daemon::config::http::HttpSettings;
-use limiter_daemon::http::proxy::server::HttpServer;
-use limiter_daemon::http::render::response::Hints;
-use limiter_daemon::http::steps::hold::HoldGate;
-use limiter_daemon::http::upstream::error::UpstreamCounters;
-use limiter_daemon::http::{Decider, RequestView};
+use limiter_daemon::edge::render::response::Hints;
+use limiter_daemon::edge::steps::hold::HoldGate;
+use limiter_daemon::engine::decider::{Decider, RequestView};
 use limiter_daemon::model::{Decision, DelayKind, Reason, Tier, WindowKind, WindowState};
+use limiter_daemon::proxy::server::HttpServer;
+use limiter_daemon::proxy::upstream::error::UpstreamCounters;
 use tokio::sync::{oneshot, Notify};
 
 pub type ClientBody = BoxBody<Bytes, std::io::Error>;

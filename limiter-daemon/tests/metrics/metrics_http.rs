@@ -13,12 +13,12 @@ use http::StatusCode;
 use http_support::*;
 use limiter_daemon::clock::ManualClock;
 use limiter_daemon::config::{Config, EnvMap};
+use limiter_daemon::edge::render::response::Hints;
 use limiter_daemon::engine::sink::NoKernel;
 use limiter_daemon::engine::Engine;
-use limiter_daemon::http::proxy::server::HttpServer;
-use limiter_daemon::http::render::response::Hints;
 use limiter_daemon::metrics::server::MetricsServer;
 use limiter_daemon::metrics::{KernelSource, MeteredDecider, Metrics};
+use limiter_daemon::proxy::server::HttpServer;
 
 /// 2026-11-29T10:00:30Z.
 const T0: u64 = 1_795_946_430_000;
@@ -58,7 +58,7 @@ struct World {
 struct Surfaces {
     proxy: Option<SocketAddr>,
     api: SocketAddr,
-    gate: Arc<limiter_daemon::http::steps::hold::HoldGate>,
+    gate: Arc<limiter_daemon::edge::steps::hold::HoldGate>,
     _task: tokio::task::JoinHandle<()>,
 }
 

@@ -11,10 +11,10 @@ use crate::admin::body::RawJson;
 use crate::admin::problem::AdminError;
 use crate::admin::state::AdminState;
 use crate::engine::RequestView;
-use crate::http::api::decide_body::parse;
-use crate::http::api::state::ApiLimits;
 use crate::identity::client_ip::Client;
 use crate::model::{Action, Decision};
+use crate::surfaces::api::decide_body::parse;
+use crate::surfaces::api::state::ApiLimits;
 
 fn decided_by(d: &Decision) -> Value {
     match d.action() {
