@@ -231,10 +231,11 @@ async fn serve_loop(
             }
             Admission::Forward(decision) => Some(decision),
         };
-        let shed = decision.as_ref().and_then(|d| front.state.steps.shed(d));
-        if let Some(resp) = shed {
+        if let Some(resp) = decision.as_ref().and_then(|d| front.state.steps.shed(d)) {
             access::answered(&front.state, line.take(), &resp, head_only);
             write_answer(&mut out, &resp, head_only, plan.close);
+            // Gone before the write: kept across it, it would size every connection's future.
+            drop(resp);
             if stream.write_all(&out).await.is_err() {
                 return After::Close;
             }
