@@ -217,7 +217,8 @@ fn run(task: Task) -> Result<()> {
                 "limiter-ctl",
                 "--bins",
             ]))?;
-            sh(cargo().args(["test", "--workspace"]).args(&rest))?;
+            // Every failure in one run, not the first binary's alone.
+            sh(cargo().args(["test", "--workspace", "--no-fail-fast"]).args(&rest))?;
             // A filtered run is someone chasing one test: no conformance or fuzzing pass then.
             if rest.is_empty() {
                 conformance()?;
