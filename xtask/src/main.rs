@@ -218,7 +218,9 @@ fn run(task: Task) -> Result<()> {
                 "--bins",
             ]))?;
             // Every failure in one run, not the first binary's alone.
-            sh(cargo().args(["test", "--workspace", "--no-fail-fast"]).args(&rest))?;
+            sh(cargo()
+                .args(["test", "--workspace", "--no-fail-fast"])
+                .args(&rest))?;
             // A filtered run is someone chasing one test: no conformance or fuzzing pass then.
             if rest.is_empty() {
                 conformance()?;
