@@ -19,6 +19,8 @@
 //! - [`access_log`]: one line per request answered, from every surface.
 //! - [`steps`]: a request's phases (resolve the client, decide, hold, forward, render, log),
 //!   written once: every surface above runs them.
+//! - [`overload`]: the ladder under overload: requests in flight to the upstream, their
+//!   limit, and which tier is shed first.
 //!
 //! Every surface asks [`crate::engine::decider::Decider`] for its decisions.
 
@@ -27,6 +29,7 @@ pub mod api;
 pub mod grpc;
 pub mod h1;
 pub mod listen;
+pub mod overload;
 pub mod proxy;
 pub mod render;
 pub mod steps;

@@ -23,6 +23,7 @@ use tokio::net::TcpStream;
 
 use crate::engine::decider::RequestView;
 use crate::http::h1::write::write_answer;
+use crate::http::overload::Slot;
 use crate::http::proxy::hyper::{admit, Admission, ProxyState};
 use crate::http::proxy::inspect::MAX_FIELDS;
 use crate::http::proxy::request_rules;
@@ -36,9 +37,10 @@ const LINGER: Duration = Duration::from_secs(1);
 
 /// How a hold ended.
 pub(crate) enum Waited {
-    /// The delay is over: forward the request.
-    Forward(Decision),
-    /// The client hung up, or was answered 503 at the end of the shutdown grace period.
+    /// The delay is over: forward the request in this slot.
+    Forward(Decision, Slot),
+    /// The client hung up, or was answered 503 (the shutdown grace period ended, or the
+    /// upstream is too busy for its tier).
     Closed,
 }
 
@@ -55,8 +57,8 @@ pub(crate) async fn wait(
         held = state.steps.hold(&decision, permit) => held,
         () = hung_up(stream) => return Waited::Closed,
     };
-    match held {
-        Ok(()) => Waited::Forward(decision),
+    match held.and_then(|()| state.steps.reshed(&decision)) {
+        Ok(slot) => Waited::Forward(decision, slot),
         Err(resp) => {
             // Boxed: it happens once, at shutdown, and would otherwise size every held wait.
             Box::pin(answer_and_close(stream, &resp, head_only)).await;
@@ -124,7 +126,7 @@ pub(crate) async fn decide_before_hyper(
     // Only the bytes read so far are kept (head and any body), in an allocation of their size.
     *buf = BytesMut::from(&buf[..]);
     match wait(state, stream, decision, permit, method == Method::HEAD).await {
-        Waited::Forward(d) => Some(Some((client, Admission::Forward(d)))),
+        Waited::Forward(d, slot) => Some(Some((client, Admission::Forward(d, slot)))),
         Waited::Closed => None,
     }
 }
