@@ -215,8 +215,12 @@ async fn auto_learns_the_apps_concurrency_and_keeps_the_sponsor_fast() {
         "limits {limits:?}; sponsor p99 {loaded:?} loaded, {unloaded:?} alone; success {sponsor:.3}; app held {}",
         app.most()
     );
-    let last = *limits.last().unwrap();
-    assert!((4..=16).contains(&last), "limit {last}: {limits:?}");
+    // Where it settled: the median after the first second (one sample may sit a request
+    // above or below as the controller hunts).
+    let mut settled_limits = limits[limits.len().min(10)..].to_vec();
+    settled_limits.sort_unstable();
+    let median = settled_limits[settled_limits.len() / 2];
+    assert!((4..=16).contains(&median), "limit {median}: {limits:?}");
     assert!(loaded <= unloaded * 2, "{loaded:?} vs {unloaded:?}");
     assert!(sponsor >= 0.95, "{sponsor}");
 }
