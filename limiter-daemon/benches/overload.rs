@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use limiter_tests::nginx::free_port;
+use limiter_tests::free_port;
 use limiter_tests::overload::{quantile, run, trace, App, Outcome, Who};
 
 const SEED: u64 = 38;

@@ -36,6 +36,10 @@ use crate::model::Decision;
 const LINGER: Duration = Duration::from_secs(1);
 
 /// How a hold ended.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "matched at once by the caller; boxing would allocate per held request"
+)]
 pub(crate) enum Waited {
     /// The delay is over: forward the request in this slot.
     Forward(Decision, Slot),
@@ -54,10 +58,10 @@ pub(crate) async fn wait(
     head_only: bool,
 ) -> Waited {
     let held = tokio::select! {
-        held = state.steps.hold(&decision, permit) => held,
+        held = state.steps.hold_then_reshed(&decision, permit) => held,
         () = hung_up(stream) => return Waited::Closed,
     };
-    match held.and_then(|()| state.steps.reshed(&decision)) {
+    match held {
         Ok(slot) => Waited::Forward(decision, slot),
         Err(resp) => {
             // Boxed: it happens once, at shutdown, and would otherwise size every held wait.

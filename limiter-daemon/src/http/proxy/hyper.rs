@@ -101,13 +101,10 @@ pub async fn handle(
     let (decision, slot) = match admission {
         Admission::Forward(d, slot) => (d, slot),
         // If the client goes away, hyper drops this future and the permit with it.
-        Admission::Hold(d, permit) => {
-            let held = state.steps.hold(&d, permit).await;
-            match held.and_then(|()| state.steps.reshed(&d)) {
-                Ok(slot) => (d, slot),
-                Err(resp) => return resp.map(full),
-            }
-        }
+        Admission::Hold(d, permit) => match state.steps.hold_then_reshed(&d, permit).await {
+            Ok(slot) => (d, slot),
+            Err(resp) => return resp.map(full),
+        },
         Admission::Answer(resp) => return resp.map(full),
     };
     // For the access log's line (finished in `front`), when it is on.

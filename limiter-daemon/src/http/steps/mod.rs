@@ -9,7 +9,8 @@
 //!    the engine's decision, awaited, never blocked on;
 //! 3. [`Steps::admit`], then [`Steps::hold`]: a refusal to answer (429, or 503 past the held
 //!    bounds), a hold for the decision's delay within [`hold::HoldGate`]'s bounds, or go; a
-//!    held request waits without its slot and takes one again after ([`Steps::reshed`]);
+//!    held request waits without its slot and takes one again after
+//!    ([`Steps::hold_then_reshed`]);
 //! 4. forward: the proxy's alone (the decision API, forward auth and gRPC tell a front end
 //!    instead), in its slot until the upstream has answered;
 //! 5. [`Steps::render`]: the decision's rate-limit fields on whatever is answered;
@@ -164,20 +165,31 @@ impl Steps {
     ///    that sheds it (problem+json, or the HTML page for a browser). Asked before the
     ///    decision, so a shed request spends no budget and earns no strike; its caller is
     ///    named ([`Decider::caller`], nothing counted) only when some tier could be shed.
+    #[expect(
+        clippy::result_large_err,
+        reason = "the answer is returned at once, as `Admission::Answer` carries it"
+    )]
     pub fn shed(&self, view: &RequestView<'_>) -> Result<Slot, Response<Bytes>> {
         self.slot(view.path, Format::of(view.headers), || {
             self.decider.caller(view)
         })
     }
 
-    /// 3. The slot a held request gives up while it waits, taken again for `decision`'s
-    ///    caller once the hold is over; `Err`: shed after all.
-    pub fn reshed(&self, decision: &Decision) -> Result<Slot, Response<Bytes>> {
+    /// 3. [`Steps::hold`] for a request to forward: a held request waits without its slot at
+    ///    the upstream and takes one again for `decision`'s caller once the hold is over. `Err`:
+    ///    cut short, or shed after all.
+    pub async fn hold_then_reshed(
+        &self,
+        decision: &Decision,
+        permit: HoldPermit,
+    ) -> Result<Slot, Response<Bytes>> {
+        self.hold(decision, permit).await?;
         let mut slot = self.slot("", Format::Problem, || decision.clone())?;
         slot.start();
         Ok(slot)
     }
 
+    #[expect(clippy::result_large_err, reason = "as `Steps::shed`")]
     fn slot(
         &self,
         path: &str,
