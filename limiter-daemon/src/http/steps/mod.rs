@@ -232,3 +232,47 @@ impl Steps {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::overload::{InflightLimit, OverloadSettings};
+    use crate::model::Tier;
+
+    struct Anyone;
+    impl Decider for Anyone {
+        fn decide(&self, _req: &RequestView<'_>) -> Decision {
+            Decision::new(Tier::Sponsor, "s", None)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_held_request_waits_without_its_slot_and_takes_one_again_after() {
+        let settings = OverloadSettings {
+            enabled: true,
+            limit: InflightLimit::Fixed(1),
+            ..Default::default()
+        };
+        let steps = Steps {
+            decider: Arc::new(Anyone),
+            gate: HoldGate::new(4, 4),
+            hints: Hints::default(),
+            grace_over: CancellationToken::new(),
+            access_log: AccessLog::default(),
+            overload: Overload::new(&settings),
+        };
+        let overload = steps.overload.clone().unwrap();
+        let d = Decision::new(Tier::Sponsor, "s", None);
+        // While it was held, another request took the one slot: it is shed after its hold.
+        let busy = overload.try_admit("/", || d.clone()).unwrap();
+        let permit = steps.gate.try_hold("s").unwrap();
+        let shed = steps.hold_then_reshed(&d, permit).await.unwrap_err();
+        assert_eq!(shed.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+        drop(busy);
+        let permit = steps.gate.try_hold("s").unwrap();
+        let slot = steps.hold_then_reshed(&d, permit).await.unwrap();
+        assert_eq!((overload.inflight(), steps.gate.held()), (1, 0));
+        drop(slot);
+        assert_eq!(overload.inflight(), 0);
+    }
+}
