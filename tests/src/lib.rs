@@ -14,6 +14,7 @@ pub mod haproxy;
 pub mod isolated;
 pub mod netns;
 pub mod nginx;
+pub mod overload;
 pub mod process;
 pub mod promtool;
 pub mod testrun;

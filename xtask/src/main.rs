@@ -91,6 +91,9 @@ enum BenchKind {
     /// `limiter-daemon replay` lines/s on one core (combined, JSON lines, gzip) beside a
     /// parse-only baseline.
     Replay,
+    /// The ladder under 3× overload against no shedding and tier-blind shedding: goodput, success
+    /// and latency per tier, the app's utilisation, the adaptive limit over time.
+    Overload,
 }
 
 fn main() {
@@ -241,6 +244,7 @@ fn run(task: Task) -> Result<()> {
                 BenchKind::Asn => "asn",
                 BenchKind::Flood => "flood",
                 BenchKind::Replay => "replay",
+                BenchKind::Overload => "overload",
             };
             sh(cargo().args([
                 "build",

@@ -67,6 +67,8 @@ pub struct RawConfig {
     pub log: log::RawLog,
     #[serde(default)]
     pub networks: networks::RawNetworks,
+    #[serde(default)]
+    pub overload: super::overload::RawOverload,
 }
 
 /// The validated configuration.
@@ -190,6 +192,7 @@ impl Config {
                 let mut h = HttpSettings::validate(raw.http)?;
                 h.proxy_protocol_peers = proxy_protocol_peers;
                 h.client_ipv6_prefix = client_ipv6_prefix;
+                h.overload = super::overload::OverloadSettings::validate(raw.overload)?;
                 h
             },
             admin: AdminSettings::validate(raw.admin)?,

@@ -166,6 +166,8 @@ pub struct HttpSettings {
     /// Peers whose PROXY header is believed: `[identity] trusted_proxies`, copied here when the
     /// whole file is read (empty from [`HttpSettings::from_toml`]).
     pub proxy_protocol_peers: Vec<IpNet>,
+    /// `[overload]`, copied here like `proxy_protocol_peers` (off from [`HttpSettings::from_toml`]).
+    pub overload: super::overload::OverloadSettings,
     /// HTTP/2 on the proxy listeners.
     pub h2: super::h2::H2Settings,
     /// `None`: `/v1/decide` and `/v1/auth` ask for no token.
@@ -516,6 +518,7 @@ impl HttpSettings {
                 raw.proxy_protocol.as_deref(),
             )?,
             proxy_protocol_peers: Vec::new(),
+            overload: Default::default(),
             h2: super::h2::H2Settings::validate(super::h2::RawH2 {
                 http2: raw.http2,
                 h2_max_concurrent_streams: raw.h2_max_concurrent_streams,

@@ -36,6 +36,7 @@ pub mod log;
 pub mod metrics;
 pub mod nets;
 pub mod networks;
+pub mod overload;
 pub mod proof_sources;
 pub mod proxy_protocol;
 pub mod renamed;

@@ -7,6 +7,8 @@
 //! - [`steps`]: a request's steps, written once: resolve the client, decide, admit or hold,
 //!   shed, render, log.
 //! - [`limits`]: the request-head bounds every surface applies.
+//! - [`overload`]: the ladder under overload: slots at the upstream, the adaptive limit, which
+//!   tier is shed first (the proxy sheds through [`steps`]).
 //! - [`h1`]: HTTP/1 wire code on bytes: chunked decoding, message framing, hop-by-hop hygiene.
 //! - [`render`]: how a decision becomes rate-limit fields and a 429, and every error body as
 //!   `application/problem+json` (or a page, for a browser).
@@ -16,5 +18,6 @@ pub mod access_log;
 pub mod h1;
 pub mod limits;
 pub mod listen;
+pub mod overload;
 pub mod render;
 pub mod steps;

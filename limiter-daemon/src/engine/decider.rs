@@ -48,6 +48,13 @@ pub trait Decider: Send + Sync + 'static {
         None
     }
 
+    /// The caller as its next decision would name it (tier, identity, upgrade sentence,
+    /// hourly budget), nothing counted and no verdict: what the overload ladder sheds by. The
+    /// default: an anonymous caller.
+    fn caller(&self, _req: &RequestView<'_>) -> Decision {
+        Decision::new(crate::model::Tier::Anon, "", None)
+    }
+
     /// Who sent a request arriving from `peer` with `headers`: a trusted proxy's forwarding
     /// field walked with the engine's trust rules (`[identity]`), once, where the request came
     /// in. The default: the peer itself.
@@ -85,6 +92,10 @@ impl Decider for Engine {
 
     fn abuse_strike(&self, peer: IpAddr, why: &str) {
         Engine::abuse_strike(self, peer, why);
+    }
+
+    fn caller(&self, req: &RequestView<'_>) -> Decision {
+        Engine::caller(self, req)
     }
 
     fn resolve(&self, peer: IpAddr, headers: &HeaderMap) -> Client {

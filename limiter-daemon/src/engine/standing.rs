@@ -1,5 +1,6 @@
 //! A caller's standing without counting anything: what the self-service endpoint
-//! (`GET /.well-known/rate-limits` on the proxy) tells a caller about itself.
+//! (`GET /.well-known/rate-limits` on the proxy) tells a caller about itself, and who the
+//! caller is (what the overload ladder sheds by).
 //!
 //! The windows that apply and their limits come from [`Engine::explain`] (the one place those
 //! rules live); the counts come from the store as they are now, before any further request.
@@ -25,6 +26,32 @@ pub struct Standing {
 }
 
 impl Engine {
+    /// `req`'s caller as its next decision would name it (tier, identity, upgrade sentence,
+    /// hourly budget), with no verdict; reads no store, counts nothing.
+    pub fn caller(&self, req: &RequestView<'_>) -> Decision {
+        let now = self.clock.now_ms();
+        self.with_runtime(|rt| {
+            let caller = rt.resolver.resolve(
+                &rt.cfg,
+                &self.key_cache,
+                &self.agent_dirs,
+                req.client,
+                req.method.as_str(),
+                req.path,
+                req.headers,
+                now,
+                false,
+            );
+            let mut d = super::decide::base_decision(
+                &rt.cfg,
+                caller.tier,
+                caller.id_key(&self.hasher).text(),
+            );
+            d.hourly_budget = Some(u64::from(rt.cfg.tiers.get(caller.tier).hourly.get()));
+            d
+        })
+    }
+
     /// `req`'s caller's standing now; counts nothing, strikes nothing.
     pub fn standing(&self, req: &RequestView<'_>) -> Standing {
         let next = self.explain(req);

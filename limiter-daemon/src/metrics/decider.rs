@@ -74,6 +74,11 @@ impl Decider for MeteredDecider {
         self.inner.abuse_strike(peer, why);
     }
 
+    /// Not a decision: not observed (sheds are counted by the overload ladder).
+    fn caller(&self, req: &RequestView<'_>) -> Decision {
+        self.inner.caller(req)
+    }
+
     fn resolve(&self, peer: IpAddr, headers: &http::HeaderMap) -> Client {
         self.inner.resolve(peer, headers)
     }

@@ -114,6 +114,7 @@ impl Metrics {
             tunnels: server.tunnels(),
             tls: server.tls(),
             h2: server.h2_counters(),
+            overload: server.overload(),
         });
     }
 

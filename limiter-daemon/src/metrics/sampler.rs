@@ -11,7 +11,14 @@ use super::registry::Metrics;
 
 /// The counters' totals now, stamped `at_ms`.
 pub fn sample(metrics: &Metrics, at_ms: u64) -> Totals {
-    let (allow, delay, rejects) = metrics.decisions.outcome_totals();
+    let (allow, delay, mut rejects) = metrics.decisions.outcome_totals();
+    // Sheds are no decisions; the charts show them beside the refusals all the same.
+    if let Some(o) = metrics.sources.http.get().and_then(|h| h.overload.as_ref()) {
+        rejects[crate::model::Reason::Overload.index()] += crate::model::Tier::ALL
+            .into_iter()
+            .map(|t| o.sheds(t))
+            .sum::<u64>();
+    }
     let mut verdicts = [0u64; VERDICTS];
     if let Some(k) = metrics
         .sources

@@ -57,6 +57,8 @@ pub struct HttpSource {
     pub tunnels: Arc<Tunnels>,
     pub tls: Arc<crate::proxy::tls::TlsCerts>,
     pub h2: Arc<crate::proxy::h2::H2Counters>,
+    /// `[overload]` (`None`: off, and its series absent).
+    pub overload: Option<Arc<crate::edge::overload::Overload>>,
 }
 
 /// Every scrape-time source, each set once.
@@ -172,6 +174,30 @@ impl Collector for SourceCollector {
                 "Requests waiting for an upstream connection because the cap is reached",
                 load(&u.waiting),
             )?;
+            if let Some(o) = &h.overload {
+                let mut fam = enc.encode_descriptor(
+                    "overload_sheds",
+                    "Requests shed (503) because the upstream was at its tier's share of the limit, by tier",
+                    None,
+                    MetricType::Counter,
+                )?;
+                for tier in crate::model::Tier::ALL {
+                    ConstCounter::new(o.sheds(tier))
+                        .encode(fam.encode_family(&[("tier", tier.as_str())])?)?;
+                }
+                gauge_u(
+                    &mut enc,
+                    "overload_limit",
+                    "Requests the proxy lets reach the upstream at once ([overload] max_inflight, or the adaptive limit now)",
+                    u64::from(o.limit()),
+                )?;
+                gauge_u(
+                    &mut enc,
+                    "overload_inflight",
+                    "Requests in flight to the upstream through the proxy now",
+                    u64::from(o.inflight()),
+                )?;
+            }
         }
         if let Some(engine) = s.engine.get() {
             let store = engine.store();

@@ -65,15 +65,19 @@ pub enum Reason {
     /// The caller's network (prefix or autonomous system) is over its own budget
     /// (`[networks]`): many addresses metered as one.
     Network,
+    /// The upstream is saturated and this caller's tier is past its share of it (`[overload]`):
+    /// a 503, not a 429, and nothing counted.
+    Overload,
 }
 
 impl Reason {
     /// Every reason: the windows' in [`WindowKind::ALL`] order, then `locked`, `unavailable`,
-    /// `network`.
-    pub const ALL: [Reason; WindowKind::COUNT + 3] = {
-        let mut all = [Reason::Locked; WindowKind::COUNT + 3];
+    /// `network`, `overload`.
+    pub const ALL: [Reason; WindowKind::COUNT + 4] = {
+        let mut all = [Reason::Locked; WindowKind::COUNT + 4];
         all[WindowKind::COUNT + 1] = Reason::Unavailable;
         all[WindowKind::COUNT + 2] = Reason::Network;
+        all[WindowKind::COUNT + 3] = Reason::Overload;
         let mut i = 0;
         while i < WindowKind::COUNT {
             all[i] = SPECS[i].reason;
@@ -98,6 +102,7 @@ impl Reason {
             Reason::Locked => "locked",
             Reason::Unavailable => "unavailable",
             Reason::Network => "network",
+            Reason::Overload => "overload",
             _ => self.window().map_or("locked", WindowKind::as_str),
         }
     }
@@ -320,7 +325,8 @@ mod tests {
                 "key_hourly",
                 "locked",
                 "unavailable",
-                "network"
+                "network",
+                "overload"
             ]
         );
     }

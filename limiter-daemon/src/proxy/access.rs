@@ -118,7 +118,7 @@ pub(crate) fn start_request<B>(
 pub(crate) fn admitted(line: &mut Option<Box<Record>>, admission: &Admission) {
     if let Some(line) = line {
         line.verdict = match admission {
-            Admission::Forward(d) | Admission::Hold(d, _) => Some(Verdict::of(d)),
+            Admission::Forward(d, _) | Admission::Hold(d, _) => Some(Verdict::of(d)),
             Admission::Answer(resp) => resp.extensions().get::<Verdict>().cloned(),
         };
     }

@@ -205,7 +205,7 @@ async fn serve_loop(
         access::admitted(&mut line, &admission);
         // Only `up` is needed from here on.
         buf.advance(plan.len);
-        let mut decision = match admission {
+        let decision = match admission {
             Admission::Answer(resp) => {
                 access::answered(&front.state, line.take(), &resp, head_only);
                 write_answer(&mut out, &resp, head_only, plan.close);
@@ -225,29 +225,21 @@ async fn serve_loop(
                 out = Vec::new();
                 up.shrink_to_fit();
                 match held::wait(&front.state, stream, decision, permit, head_only).await {
-                    held::Waited::Forward(d) => Some(d),
+                    held::Waited::Forward(d, slot) => Some((d, slot)),
                     held::Waited::Closed => return After::Close,
                 }
             }
-            Admission::Forward(decision) => Some(decision),
+            Admission::Forward(decision, slot) => Some((decision, slot)),
         };
-        if let Some(resp) = decision.as_ref().and_then(|d| front.state.steps.shed(d)) {
-            access::answered(&front.state, line.take(), &resp, head_only);
-            write_answer(&mut out, &resp, head_only, plan.close);
-            // Gone before the write: kept across it, it would size every connection's future.
-            drop(resp);
-            if stream.write_all(&out).await.is_err() {
-                return After::Close;
-            }
-            decision = None;
-        }
-        let kept = match decision {
-            Some(d) => {
+        // By reference: a moved-out copy would size every connection's future. The slot at
+        // the upstream is freed with `decision`, once the exchange is over.
+        let kept = match &decision {
+            Some((d, _)) => {
                 let sent = forward(
                     &front.state.upstream,
                     stream,
                     &up,
-                    &d,
+                    d,
                     head_only,
                     plan.close,
                     &mut out,
@@ -599,6 +591,7 @@ mod tests {
                 hints: crate::edge::render::response::Hints::default(),
                 grace_over: CancellationToken::new(),
                 access_log: Default::default(),
+                overload: None,
             },
             upstream: crate::proxy::upstream::client::Upstream::new(
                 "127.0.0.1:9".parse().unwrap(),

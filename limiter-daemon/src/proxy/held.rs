@@ -22,6 +22,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::edge::h1::write::write_answer;
+use crate::edge::overload::Slot;
 use crate::edge::steps::hold::HoldPermit;
 use crate::engine::decider::RequestView;
 use crate::identity::client_ip::Client;
@@ -35,10 +36,15 @@ use crate::proxy::request_rules;
 const LINGER: Duration = Duration::from_secs(1);
 
 /// How a hold ended.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "matched at once by the caller; boxing would allocate per held request"
+)]
 pub(crate) enum Waited {
-    /// The delay is over: forward the request.
-    Forward(Decision),
-    /// The client hung up, or was answered 503 at the end of the shutdown grace period.
+    /// The delay is over: forward the request in this slot.
+    Forward(Decision, Slot),
+    /// The client hung up, or was answered 503 (the shutdown grace period ended, or the
+    /// upstream is too busy for its tier).
     Closed,
 }
 
@@ -52,11 +58,11 @@ pub(crate) async fn wait(
     head_only: bool,
 ) -> Waited {
     let held = tokio::select! {
-        held = state.steps.hold(&decision, permit) => held,
+        held = state.steps.hold_then_reshed(&decision, permit) => held,
         () = hung_up(stream) => return Waited::Closed,
     };
     match held {
-        Ok(()) => Waited::Forward(decision),
+        Ok(slot) => Waited::Forward(decision, slot),
         Err(resp) => {
             // Boxed: it happens once, at shutdown, and would otherwise size every held wait.
             Box::pin(answer_and_close(stream, &resp, head_only)).await;
@@ -124,7 +130,7 @@ pub(crate) async fn decide_before_hyper(
     // Only the bytes read so far are kept (head and any body), in an allocation of their size.
     *buf = BytesMut::from(&buf[..]);
     match wait(state, stream, decision, permit, method == Method::HEAD).await {
-        Waited::Forward(d) => Some(Some((client, Admission::Forward(d)))),
+        Waited::Forward(d, slot) => Some(Some((client, Admission::Forward(d, slot)))),
         Waited::Closed => None,
     }
 }

@@ -48,17 +48,22 @@ pub struct ProxyState {
     pub h2: Arc<crate::proxy::h2::H2Counters>,
 }
 
-/// Phases 2 and 3 on a proxied request: decided, then refused, held (within the bounds) or
-/// let through; the self-service path is answered here instead, undecided.
+/// Phases 2 and 3 on a proxied request: shed, or decided, then refused, held (within the
+/// bounds) or let through; the self-service path is answered here instead, undecided.
 pub async fn admit(state: &ProxyState, view: &RequestView<'_>) -> Admission {
-    let steps = &state.steps;
-    if let Some(resp) = self_service::answer(state.self_service.as_deref(), &*steps.decider, view) {
+    if let Some(resp) =
+        self_service::answer(state.self_service.as_deref(), &*state.steps.decider, view)
+    {
         return Admission::Answer(resp);
     }
-    let d = steps.decide(view, None).await;
+    let slot = match state.steps.shed(view) {
+        Ok(slot) => slot,
+        Err(resp) => return Admission::Answer(resp),
+    };
+    let d = state.steps.decide(view, None).await;
     // A refusal carries its verdict to the access log's line (with the log on).
-    let verdict = steps.access_log.is_on().then(|| Verdict::of(&d));
-    match steps.admit(d, Format::of(view.headers)) {
+    let verdict = state.steps.access_log.is_on().then(|| Verdict::of(&d));
+    match state.steps.admit(d, slot, Format::of(view.headers)) {
         Admission::Answer(resp) => Admission::Answer(mark(resp, verdict)),
         admitted => admitted,
     }
@@ -93,18 +98,15 @@ pub async fn handle(
             admit(state, &view).await
         }
     };
-    let decision = match admission {
-        Admission::Forward(d) => d,
+    let (decision, slot) = match admission {
+        Admission::Forward(d, slot) => (d, slot),
         // If the client goes away, hyper drops this future and the permit with it.
-        Admission::Hold(d, permit) => match state.steps.hold(&d, permit).await {
-            Ok(()) => d,
+        Admission::Hold(d, permit) => match state.steps.hold_then_reshed(&d, permit).await {
+            Ok(slot) => (d, slot),
             Err(resp) => return resp.map(full),
         },
         Admission::Answer(resp) => return resp.map(full),
     };
-    if let Some(resp) = state.steps.shed(&decision) {
-        return resp.map(full);
-    }
     // For the access log's line (finished in `front`), when it is on.
     let verdict = state
         .steps
@@ -121,6 +123,8 @@ pub async fn handle(
     // `h2c` is dropped with the other hop-by-hop fields below: the request is answered over
     // HTTP/1.1, never tunnelled.
     if tunnel::upgrade_of(&req) == Upgrade::Tunnel {
+        // A tunnel lives for as long as its client likes: it holds no slot.
+        slot.cancel();
         return mark(
             tunnel::open::open(state, (peer, client), decision, req).await,
             verdict,
@@ -154,6 +158,8 @@ pub async fn handle(
         }
         Err(err) => upstream_failure(err, &decision).map(full),
     };
+    // The upstream has answered (its head): the slot is free, the latency sampled.
+    drop(slot);
     mark(resp, verdict)
 }
 

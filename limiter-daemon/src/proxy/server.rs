@@ -179,6 +179,7 @@ impl HttpServer {
                 // The API's holds are never cut short (each proxy thread has its own token).
                 grace_over: CancellationToken::new(),
                 access_log: AccessLog::off(),
+                overload: crate::edge::overload::Overload::new(&settings.overload),
             },
             h2: Arc::default(),
             tunnels: Tunnels::new(
@@ -189,6 +190,11 @@ impl HttpServer {
             caps: ClientCaps::new(settings, &ConnectionBudget::for_process(settings)),
             settings: settings.clone(),
         })
+    }
+
+    /// The overload ladder (`None`: off), for metrics.
+    pub fn overload(&self) -> Option<Arc<crate::edge::overload::Overload>> {
+        self.steps.overload.clone()
     }
 
     pub fn proxy_addrs(&self) -> Result<Vec<SocketAddr>, ServeError> {

@@ -421,6 +421,7 @@ async fn auth_peer_seen(peer: SocketAddr, real_ip: &str) -> (IpAddr, bool) {
             hints: Hints::default(),
             grace_over: Default::default(),
             access_log: Default::default(),
+            overload: None,
         }),
         trusted_peers: Arc::new(vec![
             "10.0.0.0/8".parse().unwrap(),

@@ -171,6 +171,7 @@ async fn auth_request_holds_delays_on_a_timer() {
             hints: Hints::default(),
             grace_over: Default::default(),
             access_log: Default::default(),
+            overload: None,
         }),
         trusted_peers: Arc::new(vec!["127.0.0.0/8".parse().unwrap()]),
         limits: Default::default(),

@@ -18,3 +18,4 @@ mod ops_reload;
 mod ops_reloader;
 mod ops_self_service;
 mod ops_single_binary;
+mod overload;

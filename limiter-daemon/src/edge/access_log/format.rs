@@ -84,7 +84,9 @@ fn json(r: &Record, out: &mut Vec<u8>) {
         field(out, "tier");
         json_str(out, v.tier.as_str());
         field(out, "action");
-        json_str(out, v.action.as_str());
+        // A shed is no decision on the caller: its own action, `shed`.
+        let shed = v.reason == Some(crate::model::Reason::Overload);
+        json_str(out, if shed { "shed" } else { v.action.as_str() });
         if let Some(reason) = v.reason {
             field(out, "reason");
             json_str(out, reason.as_str());

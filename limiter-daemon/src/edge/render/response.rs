@@ -301,7 +301,8 @@ fn render(d: &Decision, h: &mut impl FieldSink) {
         };
         v.num(reset);
         h.rendered(X_RATELIMIT_RESET, &mut v);
-    } else if rejected {
+    } else if rejected && d.reason() != Some(Reason::Overload) {
+        // A shed spends nothing: it says nothing about what is left.
         v.num(0);
         h.rendered(X_RATELIMIT_REMAINING, &mut v);
         v.num(retry_after(d));
@@ -396,6 +397,10 @@ pub fn detail(d: &Decision) -> String {
                  key is not counted against it). Retry in {wait} s."
             )
         }
+        (Some(Reason::Overload), _) => format!(
+            "The application is at capacity, and requests of tier {tier} are turned away first \
+             until it recovers; this costs none of your budget. Retry in {wait} s."
+        ),
         (Some(Reason::Unavailable), _) => format!(
             "The rate limiter's shared store is unavailable, and this service refuses requests \
              while it is rather than count them locally. Retry in {wait} s."
@@ -415,8 +420,9 @@ pub fn problem(d: &Decision, hints: &Hints) -> Problem {
         .problem_type_base
         .as_ref()
         .map(|b| format!("{b}{reason}"));
-    // Only a store outage under `on_failure = "closed"` is not the caller's doing.
-    let status = if d.reason() == Some(Reason::Unavailable) {
+    // A store outage under `on_failure = "closed"` and an overloaded upstream are not the
+    // caller's doing.
+    let status = if matches!(d.reason(), Some(Reason::Unavailable | Reason::Overload)) {
         StatusCode::SERVICE_UNAVAILABLE
     } else {
         StatusCode::TOO_MANY_REQUESTS

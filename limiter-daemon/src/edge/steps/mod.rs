@@ -4,11 +4,15 @@
 //! 1. [`Steps::resolve`]: who sent it, from the peer it came from and its forwarding fields
 //!    (one walk, [`crate::identity::client_ip`]), carried from then on as a
 //!    [`Client`] in the [`RequestView`];
-//! 2. [`Steps::decide`]: the engine's decision, awaited, never blocked on;
+//! 2. [`Steps::shed`] (the proxy's alone), then [`Steps::decide`]: a slot at the upstream
+//!    under `[overload]`, or the 503 that sheds the request before anything is counted; then
+//!    the engine's decision, awaited, never blocked on;
 //! 3. [`Steps::admit`], then [`Steps::hold`]: a refusal to answer (429, or 503 past the held
-//!    bounds), a hold for the decision's delay within [`hold::HoldGate`]'s bounds, or go;
+//!    bounds), a hold for the decision's delay within [`hold::HoldGate`]'s bounds, or go; a
+//!    held request waits without its slot and takes one again after
+//!    ([`Steps::hold_then_reshed`]);
 //! 4. forward: the proxy's alone (the decision API, forward auth and gRPC tell a front end
-//!    instead). [`Steps::shed`] runs just before it: the hook for load shedding;
+//!    instead), in its slot until the upstream has answered;
 //! 5. [`Steps::render`]: the decision's rate-limit fields on whatever is answered;
 //! 6. log: [`Steps::access_log`], one line per request ([`crate::edge::access_log`]).
 //!
@@ -29,7 +33,9 @@ use http::{HeaderMap, Response};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::edge::access_log::AccessLog;
+use crate::edge::access_log::record::mark;
+use crate::edge::access_log::{AccessLog, Verdict};
+use crate::edge::overload::{Overload, Slot};
 use crate::edge::render::negotiate::Format;
 use crate::edge::render::response::Hints;
 use crate::edge::render::response::{hold_cut_short, hold_overflow, rejection, write_headers};
@@ -48,12 +54,14 @@ pub struct Steps {
     pub grace_over: CancellationToken,
     /// `[log] access`: one line per request (off by default).
     pub access_log: AccessLog,
+    /// `[overload]`: the ladder when the upstream saturates (`None`: off).
+    pub overload: Option<Arc<Overload>>,
 }
 
 /// What the decision on a request lets happen next (phase 3).
 pub enum Admission {
-    /// Go on, with these rate-limit fields.
-    Forward(Decision),
+    /// Go on, with these rate-limit fields, in this slot at the upstream.
+    Forward(Decision, Slot),
     /// Hold it for the decision's delay, then go on; the permit counts it against the
     /// held-request bounds until dropped.
     Hold(Decision, HoldPermit),
@@ -101,12 +109,16 @@ impl Steps {
     }
 
     /// 3. What `decision` lets happen next. A refusal's body is in `format` (what the
-    ///    request's `Accept` prefers).
-    pub fn admit(&self, decision: Decision, format: Format) -> Admission {
+    ///    request's `Accept` prefers). Only a request that goes on keeps `slot`: a held one
+    ///    waits without it.
+    pub fn admit(&self, decision: Decision, mut slot: Slot, format: Format) -> Admission {
         match self.next(&decision, format) {
             Next::Answer(resp) => Admission::Answer(resp),
             Next::Hold(permit) => Admission::Hold(decision, permit),
-            Next::Go => Admission::Forward(decision),
+            Next::Go => {
+                slot.start();
+                Admission::Forward(decision, slot)
+            }
         }
     }
 
@@ -149,12 +161,48 @@ impl Steps {
         .await
     }
 
-    /// 4. The last word before a request is forwarded: `Some` is the answer instead
-    ///    (nothing refuses yet). Load shedding plugs in here: it admits the request before
-    ///    the upstream sees it; a guard it hands back, held by the caller across the forward,
-    ///    is released when the response is done.
-    pub fn shed(&self, _decision: &Decision) -> Option<Response<Bytes>> {
-        None
+    /// 2. A slot at the upstream for `view` (`[overload]`; a free one when off), or the 503
+    ///    that sheds it (problem+json, or the HTML page for a browser). Asked before the
+    ///    decision, so a shed request spends no budget and earns no strike; its caller is
+    ///    named ([`Decider::caller`], nothing counted) only when some tier could be shed.
+    #[expect(
+        clippy::result_large_err,
+        reason = "the answer is returned at once, as `Admission::Answer` carries it"
+    )]
+    pub fn shed(&self, view: &RequestView<'_>) -> Result<Slot, Response<Bytes>> {
+        self.slot(view.path, Format::of(view.headers), || {
+            self.decider.caller(view)
+        })
+    }
+
+    /// 3. [`Steps::hold`] for a request to forward: a held request waits without its slot at
+    ///    the upstream and takes one again for `decision`'s caller once the hold is over. `Err`:
+    ///    cut short, or shed after all.
+    pub async fn hold_then_reshed(
+        &self,
+        decision: &Decision,
+        permit: HoldPermit,
+    ) -> Result<Slot, Response<Bytes>> {
+        self.hold(decision, permit).await?;
+        let mut slot = self.slot("", Format::Problem, || decision.clone())?;
+        slot.start();
+        Ok(slot)
+    }
+
+    #[expect(clippy::result_large_err, reason = "as `Steps::shed`")]
+    fn slot(
+        &self,
+        path: &str,
+        format: Format,
+        who: impl FnOnce() -> Decision,
+    ) -> Result<Slot, Response<Bytes>> {
+        let Some(overload) = &self.overload else {
+            return Ok(Slot::default());
+        };
+        overload.try_admit(path, who).map_err(|d| {
+            let verdict = self.access_log.is_on().then(|| Verdict::of(&d));
+            mark(rejection(&d, &self.hints, format), verdict)
+        })
     }
 
     /// 5. `decision`'s rate-limit fields on an answer's `headers`, replacing any there.
@@ -182,5 +230,49 @@ impl Steps {
             },
             Next::Go => Settled::Allowed(d),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::overload::{InflightLimit, OverloadSettings};
+    use crate::model::Tier;
+
+    struct Anyone;
+    impl Decider for Anyone {
+        fn decide(&self, _req: &RequestView<'_>) -> Decision {
+            Decision::new(Tier::Sponsor, "s", None)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_held_request_waits_without_its_slot_and_takes_one_again_after() {
+        let settings = OverloadSettings {
+            enabled: true,
+            limit: InflightLimit::Fixed(1),
+            ..Default::default()
+        };
+        let steps = Steps {
+            decider: Arc::new(Anyone),
+            gate: HoldGate::new(4, 4),
+            hints: Hints::default(),
+            grace_over: CancellationToken::new(),
+            access_log: AccessLog::default(),
+            overload: Overload::new(&settings),
+        };
+        let overload = steps.overload.clone().unwrap();
+        let d = Decision::new(Tier::Sponsor, "s", None);
+        // While it was held, another request took the one slot: it is shed after its hold.
+        let busy = overload.try_admit("/", || d.clone()).unwrap();
+        let permit = steps.gate.try_hold("s").unwrap();
+        let shed = steps.hold_then_reshed(&d, permit).await.unwrap_err();
+        assert_eq!(shed.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+        drop(busy);
+        let permit = steps.gate.try_hold("s").unwrap();
+        let slot = steps.hold_then_reshed(&d, permit).await.unwrap();
+        assert_eq!((overload.inflight(), steps.gate.held()), (1, 0));
+        drop(slot);
+        assert_eq!(overload.inflight(), 0);
     }
 }
