@@ -33,6 +33,7 @@ use tokio_util::task::TaskTracker;
 use crate::config::http::HttpSettings;
 use crate::engine::decider::Decider;
 use crate::http::access_log::AccessLog;
+use crate::http::api::own_loop::AuthLoop;
 use crate::http::api::router::router;
 use crate::http::api::state::{ApiLimits, ApiState};
 use crate::http::listen;
@@ -279,11 +280,12 @@ impl HttpServer {
             token: self.settings.api_token.clone(),
         };
         let app = router(api.clone());
+        let own: Arc<dyn listen::serve::OwnLoop> = Arc::new(AuthLoop(api.clone()));
         let limits = ListenLimits::from_settings(&self.settings);
         for listener in self.api_listeners {
             api_tasks.spawn(listen::serve::serve(
                 listener,
-                app.clone(),
+                (app.clone(), Some(Arc::clone(&own))),
                 limits,
                 "http.api_listen",
                 stop.clone().cancelled_owned(),
