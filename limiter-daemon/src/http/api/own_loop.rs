@@ -89,6 +89,7 @@ async fn serve_loop(
                     timer.as_mut().reset(due);
                 },
                 () = life.closing.cancelled(), if buf.is_empty() => return None,
+                () = life.dropping.cancelled() => return None,
             }
         };
         buf.advance(len);
@@ -106,7 +107,12 @@ async fn serve_loop(
         out.clear();
         write_answer(&mut out, &resp, false, close);
         access::finish(state, line, &resp, resp.body().len() as u64);
-        if stream.write_all(&out).await.is_err() || close {
+        // A client that reads no answers must not hold the listener's shutdown past its grace.
+        let wrote = tokio::select! {
+            wrote = stream.write_all(&out) => wrote.is_ok(),
+            () = life.dropping.cancelled() => false,
+        };
+        if !wrote || close {
             return None;
         }
     }
