@@ -100,7 +100,7 @@ async fn serve_loop(
             Ok(auth_request::answer(state, peer, &parts.method, &parts.uri, headers).await)
         };
         let resp = tokio::select! {
-            resp = answer => resp.unwrap_or_else(|refused| refused),
+            resp = answer => resp.unwrap_or_else(|refused: Box<http::Response<Bytes>>| *refused),
             () = life.dropping.cancelled() => return None,
         };
         let close = close || life.closing.is_cancelled();
@@ -119,6 +119,8 @@ async fn serve_loop(
 }
 
 /// What [`parse`] made of the buffer's first bytes.
+// Made and taken apart once per request, on the stack: boxing would cost an allocation.
+#[allow(clippy::large_enum_variant)]
 enum Parsed {
     /// A head this loop serves: its length, the request, whether the client asked to close.
     Serve(usize, http::request::Parts, bool),

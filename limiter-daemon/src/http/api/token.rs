@@ -57,8 +57,8 @@ pub const X_ORIGINAL_AUTHORIZATION: HeaderName =
     HeaderName::from_static("x-original-authorization");
 
 /// Lets a request with `headers` through (the daemon's token taken out of them, the caller's
-/// own put in) when no token is configured or they carry it; else the 401.
-pub fn admit(state: &ApiState, headers: &mut HeaderMap) -> Result<(), http::Response<Bytes>> {
+/// own put in) when no token is configured or they carry it; else the 401 (boxed: rare).
+pub fn admit(state: &ApiState, headers: &mut HeaderMap) -> Result<(), Box<http::Response<Bytes>>> {
     if let Some(token) = &state.token {
         if !authorized(headers, token) {
             let detail = if headers.contains_key(AUTHORIZATION) {
@@ -66,7 +66,7 @@ pub fn admit(state: &ApiState, headers: &mut HeaderMap) -> Result<(), http::Resp
             } else {
                 "This endpoint needs `Authorization: Bearer <token>` ([http] api_token_file)."
             };
-            return Err(unauthorized(detail));
+            return Err(Box::new(unauthorized(detail)));
         }
         headers.remove(AUTHORIZATION);
     }
@@ -84,7 +84,7 @@ pub async fn require_token(
 ) -> Response {
     match admit(&state, req.headers_mut()) {
         Ok(()) => next.run(req).await,
-        Err(resp) => resp.map(axum::body::Body::from).into_response(),
+        Err(resp) => (*resp).map(axum::body::Body::from).into_response(),
     }
 }
 
