@@ -102,6 +102,8 @@ async fn serve_loop(
         let resp = tokio::select! {
             resp = answer => resp.unwrap_or_else(|refused: Box<http::Response<Bytes>>| *refused),
             () = life.dropping.cancelled() => return None,
+            // A front end that gave up on a held answer: the decision is dropped with it.
+            () = hung_up(stream) => return None,
         };
         let close = close || life.closing.is_cancelled();
         out.clear();
@@ -115,6 +117,13 @@ async fn serve_loop(
         if !wrote || close {
             return None;
         }
+    }
+}
+
+/// Resolves when the client closes its side (never, once it sends more: it is read later).
+async fn hung_up(stream: &TcpStream) {
+    if let Ok(1..) = stream.peek(&mut [0u8; 1]).await {
+        std::future::pending().await
     }
 }
 
