@@ -46,7 +46,7 @@ impl AdminServer {
     ) -> anyhow::Result<()> {
         crate::edge::listen::serve::serve(
             self.listener,
-            router(self.state),
+            (router(self.state), None),
             self.limits,
             "admin.listen",
             stop,

@@ -121,7 +121,7 @@ impl MetricsServer {
     ) -> Result<(), MetricsServerError> {
         crate::edge::listen::serve::serve(
             self.listener,
-            router(self.metrics),
+            (router(self.metrics), None),
             self.limits,
             "metrics.listen",
             shutdown,

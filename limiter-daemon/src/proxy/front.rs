@@ -37,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::edge::h1::write::write_answer;
 use crate::edge::limits::{too_large, HeaderLimitError};
+use crate::edge::listen::rewind::Rewind;
 use crate::engine::decider::RequestView;
 use crate::identity::client_ip::Client;
 use crate::proxy::access;
@@ -323,9 +324,8 @@ pub(crate) async fn hand_over<S>(
         }
     });
     let flooded = Arc::new(AtomicBool::new(false));
-    let io = TokioIo::new(Rewind {
-        read,
-        stream,
+    let io = TokioIo::new(Watched {
+        stream: Rewind::new(read, stream),
         watch: FrameWatch::default(),
         flooded: Arc::clone(&flooded),
         counters: Arc::clone(&front.state.h2),
@@ -377,13 +377,11 @@ pub(crate) async fn hand_over<S>(
     }
 }
 
-/// A stream with bytes already read off it put back in front; what the client sends is
-/// followed by a [`FrameWatch`] (HTTP/2 resets counted, header blocks timed, floods cut off:
-/// the read fails, and hyper drops the connection), what is written to it counted (it earns
-/// the client WINDOW_UPDATEs).
-struct Rewind<S> {
-    read: Bytes,
-    stream: S,
+/// A connection handed over ([`Rewind`]) whose reads are followed by a [`FrameWatch`]
+/// (HTTP/2 resets counted, header blocks timed, floods cut off: the read fails, and hyper
+/// drops the connection), what is written to it counted (it earns the client WINDOW_UPDATEs).
+struct Watched<S> {
+    stream: Rewind<S>,
     watch: FrameWatch,
     counters: Arc<H2Counters>,
     /// Set when the watch cut the connection off for a flood.
@@ -391,7 +389,7 @@ struct Rewind<S> {
     deadlines: Arc<Deadlines>,
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
@@ -399,15 +397,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let before = buf.filled().len();
-        if !this.read.is_empty() {
-            let n = this.read.len().min(buf.remaining());
-            buf.put_slice(&this.read.split_to(n));
-        } else {
-            match Pin::new(&mut this.stream).poll_read(cx, buf) {
-                Poll::Ready(Ok(())) => {}
-                other => return other,
-            }
-        }
+        std::task::ready!(Pin::new(&mut this.stream).poll_read(cx, buf))?;
         let watched = this
             .watch
             .feed(&buf.filled()[before..], &this.counters, &this.deadlines);
@@ -418,7 +408,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,

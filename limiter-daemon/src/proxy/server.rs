@@ -49,6 +49,7 @@ use crate::proxy::tls::TlsCerts;
 use crate::proxy::tunnel::registry::Tunnels;
 use crate::proxy::upstream::client::Upstream;
 use crate::proxy::upstream::error::UpstreamCounters;
+use crate::surfaces::api::own_loop::AuthLoop;
 use crate::surfaces::api::router::router;
 use crate::surfaces::api::state::{ApiLimits, ApiState};
 
@@ -285,11 +286,12 @@ impl HttpServer {
             token: self.settings.api_token.clone(),
         };
         let app = router(api.clone());
+        let own: Arc<dyn listen::serve::OwnLoop> = Arc::new(AuthLoop(api.clone()));
         let limits = ListenLimits::from_settings(&self.settings);
         for listener in self.api_listeners {
             api_tasks.spawn(listen::serve::serve(
                 listener,
-                app.clone(),
+                (app.clone(), Some(Arc::clone(&own))),
                 limits,
                 "http.api_listen",
                 stop.clone().cancelled_owned(),

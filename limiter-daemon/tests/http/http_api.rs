@@ -506,3 +506,89 @@ async fn reject_reasons_render_through_the_api() {
         assert_eq!(header(&parts, "x-ratelimit-reset"), "77");
     }
 }
+
+/// Sends `req` on `s` and reads one answer: its status line, its fields but `date` (sorted),
+/// its body.
+async fn exchange(s: &mut tokio::net::TcpStream, req: &str) -> (String, Vec<String>, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    loop {
+        let mut fields = [httparse::EMPTY_HEADER; 64];
+        let mut resp = httparse::Response::new(&mut fields);
+        if let httparse::Status::Complete(len) = resp.parse(&buf).unwrap() {
+            let body_len: usize = resp
+                .headers
+                .iter()
+                .find(|f| f.name.eq_ignore_ascii_case("content-length"))
+                .map_or(0, |f| {
+                    std::str::from_utf8(f.value).unwrap().parse().unwrap()
+                });
+            if buf.len() >= len + body_len {
+                let line = format!("{} {}", resp.code.unwrap(), resp.reason.unwrap());
+                let mut heads: Vec<String> = resp
+                    .headers
+                    .iter()
+                    .filter(|f| !f.name.eq_ignore_ascii_case("date"))
+                    .map(|f| format!("{}: {}", f.name, String::from_utf8_lossy(f.value)))
+                    .collect();
+                heads.sort();
+                let body = buf[len..len + body_len].to_vec();
+                return (line, heads, body);
+            }
+        }
+        let mut chunk = [0u8; 4096];
+        let n = s.read(&mut chunk).await.unwrap();
+        assert!(n > 0, "closed before a whole answer to {req:?}");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Forward auth is served by the API listener's own loop (a bodyless HTTP/1.1 request) or, for
+/// the same request with `Content-Length: 0`, by hyper and the router: every convention and
+/// every answer (allow, reject, 400, 431) is the same on the wire, on one kept-alive
+/// connection each, and a `POST /v1/decide` in between is handed over and answered.
+#[tokio::test]
+async fn auth_answers_alike_on_the_own_loop_and_the_router() {
+    let d = start(settings(None, ""), by_header()).await;
+    let many: String = (0..80).map(|i| format!("x-h{i}: v\r\n")).collect();
+    let requests = [
+        "GET /v1/auth HTTP/1.1\r\nhost: a\r\nx-original-uri: /page?x=1\r\nx-real-ip: 192.0.2.44\r\n".to_string(),
+        "GET /v1/auth HTTP/1.1\r\nhost: a\r\nx-original-uri: /page\r\nx-test-who: burst\r\n".to_string(),
+        "GET /v1/auth?q HTTP/1.1\r\nhost: a\r\nx-forwarded-uri: /c?d\r\nx-forwarded-method: PUT\r\n\
+         x-forwarded-host: site\r\nx-forwarded-for: 203.0.113.9\r\n".to_string(),
+        "DELETE /v1/auth/envoy/a/b HTTP/1.1\r\nhost: a\r\nx-forwarded-for: 203.0.113.9\r\n".to_string(),
+        "GET /v1/auth/envoy HTTP/1.1\r\nhost: a\r\n".to_string(),
+        "GET /v1/auth HTTP/1.1\r\nhost: a\r\n".to_string(),
+        "GET /v1/auth HTTP/1.1\r\nhost: a\r\nx-original-uri: /a/../b\r\n".to_string(),
+        format!("GET /v1/auth HTTP/1.1\r\nhost: a\r\nx-original-uri: /p\r\n{many}"),
+        "GET /v1/auth HTTP/1.1\r\nhost: a\r\nx-original-uri: /p\r\nconnection: close\r\n".to_string(),
+    ];
+    let decide = r#"{"ip":"203.0.113.5","path":"/"}"#;
+    let decide = format!(
+        "POST /v1/decide HTTP/1.1\r\nhost: a\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n{decide}",
+        decide.len()
+    );
+    let mut own = tokio::net::TcpStream::connect(d.api).await.unwrap();
+    let mut routed = tokio::net::TcpStream::connect(d.api).await.unwrap();
+    for req in &requests {
+        let a = exchange(&mut own, &format!("{req}\r\n")).await;
+        // One field fewer for the one it adds, so the 431 counts alike.
+        let req_b = req.replace("x-h79: v\r\n", "");
+        let b = exchange(&mut routed, &format!("{req_b}content-length: 0\r\n\r\n")).await;
+        assert_eq!(a, b, "{req:?}");
+    }
+    let statuses = [
+        "204", "429", "204", "200", "200", "400", "400", "431", "204",
+    ];
+    let mut last = tokio::net::TcpStream::connect(d.api).await.unwrap();
+    for (i, (req, status)) in requests.iter().zip(statuses).enumerate() {
+        let (line, heads, _) = exchange(&mut last, &format!("{req}\r\n")).await;
+        assert!(line.starts_with(status), "{req:?}: {line} {heads:?}");
+        if i == 3 {
+            let (line, _, body) = exchange(&mut last, &decide).await;
+            assert_eq!(line, "200 OK", "{}", String::from_utf8_lossy(&body));
+        }
+    }
+}

@@ -44,11 +44,11 @@ pub(crate) fn write_answer(
         push_field(out, name.as_str().as_bytes(), value.as_bytes());
     }
     let body = resp.body();
-    push_field(
-        out,
-        b"content-length",
-        itoa::Buffer::new().format(body.len()).as_bytes(),
-    );
+    // RFC 9110 §8.6: never on a 204 (a forward-auth allow).
+    if status != http::StatusCode::NO_CONTENT {
+        let mut len = itoa::Buffer::new();
+        push_field(out, b"content-length", len.format(body.len()).as_bytes());
+    }
     finish_head(out, true, close);
     if !head_only {
         out.extend_from_slice(body);

@@ -9,7 +9,9 @@
 //! - [`client_caps`]: the proxy listeners' caps, over all of them and per client address.
 //! - [`accept`]: what an accept loop does when `accept` fails: back off, log sparingly.
 //! - [`body`]: the request body that ends in an error once its read deadline has passed.
-//! - [`serve`]: the accept loop and one connection's life (HTTP/1.1 only).
+//! - [`serve`]: the accept loop and one connection's life (HTTP/1.1 only), a loop of the
+//!   listener's own first when it has one.
+//! - [`rewind`]: the bytes such a loop read, put back for hyper.
 //! - [`peek`]: waiting for a connection's first bytes without taking them.
 //! - [`proxy_protocol`]: the PROXY protocol header a proxy listener may read first.
 //!
@@ -24,4 +26,5 @@ pub mod client_caps;
 pub mod limits;
 pub mod peek;
 pub mod proxy_protocol;
+pub mod rewind;
 pub mod serve;

@@ -14,13 +14,14 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ConnectInfo;
 use axum::Router;
+use bytes::Bytes;
 use http::header::CONNECTION;
 use http::{HeaderValue, Request, StatusCode};
 use hyper::body::Incoming;
@@ -34,6 +35,7 @@ use tower::ServiceExt as _;
 use crate::edge::listen::accept::{accept_until, Cap};
 use crate::edge::listen::body::DeadlineBody;
 use crate::edge::listen::limits::ListenLimits;
+use crate::edge::listen::rewind::Rewind;
 use crate::edge::render::problem::Problem;
 
 /// Written to a connection past the cap before it is closed (a problem document, like every
@@ -42,11 +44,34 @@ const FULL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: applicat
 cache-control: no-store\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 119\r\n\r\n\
 {\"type\":\"about:blank\",\"title\":\"Service Unavailable\",\"status\":503,\"detail\":\"too many connections open on this listener\"}";
 
+/// A loop of the listener's own that serves the requests it can on a connection before hyper
+/// (with `app`) is given the rest ([`crate::surfaces::api::own_loop`]).
+pub trait OwnLoop: Send + Sync + 'static {
+    /// Serves `stream`'s requests; `Some(read)`: hand the connection, `read` first, to hyper;
+    /// `None`: it is done.
+    fn serve<'a>(
+        &'a self,
+        stream: &'a mut TcpStream,
+        peer: SocketAddr,
+        life: &'a Life,
+    ) -> Pin<Box<dyn Future<Output = Option<Bytes>> + Send + 'a>>;
+}
+
+/// A connection's bounds and stop signals, as an [`OwnLoop`] must keep them.
+pub struct Life {
+    pub header_read_timeout: Duration,
+    /// Cancelled at stop: finish the request in progress, then close.
+    pub closing: CancellationToken,
+    /// Cancelled when the shutdown grace is over: drop the connection now.
+    pub dropping: CancellationToken,
+}
+
 /// Serves `app` on `listener` within `limits` until `stop` resolves, then drains (see the
-/// module docs). `role` names the listener in logs (e.g. `"admin.listen"`).
+/// module docs); `own`, when given, serves what it can first. `role` names the listener in
+/// logs (e.g. `"admin.listen"`).
 pub async fn serve(
     listener: TcpListener,
-    app: Router,
+    (app, own): (Router, Option<Arc<dyn OwnLoop>>),
     limits: ListenLimits,
     role: &'static str,
     stop: impl Future<Output = ()>,
@@ -71,9 +96,13 @@ pub async fn serve(
             stream,
             peer,
             app: app.clone(),
+            own: own.clone(),
             body_read_timeout: limits.body_read_timeout,
-            closing: closing.clone(),
-            dropping: dropping.clone(),
+            life: Life {
+                header_read_timeout: limits.header_read_timeout,
+                closing: closing.clone(),
+                dropping: dropping.clone(),
+            },
             _slot: slot,
         }));
     })
@@ -100,11 +129,9 @@ struct Conn {
     stream: TcpStream,
     peer: SocketAddr,
     app: Router,
+    own: Option<Arc<dyn OwnLoop>>,
     body_read_timeout: Duration,
-    /// Cancelled at stop: finish the request in progress, then close.
-    closing: CancellationToken,
-    /// Cancelled when the shutdown grace is over: drop the connection now.
-    dropping: CancellationToken,
+    life: Life,
     /// Held for the connection's life: its place under the cap.
     _slot: OwnedSemaphorePermit,
 }
@@ -112,14 +139,24 @@ struct Conn {
 async fn connection(c: Conn) {
     let Conn {
         hyper,
-        stream,
+        mut stream,
         peer,
         app,
+        own,
         body_read_timeout,
-        closing,
-        dropping,
+        life,
         _slot,
     } = c;
+    let read = match &own {
+        Some(own) => match own.serve(&mut stream, peer, &life).await {
+            Some(read) => read,
+            None => return,
+        },
+        None => Bytes::new(),
+    };
+    let Life {
+        closing, dropping, ..
+    } = life;
     let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
         let app = app.clone();
         async move {
@@ -141,7 +178,7 @@ async fn connection(c: Conn) {
             Ok(resp)
         }
     });
-    let mut conn = pin!(hyper.serve_connection(TokioIo::new(stream), svc));
+    let mut conn = pin!(hyper.serve_connection(TokioIo::new(Rewind::new(read, stream)), svc));
     let ended = tokio::select! {
         ended = conn.as_mut() => ended,
         () = closing.cancelled() => {

@@ -16,7 +16,7 @@ use http::Method;
 use hyper::body::Body as _;
 
 use crate::edge::access_log::handle::{agent_and_host, UNKNOWN};
-use crate::edge::access_log::record::Seen;
+use crate::edge::access_log::record::{Record, Seen};
 use crate::edge::access_log::{Surface, Verdict};
 use crate::model::{Action, Decision};
 use crate::surfaces::api::auth_convention::X_FORWARDED_HOST;
@@ -67,6 +67,45 @@ pub fn host_of(state: &ApiState, headers: &http::HeaderMap) -> Option<Vec<u8>> {
         .map(|v| v.as_bytes().to_vec())
 }
 
+/// Starts the line of a request from `peer` (`None` with the log off).
+pub fn start(state: &ApiState, peer: IpAddr, parts: &http::request::Parts) -> Option<Box<Record>> {
+    let path = parts.uri.path();
+    let surface = if path == "/v1/decide" {
+        Surface::Decide
+    } else {
+        Surface::Auth
+    };
+    let (user_agent, host) = agent_and_host(&parts.headers);
+    state.steps.access_log.start(&Seen {
+        surface,
+        peer,
+        client: peer,
+        method: &parts.method,
+        version: parts.version,
+        host,
+        path,
+        user_agent,
+    })
+}
+
+/// Finishes `line` with `resp` (its status, its `bytes` of body, what its handler described).
+pub fn finish<B>(
+    state: &ApiState,
+    mut line: Option<Box<Record>>,
+    resp: &http::Response<B>,
+    bytes: u64,
+) {
+    let mut status = resp.status().as_u16();
+    if let (Some(l), Some(d)) = (&mut line, resp.extensions().get::<Described>()) {
+        l.describe(d.client, &d.method, d.host.as_deref(), &d.path);
+        if l.surface == Surface::Decide && d.verdict.action == Action::Reject && status == 200 {
+            status = 429;
+        }
+        l.verdict = Some(d.verdict.clone());
+    }
+    state.steps.access_log.finish(line, status, bytes);
+}
+
 /// The middleware: one line per API request.
 pub async fn log(State(state): State<ApiState>, req: Request, next: Next) -> Response {
     if !state.steps.access_log.is_on() {
@@ -76,33 +115,10 @@ pub async fn log(State(state): State<ApiState>, req: Request, next: Next) -> Res
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map_or(UNKNOWN, |c| c.0.ip());
-    let path = req.uri().path();
-    let surface = if path == "/v1/decide" {
-        Surface::Decide
-    } else {
-        Surface::Auth
-    };
-    let (user_agent, host) = agent_and_host(req.headers());
-    let mut line = state.steps.access_log.start(&Seen {
-        surface,
-        peer,
-        client: peer,
-        method: req.method(),
-        version: req.version(),
-        host,
-        path,
-        user_agent,
-    });
-    let resp = next.run(req).await;
-    let mut status = resp.status().as_u16();
-    if let (Some(l), Some(d)) = (&mut line, resp.extensions().get::<Described>()) {
-        l.describe(d.client, &d.method, d.host.as_deref(), &d.path);
-        if surface == Surface::Decide && d.verdict.action == Action::Reject && status == 200 {
-            status = 429;
-        }
-        l.verdict = Some(d.verdict.clone());
-    }
+    let (parts, body) = req.into_parts();
+    let line = start(&state, peer, &parts);
+    let resp = next.run(Request::from_parts(parts, body)).await;
     let bytes = resp.body().size_hint().exact().unwrap_or(0);
-    state.steps.access_log.finish(line, status, bytes);
+    finish(&state, line, &resp, bytes);
     resp
 }

@@ -17,12 +17,13 @@
 //! captured with `auth_request_set`; the whole problem document travels in `x-limiter-problem`
 //! for that purpose. Caddy, Traefik and Envoy hand a non-2xx answer to the client as it is.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::response::Response;
-use http::{HeaderName, HeaderValue};
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
 
 use crate::edge::limits::too_large;
 use crate::edge::render::problem;
@@ -45,18 +46,31 @@ pub async fn auth(
 ) -> Response<Body> {
     // The request taken whole: extracting its method, URI and headers would clone each.
     let (parts, _) = req.into_parts();
-    let (method, uri, mut headers) = (parts.method, parts.uri, parts.headers);
+    answer(&state, addr.ip(), &parts.method, &parts.uri, parts.headers)
+        .await
+        .map(Body::from)
+}
+
+/// The answer to a forward-auth request from `peer`, whichever loop read it (the API's own,
+/// [`crate::surfaces::api::own_loop`], or axum's router).
+pub async fn answer(
+    state: &ApiState,
+    peer: IpAddr,
+    method: &Method,
+    uri: &Uri,
+    mut headers: HeaderMap,
+) -> Response<Bytes> {
     if let Err(err) = state.limits.headers.check(&headers) {
-        return too_large(err).map(Body::from);
+        return too_large(err);
     }
-    let orig = match original(&method, &uri, &headers) {
+    let orig = match original(method, uri, &headers) {
         Ok(o) => o,
         Err(e) => {
             let mut p = problem::Problem::new(http::StatusCode::BAD_REQUEST, None, e.detail);
             if let Some(field) = e.field {
                 p = p.with("field", field);
             }
-            return p.into_response().map(Body::from);
+            return p.into_response();
         }
     };
     if let Some(refusal) = crate::model::request_path::refusal(&orig.path) {
@@ -69,11 +83,11 @@ pub async fn auth(
         if let Ok(v) = HeaderValue::from_bytes(&compact) {
             resp.headers_mut().insert(X_LIMITER_PROBLEM, v);
         }
-        return resp.map(Body::from);
+        return resp;
     }
-    let client = caller(orig.front, addr.ip(), &headers, &state.trusted_peers);
+    let client = caller(orig.front, peer, &headers, &state.trusted_peers);
     let (method, path) = (orig.method, orig.path);
-    let host = access::host_of(&state, &headers);
+    let host = access::host_of(state, &headers);
     drop_forwarding(&mut headers);
     strip(&mut headers);
 
@@ -98,13 +112,12 @@ pub async fn auth(
                 }
             }
             let (ip, host) = (client.ip(), host.as_deref());
-            let resp = response.map(Body::from);
-            return access::described(&state, resp, ip, &method, host, &path, &decision);
+            return access::described(state, response, ip, &method, host, &path, &decision);
         }
     };
-    let mut resp = Response::new(Body::empty());
+    let mut resp = Response::new(Bytes::new());
     *resp.status_mut() = orig.front.allow_status();
     write_headers(&d, resp.headers_mut());
     let host = host.as_deref();
-    access::described(&state, resp, client.ip(), &method, host, &path, &d)
+    access::described(state, resp, client.ip(), &method, host, &path, &d)
 }

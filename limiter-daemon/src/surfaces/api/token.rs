@@ -12,6 +12,7 @@
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use subtle::ConstantTimeEq;
@@ -44,39 +45,47 @@ pub fn token_matches(given: &[u8], expected: &ApiToken) -> bool {
     bool::from(given.trim_ascii().ct_eq(expected.expose()))
 }
 
-fn unauthorized(detail: &str) -> Response {
+fn unauthorized(detail: &str) -> http::Response<Bytes> {
     let mut resp = Problem::new(StatusCode::UNAUTHORIZED, None, detail).into_response();
     resp.headers_mut()
         .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    resp.map(axum::body::Body::from).into_response()
+    resp
 }
 
 /// The caller's own `Authorization`, passed by nginx beside the daemon's token.
 pub const X_ORIGINAL_AUTHORIZATION: HeaderName =
     HeaderName::from_static("x-original-authorization");
 
-/// The router's layer: passes the request on when no token is configured or it carries it.
+/// Lets a request with `headers` through (the daemon's token taken out of them, the caller's
+/// own put in) when no token is configured or they carry it; else the 401 (boxed: rare).
+pub fn admit(state: &ApiState, headers: &mut HeaderMap) -> Result<(), Box<http::Response<Bytes>>> {
+    if let Some(token) = &state.token {
+        if !authorized(headers, token) {
+            let detail = if headers.contains_key(AUTHORIZATION) {
+                "The bearer token is not the one configured ([http] api_token_file)."
+            } else {
+                "This endpoint needs `Authorization: Bearer <token>` ([http] api_token_file)."
+            };
+            return Err(Box::new(unauthorized(detail)));
+        }
+        headers.remove(AUTHORIZATION);
+    }
+    if let Some(caller) = headers.remove(X_ORIGINAL_AUTHORIZATION) {
+        headers.insert(AUTHORIZATION, caller);
+    }
+    Ok(())
+}
+
+/// The router's layer: [`admit`] on every route.
 pub async fn require_token(
     State(state): State<ApiState>,
     mut req: Request,
     next: Next,
 ) -> Response {
-    if let Some(token) = &state.token {
-        if !authorized(req.headers(), token) {
-            let detail = if req.headers().contains_key(AUTHORIZATION) {
-                "The bearer token is not the one configured ([http] api_token_file)."
-            } else {
-                "This endpoint needs `Authorization: Bearer <token>` ([http] api_token_file)."
-            };
-            return unauthorized(detail);
-        }
-        req.headers_mut().remove(AUTHORIZATION);
+    match admit(&state, req.headers_mut()) {
+        Ok(()) => next.run(req).await,
+        Err(resp) => (*resp).map(axum::body::Body::from).into_response(),
     }
-    let headers = req.headers_mut();
-    if let Some(caller) = headers.remove(X_ORIGINAL_AUTHORIZATION) {
-        headers.insert(AUTHORIZATION, caller);
-    }
-    next.run(req).await
 }
 
 #[cfg(test)]
